@@ -1,0 +1,75 @@
+"""Builders shared by the core tests: holders on in-memory SQLite and wire messages."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from typing import Any
+
+from semaphore_core import Event, Holder, HolderConfig
+
+
+def ids(prefix: str = "id") -> Any:
+    counter = itertools.count(1)
+    return lambda: f"{prefix}-{next(counter)}"
+
+
+def holder(
+    conn: sqlite3.Connection | None = None, events: list[Event] | None = None, **config: Any
+) -> Holder:
+    """A holder with deterministic ids; events are appended to ``events`` when given."""
+    if events is not None:
+        config["on_event"] = events.append
+    config.setdefault("limit", 10)
+    return Holder(conn or sqlite3.connect(":memory:"), HolderConfig(**config), new_id=ids())
+
+
+def request(
+    client: str,
+    demand: list[tuple[str, int, int]] | None = None,
+    grants: list[tuple[str, int, int]] | None = None,
+    leases: list[tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
+    """``demand``: (group, count, oldestAt); ``grants``: (grantId, claimed, released);
+    ``leases``: (leaseId, drawn, released[, retired]); None leaves the key out."""
+    message: dict[str, Any] = {
+        "type": "request",
+        "v": 1,
+        "clientId": client,
+        "demand": [{"group": g, "count": n, "oldestAt": t} for g, n, t in demand or []],
+        "grants": [{"grantId": i, "claimed": c, "released": r} for i, c, r in grants or []],
+    }
+    if leases is not None:
+        message["leases"] = [_lease(entry) for entry in leases]
+    return message
+
+
+def sync(
+    client: str,
+    grants: list[tuple[str, int, int]] | None = None,
+    leases: list[tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "type": "sync",
+        "v": 1,
+        "clientId": client,
+        "grants": [{"grantId": i, "claimed": c, "released": r} for i, c, r in grants or []],
+    }
+    if leases is not None:
+        message["leases"] = [_lease(entry) for entry in leases]
+    return message
+
+
+def _lease(entry: tuple[Any, ...]) -> dict[str, Any]:
+    report: dict[str, Any] = {"leaseId": entry[0], "drawn": entry[1], "released": entry[2]}
+    if len(entry) > 3:
+        report["retired"] = entry[3]
+    return report
+
+
+def rows(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every committed row of both tables, for before/after comparisons."""
+    return {
+        table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+        for table in ("durability_semaphore_grants", "durability_semaphore_leases")
+    }
