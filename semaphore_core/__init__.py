@@ -33,12 +33,13 @@ from semaphore_core.events import (
     LeaseRetired,
     RoundEvent,
 )
-from semaphore_core.fixes import KNOWN_FIXES
+from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from semaphore_core.holder import Holder, RoundOutcome
 from semaphore_core.migrations import LATEST, migrate, schema_version
 from semaphore_core.usage import GroupUsage, Usage
 
 __all__ = [
+    "ALL_FIXES",
     "KNOWN_FIXES",
     "LATEST",
     "BlockedEvent",

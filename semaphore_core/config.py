@@ -13,7 +13,7 @@ fractions); see docs/FINDINGS.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Literal, TypeAlias
 
 import attrs
@@ -147,6 +147,12 @@ class LeaseOptions:
             )
 
 
+def _as_fixes(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):
+        raise SemaphoreConfigError(f"fixes must be a collection of fix names, got the string {value!r}")
+    return frozenset(value)
+
+
 LimitSource: TypeAlias = int | Callable[[], int]
 GroupLimit: TypeAlias = Callable[[str], "int | None"]
 CanGrant: TypeAlias = Callable[[str], bool]
@@ -168,7 +174,7 @@ class HolderConfig:
     grant_timeout_ms: int = attrs.field(default=10_000, converter=_js_int)
     leases: LeaseOptions | None = None
     on_event: Callable[[Event], None] | None = None
-    fixes: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    fixes: frozenset[str] = attrs.field(default=frozenset(), converter=_as_fixes)
 
     def __attrs_post_init__(self) -> None:
         limit = self.limit

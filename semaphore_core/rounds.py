@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 from semaphore_core.collation import locale_key
-from semaphore_core.config import Budgets, HolderConfig, budgets
+from semaphore_core.config import Budgets, HolderConfig, Under, budgets
 from semaphore_core.events import BlockedEvent, GrantReclaimed, LeaseGranted, LeaseRetired
+from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
 from semaphore_core.grants import apply_grant_reports, reclaim
 from semaphore_core.leases import LeaseCandidate, allocate_leases, apply_lease_reports
 from semaphore_core.policy import UNLIMITED, GroupPolicy
@@ -90,8 +91,24 @@ def allocate(
         if lease_options is not None
         else Budgets(grants=limit, leases=0, shared=False)
     )
-    leased = store.leased_footprint() if lease_options is not None and budget.shared else 0
+    under_shares = (
+        UNDER_SHARES_THE_LIMIT in config.fixes
+        and lease_options is not None
+        and isinstance(lease_options.provisioning, Under)
+    )
+    leased = store.leased_footprint() if lease_options is not None and (budget.shared or under_shares) else 0
     remaining = budget.grants - total - (leased if budget.shared else 0)
+    if under_shares:
+        # Fix F2: lease footprint above a lowered reserve also blocks grants.
+        remaining = min(remaining, limit - total - leased)
+    # Fix F1: a within_group_limit group's lease footprint counts against its limit.
+    group_leased = (
+        {group: footprint for group, (_, footprint) in store.lease_totals().items()}
+        if GROUP_CEILING_COUNTS_LEASES in config.fixes
+        and lease_options is not None
+        and lease_options.limited_groups == "within_group_limit"
+        else {}
+    )
 
     demands = [
         (allocation, request, demand)
@@ -109,7 +126,9 @@ def allocate(
             continue
 
         group_used = used.get(demand.group, 0)
-        group_remaining = None if policy.limit is None else policy.limit - group_used
+        group_remaining = (
+            None if policy.limit is None else policy.limit - group_used - group_leased.get(demand.group, 0)
+        )
         give = max(
             0,
             min(demand.count, remaining)
@@ -152,6 +171,9 @@ def allocate(
         ]
         # The allocator nets out live footprint itself; hand it gross capacity.
         lease_budget = max(0, limit - total - granted) if budget.shared else budget.leases
+        if under_shares:
+            # Fix F2: the reserve only leases what the whole limit still has room for.
+            lease_budget = min(lease_budget, max(0, limit - total - granted))
         lease_outcome = allocate_leases(
             store,
             lease_options,
