@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import attrs
-
 from semaphore_core.events import GrantReclaimed
 from semaphore_core.protocol import GrantReport, GrantResult
 from semaphore_core.store import HolderStore, effective_permits
@@ -41,7 +39,7 @@ def apply_grant_reports(
             store.remove(grant.grant_id)
         elif (permits, claimed, released) != (grant.permits, grant.claimed, grant.released):
             # An unchanged row is not rewritten; the reference rewrites it to the same values.
-            store.update(attrs.evolve(grant, permits=permits, claimed=claimed, released=released))
+            store.update(grant.grant_id, permits, claimed, released)
         results.append(
             GrantResult(
                 grant_id=grant.grant_id,
@@ -64,7 +62,7 @@ def reclaim(store: HolderStore, now: int) -> list[GrantReclaimed]:
         if grant.released >= grant.claimed:
             store.remove(grant.grant_id)
         else:
-            store.update(attrs.evolve(grant, permits=grant.claimed))
+            store.update(grant.grant_id, grant.claimed, grant.claimed, grant.released)
         events.append(
             GrantReclaimed(
                 timestamp=now,

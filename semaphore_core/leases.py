@@ -36,7 +36,7 @@ def to_lease_grant(lease: LeaseRow, now: int) -> LeaseGrant:
     )
 
 
-@attrs.frozen
+@attrs.define
 class LeaseReportOutcome:
     #: Echoed leases: refreshed live ones, retired ones, settled ones.
     echoes: list[LeaseGrant]
@@ -55,7 +55,6 @@ def apply_lease_reports(
 ) -> LeaseReportOutcome:
     """Heartbeat live leases, advance release marks, retire expired ones, settle finished ones."""
     outcome = LeaseReportOutcome(echoes=[], unknown_debt=0, drawn={})
-    debt = 0
     for report in reports:
         lease = store.get_lease(report.lease_id)
         if lease is None or lease.client_id != client_id:
@@ -70,7 +69,7 @@ def apply_lease_reports(
             )
             # Client-reported usage is untrusted: clamp before it can affect budget.
             live = max(0, report.drawn - max(0, report.released))
-            debt += min(live, options.permits_per_lease)
+            outcome.unknown_debt += min(live, options.permits_per_lease)
             continue
 
         drawn = min(max(0, report.drawn), lease.permits)
@@ -84,19 +83,13 @@ def apply_lease_reports(
         if released >= permits:
             store.remove_lease(lease.lease_id)
             # Echoed as settled (permits = released) so the client can drop the lease.
-            outcome.echoes.append(attrs.evolve(to_lease_grant(lease, now), permits=released, expires_at=now))
+            outcome.echoes.append(LeaseGrant(lease.lease_id, lease.grp, released, now))
             continue
-        refreshed = attrs.evolve(
-            lease,
-            permits=permits,
-            released=released,
-            retired=1 if retired else 0,
-            expires_at=lease.expires_at if retired else now + options.ttl_ms,
-        )
-        assert refreshed.released <= refreshed.permits, refreshed
-        store.update_lease(refreshed)
-        outcome.echoes.append(to_lease_grant(refreshed, now))
-    return attrs.evolve(outcome, unknown_debt=debt)
+        expires_at = lease.expires_at if retired else now + options.ttl_ms
+        assert released <= permits, (lease, report)
+        store.update_lease(lease.lease_id, permits, released, expires_at, 1 if retired else 0)
+        outcome.echoes.append(LeaseGrant(lease.lease_id, lease.grp, permits, now if retired else expires_at))
+    return outcome
 
 
 @attrs.frozen
@@ -153,9 +146,8 @@ def allocate_leases(
     ineligible = [g for g in lease_totals if not lease_eligible(options, policy_of(g))]
     for lease in store.live_leases_to_retire(now, ineligible):
         # Stop draws now; the full footprint stays until the client confirms.
-        retired = attrs.evolve(lease, retired=1)
-        store.update_lease(retired)
-        echo(lease.client_id, to_lease_grant(retired, now))
+        store.retire_lease(lease.lease_id)
+        echo(lease.client_id, LeaseGrant(lease.lease_id, lease.grp, lease.permits, now))
         events.append(
             LeaseRetired(
                 timestamp=now,
@@ -219,10 +211,9 @@ def allocate_leases(
             count = drawn[lease.lease_id]
             if count >= lease.permits:
                 continue
-            retired = attrs.evolve(lease, retired=1)
-            store.update_lease(retired)
+            store.retire_lease(lease.lease_id)
             excess -= lease.permits - count
-            echo(lease.client_id, to_lease_grant(retired, now))
+            echo(lease.client_id, LeaseGrant(lease.lease_id, lease.grp, lease.permits, now))
             events.append(
                 LeaseRetired(
                     timestamp=now,

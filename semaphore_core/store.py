@@ -97,14 +97,24 @@ class HolderStore:
         cursor = self._conn.execute(
             f"INSERT INTO {GRANTS} ({_GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (grant_id) DO NOTHING",
-            attrs.astuple(row),
+            (
+                row.grant_id,
+                row.client_id,
+                row.grp,
+                row.permits,
+                row.claimed,
+                row.released,
+                row.created_at,
+                row.expires_at,
+            ),
         )
         return cursor.rowcount > 0
 
-    def update(self, row: GrantRow) -> None:
+    def update(self, grant_id: str, permits: int, claimed: int, released: int) -> None:
+        """Set a grant's counts (its claim deadline never changes)."""
         self._conn.execute(
-            f"UPDATE {GRANTS} SET permits = ?, claimed = ?, released = ?, expires_at = ? WHERE grant_id = ?",
-            (row.permits, row.claimed, row.released, row.expires_at, row.grant_id),
+            f"UPDATE {GRANTS} SET permits = ?, claimed = ?, released = ? WHERE grant_id = ?",
+            (permits, claimed, released, grant_id),
         )
 
     def remove(self, grant_id: str) -> None:
@@ -179,11 +189,15 @@ class HolderStore:
         assert cursor.lastrowid is not None
         return attrs.evolve(row, seq=cursor.lastrowid)
 
-    def update_lease(self, row: LeaseRow) -> None:
+    def update_lease(self, lease_id: str, permits: int, released: int, expires_at: int, retired: int) -> None:
         self._conn.execute(
             f"UPDATE {LEASES} SET permits = ?, released = ?, expires_at = ?, retired = ? WHERE lease_id = ?",
-            (row.permits, row.released, row.expires_at, row.retired, row.lease_id),
+            (permits, released, expires_at, retired, lease_id),
         )
+
+    def retire_lease(self, lease_id: str) -> None:
+        """Stop draws; the footprint is untouched."""
+        self._conn.execute(f"UPDATE {LEASES} SET retired = 1 WHERE lease_id = ?", (lease_id,))
 
     def remove_lease(self, lease_id: str) -> None:
         self._conn.execute(f"DELETE FROM {LEASES} WHERE lease_id = ?", (lease_id,))

@@ -70,6 +70,9 @@ class ReferencePort:
         self.new_id = new_id
         self.contended = False
 
+    def _write_lease(self, row: LeaseRow) -> None:
+        self.store.update_lease(row.lease_id, row.permits, row.released, row.expires_at, row.retired)
+
     # applyReports
     def _apply_reports(self, client_id: str, reports: Any, now: int) -> list[GrantResult]:
         results = []
@@ -85,7 +88,7 @@ class ReferencePort:
             if released >= permits:
                 self.store.remove(grant.grant_id)
             else:
-                self.store.update(attrs.evolve(grant, permits=permits, claimed=claimed, released=released))
+                self.store.update(grant.grant_id, permits, claimed, released)
             results.append(
                 GrantResult(
                     grant.grant_id, claimed, "expired" if expired and report.claimed > claimed else "ok"
@@ -104,7 +107,7 @@ class ReferencePort:
             if updated.released >= updated.permits:
                 self.store.remove(grant.grant_id)
             else:
-                self.store.update(updated)
+                self.store.update(updated.grant_id, updated.permits, updated.claimed, updated.released)
                 kept.append(updated)
             events.append(
                 GrantReclaimed(now, grant.grant_id, grant.client_id, grant.grp, grant.permits - grant.claimed)
@@ -147,7 +150,7 @@ class ReferencePort:
                 retired=1 if retired else 0,
                 expires_at=lease.expires_at if retired else now + options.ttl_ms,
             )
-            self.store.update_lease(refreshed)
+            self._write_lease(refreshed)
             echoes.append(_to_lease_grant(refreshed, now))
         return echoes, debt, drawn_map
 
@@ -178,7 +181,7 @@ class ReferencePort:
             current = lease
             if not lease.retired and (lease.expires_at <= now or not _eligible(self.config, group)):
                 current = attrs.evolve(lease, retired=1)
-                self.store.update_lease(current)
+                self._write_lease(current)
                 echo(lease.client_id, _to_lease_grant(current, now))
                 events.append(
                     LeaseRetired(
@@ -235,7 +238,7 @@ class ReferencePort:
                 if count is None or count >= lease.permits:
                     continue
                 retired_row = attrs.evolve(lease, retired=1)
-                self.store.update_lease(retired_row)
+                self._write_lease(retired_row)
                 excess -= lease.permits - count
                 echo(lease.client_id, _to_lease_grant(retired_row, now))
                 events.append(

@@ -1,0 +1,50 @@
+"""The quick start's main job: the scripted story holds, and the CLI reports it with the right exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.cli import EXIT_OK, EXIT_USAGE, main
+from sim.demo import run_demo
+
+
+def test_every_expectation_of_the_demo_holds() -> None:
+    result = run_demo()
+    assert result.failures == []
+    assert [(m.t_ms, m.usage.granted, m.usage.leased, m.usage.limit) for m in result.moments] == [
+        (0, 4, 0, 8),
+        (1_000, 8, 0, 8),
+        (2_000, 8, 0, 8),
+        (5_000, 4, 0, 8),
+        (6_000, 7, 1, 8),
+        (8_000, 7, 1, 4),
+        (10_000, 3, 1, 4),
+        (12_000, 3, 1, 4),
+    ]
+
+
+def test_demo_command_prints_the_timeline_and_writes_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo.png"
+    assert main(["demo", "--plot", str(out)]) == EXIT_OK
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "every expectation held" in capsys.readouterr().out
+
+
+def test_a_plot_path_in_a_missing_directory_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--plot", str(tmp_path / "nope" / "demo.png")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "cannot write" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["demo", "--nope"]])
+def test_bad_usage_exits_2(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == EXIT_USAGE
