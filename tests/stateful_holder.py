@@ -23,10 +23,19 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis import target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from semaphore_core import Holder, HolderConfig, LeaseOptions, Over, Ratio, Strict, Under, budgets
+from semaphore_core import (
+    Holder,
+    HolderConfig,
+    LeaseGranted,
+    LeaseOptions,
+    Over,
+    Ratio,
+    Strict,
+    Under,
+    budgets,
+)
 from semaphore_core.protocol import (
     Demand,
     GrantReport,
@@ -111,6 +120,8 @@ class Client:
     grants: dict[str, ClientGrant] = attrs.Factory(dict)
     leases: dict[str, ClientLease] = attrs.Factory(dict)
     sent: list[tuple[tuple[GrantReport, ...], tuple[LeaseReport, ...] | None]] = attrs.Factory(list)
+    #: From the last reply: the client does not ask again before it.
+    next_request_at: int = 0
 
     def grant_reports(self) -> tuple[GrantReport, ...]:
         return tuple(GrantReport(gid, g.claimed, g.released) for gid, g in self.grants.items())
@@ -164,8 +175,6 @@ class HolderMachine(RuleBasedStateMachine):
         self.grants: dict[str, ModelGrant] = {}
         self.leases: dict[str, ModelLease] = {}
         self.violations: list[InvariantViolation] = []
-        self.pressure = -9
-        self.overload = -99
 
     #: The configuration family (provisioning mode, limited groups); None draws any.
     family: tuple[str, str] | None = None
@@ -180,7 +189,8 @@ class HolderMachine(RuleBasedStateMachine):
         max_clients_per_group=st.integers(1, 3),
         plain=st.integers(0, 2),
         capable=st.integers(1, 3),
-        group_limits=st.dictionaries(st.sampled_from(GROUPS), st.integers(0, 6), min_size=1, max_size=2),
+        group_limits=st.dictionaries(st.sampled_from(GROUPS), st.integers(1, 8), min_size=1, max_size=2),
+        warmup=st.lists(st.tuples(st.sampled_from(GROUPS), st.integers(1, 4)), min_size=1, max_size=3),
     )
     def setup(
         self,
@@ -194,6 +204,7 @@ class HolderMachine(RuleBasedStateMachine):
         plain: int,
         capable: int,
         group_limits: dict[str, int],
+        warmup: list[tuple[str, int]],
     ) -> None:
         if self.family is None:
             mode = data.draw(st.sampled_from(sorted(PROVISIONING)), label="mode")
@@ -215,6 +226,9 @@ class HolderMachine(RuleBasedStateMachine):
             capable=capable,
             group_limits=group_limits,
         )
+        # Swarm testing may disable every rule that asks for permits; a first
+        # round in which every client asks keeps each example from being inert.
+        self.run_round(list(range(len(self.clients))), [False] * 4, "honest", 0, False, warmup)
 
     def configure(
         self,
@@ -232,7 +246,7 @@ class HolderMachine(RuleBasedStateMachine):
         group_limits: dict[str, int] | None = None,
     ) -> None:
         """Build the holder and clients; replays of findings call this directly."""
-        self.limit = limit
+        self.limit = self.initial_limit = limit
         self.group_limits: dict[str, int] = dict(group_limits or {})
         self.denied: set[str] = set()
         leases = (
@@ -336,14 +350,10 @@ class HolderMachine(RuleBasedStateMachine):
                 permits=granted.permits,
                 expires_at=self.now + self.config.grant_timeout_ms,
             )
-        for lease in reply.leases or ():
-            if lease.lease_id not in self.leases and lease.expires_at > self.now:
-                self.leases[lease.lease_id] = ModelLease(
-                    client=name, group=lease.group, permits=lease.permits
-                )
         if lost:
             return
         client = self.clients[name]
+        client.next_request_at = reply.next_request_at
         for granted in reply.grants:
             # The queue reports a claim for every item it can admit; the claim
             # travels in its next report.
@@ -382,8 +392,8 @@ class HolderMachine(RuleBasedStateMachine):
                 continue
             if echo.expires_at <= self.now:
                 known.stopped = True
-                if known.retired and echo.permits <= known.released:
-                    del client.leases[echo.lease_id]  # settled
+                if echo.permits <= known.released:
+                    del client.leases[echo.lease_id]  # settled: every permit it drew is back
 
     def _apply_results(self, client: Client, results: tuple[Any, ...]) -> None:
         for result in results:
@@ -483,6 +493,13 @@ class HolderMachine(RuleBasedStateMachine):
         for name, request in zip(names, requests, strict=True):
             self._model_apply(name, request.grants, request.leases)
         self._model_reclaim()
+        # New leases are the round's lease_granted events; a reply's echo of a
+        # refreshed lease is not news (and may echo one a later request settled).
+        for event in outcome.events:
+            if isinstance(event, LeaseGranted):
+                self.leases[event.lease_id] = ModelLease(
+                    client=event.client_id, group=event.group, permits=event.permits
+                )
         for i, (name, reply) in enumerate(zip(names, outcome.replies, strict=True)):
             self._receive_grant_reply(name, reply, lost=lose[i % len(lose)])
             if not lose[i % len(lose)]:
@@ -517,7 +534,15 @@ class HolderMachine(RuleBasedStateMachine):
 
     @rule(ms=st.sampled_from([1, 500, 999, 1_000, 2_500, 8_000]))
     def advance(self, ms: int) -> None:
+        """Time passes; clients with queued items whose ``nextRequestAt`` passed ask, as they would."""
         self.now += ms
+        due = [
+            index
+            for index, name in enumerate(sorted(self.clients))
+            if self.clients[name].demand and self.clients[name].next_request_at <= self.now
+        ]
+        if due:
+            self.run_round(due, [False] * 4, "honest", 0, False, [])
 
     @rule()
     def alarm(self) -> None:
@@ -534,7 +559,7 @@ class HolderMachine(RuleBasedStateMachine):
     def change_policy(self, change: str, group: str, value: int | None) -> None:
         """The operator changes the limit, a group limit, or a group's entitlement."""
         if change == "limit":
-            self.limit = 0 if value is None else value
+            self.limit = self.initial_limit if value is None else value
         elif change == "group_limit":
             if value is None:
                 self.group_limits.pop(group, None)
@@ -545,8 +570,11 @@ class HolderMachine(RuleBasedStateMachine):
 
     @rule(by=st.integers(1, 3))
     def lower_limit(self, by: int) -> None:
-        """Lower the limit a little: just under current usage is where ceilings are tested."""
-        self.limit = max(0, self.limit - by)
+        """Lower the limit a little: just under current usage is where ceilings are tested.
+
+        Never to 0 (an absolute change can do that): a holder at 0 admits
+        nothing, and an example stuck there explores nothing more."""
+        self.limit = max(1, self.limit - by)
 
     @rule()
     def evict(self) -> None:
@@ -696,20 +724,8 @@ class HolderMachine(RuleBasedStateMachine):
             assert self.holder.next_alarm_at() == self.port.next_alarm_at()
         self.previous_usage = (usage.granted, usage.leased)
         self.previous_groups = {group: self._group_usage(group) for group in GROUPS}
-        # Steer the search towards full groups and a full holder, where ceilings break.
-        self.overload = max(self.overload, usage.granted + usage.leased - usage.limit)
-        self.pressure = max(
-            self.pressure,
-            max(
-                (sum(self.previous_groups.get(g, (0, 0))) - n for g, n in self.group_limits.items()),
-                default=-9,
-            ),
-        )
 
     def teardown(self) -> None:
         for violation in self.violations:
             finding = getattr(violation, "finding", None)
             type(self).seen[finding] = type(self).seen.get(finding, 0) + 1
-        if hasattr(self, "holder"):
-            target(float(self.pressure), label="group usage minus its limit")
-            target(float(self.overload), label="usage minus the limit")
