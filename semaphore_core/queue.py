@@ -1,0 +1,514 @@
+"""The client side: ``DurabilitySemaphoreQueue`` as a pure state machine on ``sqlite3``.
+
+The reference ships the queue's docs, not its source, so this follows what
+the docs promise (semaphore.mdx, "Leases", and the account-concurrency
+composition):
+
+- Items (``id``, ``key``, ``group``, ``body``) are enqueued durably; a
+  repeated id is a no-op.
+- A request carries demand per group (count of queued items, ``oldestAt``
+  of the oldest) and cumulative reports for every grant and lease of the
+  key. The client does not ask a key again before its ``nextRequestAt``
+  (what ``SemaphoreClient`` remembers per key).
+- Items are admitted only through *confirmed* claims: a new grant assigns
+  queued items to it and reports the claim; the holder's ``grantResults``
+  say how many it honoured; those are admitted and the rest requeued
+  (``expired``, ``not_found``).
+- Leases are drawn locally, one permit per item, and one-shot: releasing
+  an item returns its permit to the holder's footprint through the next
+  report but never makes it drawable again.
+- Every report heartbeats a lease; a lease with permits in use is due a
+  report at half its remaining lifetime even when idle. On a ``contended``
+  reply the client retires the leases of groups where nothing is queued,
+  returning their undrawn permits. A lease the holder stopped (or that
+  expired) is retired by the client and reported until the holder settles
+  it.
+
+Nothing here does I/O or reads a clock: the simulator's client object
+(``sim.client_object``) sends what this builds and feeds back the replies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from semaphore_core.protocol import (
+    Demand,
+    GrantReport,
+    GrantResult,
+    LeaseGrant,
+    LeaseReport,
+    PermitGrant,
+    PermitRequest,
+    PermitSync,
+    PermitSyncResult,
+)
+from semaphore_core.transaction import transaction
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_items (
+        seq         INTEGER PRIMARY KEY,
+        id          TEXT    NOT NULL UNIQUE,
+        key         TEXT    NOT NULL,
+        grp         TEXT    NOT NULL,
+        body        TEXT    NOT NULL,
+        status      TEXT    NOT NULL CHECK (status IN ('queued', 'claiming', 'running', 'done')),
+        enqueued_at INTEGER NOT NULL,
+        grant_id    TEXT,
+        lease_id    TEXT,
+        admitted_at INTEGER
+    )""",
+    """CREATE INDEX IF NOT EXISTS durability_semaphore_queue_items_open
+        ON durability_semaphore_queue_items (key, grp, status) WHERE status != 'done'""",
+    """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_grants (
+        grant_id  TEXT    NOT NULL PRIMARY KEY,
+        key       TEXT    NOT NULL,
+        grp       TEXT    NOT NULL,
+        permits   INTEGER NOT NULL,
+        claimed   INTEGER NOT NULL,
+        confirmed INTEGER NOT NULL,
+        released  INTEGER NOT NULL,
+        -- released as of the last report sent: what a reply's result answers
+        reported  INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_leases (
+        lease_id    TEXT    NOT NULL PRIMARY KEY,
+        key         TEXT    NOT NULL,
+        grp         TEXT    NOT NULL,
+        permits     INTEGER NOT NULL,
+        drawn       INTEGER NOT NULL,
+        released    INTEGER NOT NULL,
+        retired     INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL,
+        reported_at INTEGER NOT NULL
+    )""",
+    # ``changes`` counts local changes the holder must hear of; ``acked`` is the
+    # count carried by the newest message whose reply arrived.
+    """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_keys (
+        key             TEXT    NOT NULL PRIMARY KEY,
+        next_request_at INTEGER NOT NULL,
+        changes         INTEGER NOT NULL,
+        acked           INTEGER NOT NULL
+    )""",
+)
+
+
+@attrs.frozen
+class QueueItem:
+    id: str
+    key: str
+    group: str
+    body: str = ""
+
+
+@attrs.frozen
+class Admission:
+    """An item admitted to run, and the permit it holds (a grant's or a lease's)."""
+
+    item_id: str
+    key: str
+    group: str
+    body: str
+    grant_id: str | None
+    lease_id: str | None
+
+
+@attrs.frozen
+class Step:
+    """What a reply changed: items admitted, items requeued, whether a sync is now due."""
+
+    admitted: tuple[Admission, ...] = ()
+    requeued: tuple[str, ...] = ()
+    needs_sync: bool = False
+
+
+class QueueClient:
+    """One client object's queue, grants and leases, for every holder key it uses."""
+
+    def __init__(self, conn: sqlite3.Connection, client_id: str) -> None:
+        conn.isolation_level = None
+        self._conn = conn
+        self.client_id = client_id
+        with transaction(conn):
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    # --- enqueue and release -------------------------------------------------------
+
+    def enqueue(self, items: Iterable[QueueItem], now: int) -> int:
+        """Queue items durably; an id seen before is ignored. Returns how many were new."""
+        added = 0
+        with transaction(self._conn):
+            for item in items:
+                cursor = self._conn.execute(
+                    "INSERT INTO durability_semaphore_queue_items (id, key, grp, body, status, enqueued_at) "
+                    "VALUES (?, ?, ?, ?, 'queued', ?) ON CONFLICT (id) DO NOTHING",
+                    (item.id, item.key, item.group, item.body, now),
+                )
+                if cursor.rowcount > 0:
+                    added += 1
+                    self._touch(item.key)
+        return added
+
+    def release(self, item_id: str) -> bool:
+        """An admitted item finished: its permit goes back through the next report."""
+        with transaction(self._conn):
+            row = self._conn.execute(
+                "SELECT key, grant_id, lease_id FROM durability_semaphore_queue_items "
+                "WHERE id = ? AND status = 'running'",
+                (item_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            key, grant_id, lease_id = row
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_items SET status = 'done' WHERE id = ?", (item_id,)
+            )
+            if grant_id is not None:
+                self._conn.execute(
+                    "UPDATE durability_semaphore_queue_grants SET released = released + 1 WHERE grant_id = ?",
+                    (grant_id,),
+                )
+            if lease_id is not None:
+                self._conn.execute(
+                    "UPDATE durability_semaphore_queue_leases SET released = released + 1 WHERE lease_id = ?",
+                    (lease_id,),
+                )
+            self._mark_dirty(key)
+        return True
+
+    def running(self) -> list[tuple[str, int]]:
+        """Admitted, unreleased items and when they were admitted, oldest first."""
+        rows = self._conn.execute(
+            "SELECT id, admitted_at FROM durability_semaphore_queue_items "
+            "WHERE status = 'running' ORDER BY admitted_at, seq"
+        ).fetchall()
+        return [(item_id, int(at)) for item_id, at in rows]
+
+    def status(self, item_id: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT status FROM durability_semaphore_queue_items WHERE id = ?", (item_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    # --- leases, drawn locally ------------------------------------------------------
+
+    def draw_leases(self, now: int) -> list[Admission]:
+        """Admit queued items through live leases, oldest item first, one permit each."""
+        admitted: list[Admission] = []
+        with transaction(self._conn):
+            leases = self._conn.execute(
+                "SELECT lease_id, key, grp, permits - drawn FROM durability_semaphore_queue_leases "
+                "WHERE retired = 0 AND expires_at > ? AND drawn < permits ORDER BY expires_at, lease_id",
+                (now,),
+            ).fetchall()
+            for lease_id, key, grp, room in leases:
+                items = self._conn.execute(
+                    "SELECT id, body FROM durability_semaphore_queue_items "
+                    "WHERE key = ? AND grp = ? AND status = 'queued' ORDER BY enqueued_at, seq LIMIT ?",
+                    (key, grp, room),
+                ).fetchall()
+                for item_id, body in items:
+                    self._conn.execute(
+                        "UPDATE durability_semaphore_queue_items SET status = 'running', lease_id = ?, "
+                        "admitted_at = ? WHERE id = ?",
+                        (lease_id, now, item_id),
+                    )
+                    admitted.append(Admission(item_id, key, grp, body, None, lease_id))
+                if items:
+                    self._conn.execute(
+                        "UPDATE durability_semaphore_queue_leases SET drawn = drawn + ? WHERE lease_id = ?",
+                        (len(items), lease_id),
+                    )
+                    self._mark_dirty(key)
+        return admitted
+
+    # --- what to send ------------------------------------------------------------------
+
+    def keys_due(self, now: int) -> list[str]:
+        """Keys with queued items whose ``nextRequestAt`` has passed."""
+        rows = self._conn.execute(
+            "SELECT k.key FROM durability_semaphore_queue_keys k WHERE k.next_request_at <= ? AND EXISTS "
+            "(SELECT 1 FROM durability_semaphore_queue_items i WHERE i.key = k.key AND i.status = 'queued') "
+            "ORDER BY k.key",
+            (now,),
+        ).fetchall()
+        return [key for (key,) in rows]
+
+    def next_request_at(self) -> int | None:
+        """When the earliest key with queued items may ask again."""
+        row = self._conn.execute(
+            "SELECT min(k.next_request_at) FROM durability_semaphore_queue_keys k WHERE EXISTS "
+            "(SELECT 1 FROM durability_semaphore_queue_items i WHERE i.key = k.key AND i.status = 'queued')"
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def dirty_keys(self) -> list[str]:
+        """Keys with changes the holder has not acknowledged (claims, releases, retirements)."""
+        rows = self._conn.execute(
+            "SELECT key FROM durability_semaphore_queue_keys WHERE changes > acked ORDER BY key"
+        ).fetchall()
+        return [key for (key,) in rows]
+
+    def heartbeat_at(self) -> int | None:
+        """When a lease with permits in use is next due a report (half its remaining lifetime)."""
+        row = self._conn.execute(
+            "SELECT min(reported_at + (expires_at - reported_at) / 2) FROM durability_semaphore_queue_leases "
+            "WHERE retired = 0 AND drawn > released"
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def heartbeat_keys(self, now: int) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT DISTINCT key FROM durability_semaphore_queue_leases "
+            "WHERE retired = 0 AND drawn > released "
+            "AND reported_at + (expires_at - reported_at) / 2 <= ? ORDER BY key",
+            (now,),
+        ).fetchall()
+        return [key for (key,) in rows]
+
+    def build_request(self, key: str, now: int) -> PermitRequest:
+        """Demand per group of the key's queued items, and every report, for one round."""
+        rows = self._conn.execute(
+            "SELECT grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status = 'queued' GROUP BY grp ORDER BY grp",
+            (key,),
+        ).fetchall()
+        demand = tuple(Demand(group=grp, count=count, oldest_at=oldest) for grp, count, oldest in rows)
+        grants, leases = self._reports(key, now)
+        return PermitRequest(client_id=self.client_id, demand=demand, grants=grants, leases=leases)
+
+    def build_sync(self, key: str, now: int) -> PermitSync:
+        grants, leases = self._reports(key, now)
+        return PermitSync(client_id=self.client_id, grants=grants, leases=leases)
+
+    def _reports(self, key: str, now: int) -> tuple[tuple[GrantReport, ...], tuple[LeaseReport, ...]]:
+        grants = tuple(
+            GrantReport(grant_id, claimed, released)
+            for grant_id, claimed, released in self._conn.execute(
+                "SELECT grant_id, claimed, released FROM durability_semaphore_queue_grants "
+                "WHERE key = ? ORDER BY grant_id",
+                (key,),
+            )
+        )
+        leases = tuple(
+            LeaseReport(lease_id, drawn, released, True if retired else None)
+            for lease_id, drawn, released, retired in self._conn.execute(
+                "SELECT lease_id, drawn, released, retired FROM durability_semaphore_queue_leases "
+                "WHERE key = ? ORDER BY lease_id",
+                (key,),
+            )
+        )
+        return grants, leases
+
+    def sent(self, key: str, now: int) -> int:
+        """The reports of ``key`` went out; returns the change count they carry (see ``acked``)."""
+        with transaction(self._conn):
+            self._touch(key)
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_leases SET reported_at = ? WHERE key = ?", (now, key)
+            )
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_grants SET reported = released WHERE key = ?", (key,)
+            )
+            row = self._conn.execute(
+                "SELECT changes FROM durability_semaphore_queue_keys WHERE key = ?", (key,)
+            ).fetchone()
+        return int(row[0])
+
+    def acked(self, key: str, changes: int) -> None:
+        """A reply arrived for a message that carried ``changes``: the holder has seen those."""
+        with transaction(self._conn):
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_keys SET acked = max(acked, ?) WHERE key = ?",
+                (changes, key),
+            )
+
+    # --- what came back ------------------------------------------------------------------
+
+    def on_grant(self, key: str, reply: PermitGrant, now: int) -> Step:
+        """A round's reply: results of the reports, new grants (claimed at once), lease echoes."""
+        with transaction(self._conn):
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_keys SET next_request_at = ? WHERE key = ?",
+                (reply.next_request_at, key),
+            )
+            step = self._results(key, reply.grant_results, now)
+            claimed = 0
+            for granted in reply.grants:
+                claimed += self._claim(key, granted.grant_id, granted.group, granted.permits)
+            self._echoes(key, reply.leases or (), now)
+            if reply.contended:
+                self._return_idle_headroom(key)
+            if claimed:
+                self._mark_dirty(key)
+        return attrs.evolve(step, needs_sync=claimed > 0)
+
+    def on_synced(self, key: str, reply: PermitSyncResult, now: int) -> Step:
+        with transaction(self._conn):
+            step = self._results(key, reply.grant_results, now)
+            self._echoes(key, reply.leases or (), now)
+            if reply.contended:
+                self._return_idle_headroom(key)
+        return step
+
+    def _claim(self, key: str, grant_id: str, group: str, permits: int) -> int:
+        items = self._conn.execute(
+            "SELECT id FROM durability_semaphore_queue_items WHERE key = ? AND grp = ? AND status = 'queued' "
+            "ORDER BY enqueued_at, seq LIMIT ?",
+            (key, group, permits),
+        ).fetchall()
+        self._conn.execute(
+            "INSERT INTO durability_semaphore_queue_grants (grant_id, key, grp, permits, claimed, confirmed, "
+            "released, reported) VALUES (?, ?, ?, ?, ?, 0, 0, 0) ON CONFLICT (grant_id) DO NOTHING",
+            (grant_id, key, group, permits, len(items)),
+        )
+        for (item_id,) in items:
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_items SET status = 'claiming', grant_id = ? WHERE id = ?",
+                (grant_id, item_id),
+            )
+        return len(items)
+
+    def _results(self, key: str, results: Sequence[GrantResult], now: int) -> Step:
+        admitted: list[Admission] = []
+        requeued: list[str] = []
+        for result in results:
+            row = self._conn.execute(
+                "SELECT grp, permits, claimed, confirmed, reported FROM durability_semaphore_queue_grants "
+                "WHERE grant_id = ?",
+                (result.grant_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            grp, permits, claimed, confirmed, reported = row
+            claiming = [
+                (item_id, body)
+                for item_id, body in self._conn.execute(
+                    "SELECT id, body FROM durability_semaphore_queue_items WHERE grant_id = ? AND "
+                    "status = 'claiming' ORDER BY enqueued_at, seq",
+                    (result.grant_id,),
+                )
+            ]
+            if result.status == "not_found":
+                requeued += self._requeue(item_id for item_id, _ in claiming)
+                self._conn.execute(
+                    "DELETE FROM durability_semaphore_queue_grants WHERE grant_id = ?", (result.grant_id,)
+                )
+                continue
+            # What the holder honoured, less what is already running under this grant.
+            admit = max(0, result.claimed - confirmed)
+            for item_id, body in claiming[:admit]:
+                self._conn.execute(
+                    "UPDATE durability_semaphore_queue_items SET status = 'running', admitted_at = ? "
+                    "WHERE id = ?",
+                    (now, item_id),
+                )
+                admitted.append(Admission(item_id, key, grp, body, result.grant_id, None))
+            confirmed = max(confirmed, result.claimed)
+            if result.status == "expired":
+                # The late claim was clamped: requeue what it could not admit.
+                requeued += self._requeue(item_id for item_id, _ in claiming[admit:])
+                claimed = permits = confirmed
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_grants SET permits = ?, claimed = ?, confirmed = ? "
+                "WHERE grant_id = ?",
+                (permits, claimed, confirmed, result.grant_id),
+            )
+            open_items = self._conn.execute(
+                "SELECT count(*) FROM durability_semaphore_queue_items WHERE grant_id = ? AND "
+                "status IN ('claiming', 'running')",
+                (result.grant_id,),
+            ).fetchone()[0]
+            if open_items == 0 and reported == confirmed == claimed:
+                # The holder has seen every release: nothing is left to report (it
+                # reclaims any unclaimed permits itself). Judged by what was *sent*: a
+                # release made while this message was in flight is not reported yet.
+                self._conn.execute(
+                    "DELETE FROM durability_semaphore_queue_grants WHERE grant_id = ?", (result.grant_id,)
+                )
+        if requeued:
+            self._touch(key)
+        return Step(admitted=tuple(admitted), requeued=tuple(requeued), needs_sync=False)
+
+    def _requeue(self, item_ids: Iterable[str]) -> list[str]:
+        ids = list(item_ids)
+        for item_id in ids:
+            self._conn.execute(
+                "UPDATE durability_semaphore_queue_items SET status = 'queued', grant_id = NULL WHERE id = ?",
+                (item_id,),
+            )
+        return ids
+
+    def _echoes(self, key: str, echoes: Iterable[LeaseGrant], now: int) -> None:
+        for echo in echoes:
+            row = self._conn.execute(
+                "SELECT released FROM durability_semaphore_queue_leases WHERE lease_id = ?",
+                (echo.lease_id,),
+            ).fetchone()
+            if row is None:
+                if echo.expires_at > now:
+                    self._conn.execute(
+                        "INSERT INTO durability_semaphore_queue_leases (lease_id, key, grp, permits, drawn, "
+                        "released, retired, expires_at, reported_at) VALUES (?, ?, ?, ?, 0, 0, 0, ?, ?)",
+                        (echo.lease_id, key, echo.group, echo.permits, echo.expires_at, now),
+                    )
+                continue
+            (released,) = row
+            if echo.expires_at > now:
+                self._conn.execute(
+                    "UPDATE durability_semaphore_queue_leases SET expires_at = ? WHERE lease_id = ?",
+                    (echo.expires_at, echo.lease_id),
+                )
+                continue
+            # Stopped by the holder (or unknown to it): stop drawing, report it retired
+            # until the holder settles it; settled once every drawn permit is back.
+            if echo.permits <= released:
+                self._conn.execute(
+                    "DELETE FROM durability_semaphore_queue_leases WHERE lease_id = ?", (echo.lease_id,)
+                )
+            else:
+                self._conn.execute(
+                    "UPDATE durability_semaphore_queue_leases SET retired = 1, expires_at = ? "
+                    "WHERE lease_id = ?",
+                    (now, echo.lease_id),
+                )
+                self._mark_dirty(key)
+        # A lease past its own expiry is stopped too, even if no echo said so.
+        stopped = self._conn.execute(
+            "UPDATE durability_semaphore_queue_leases SET retired = 1 WHERE key = ? AND retired = 0 AND "
+            "expires_at <= ?",
+            (key, now),
+        )
+        if stopped.rowcount > 0:
+            self._mark_dirty(key)
+
+    def _return_idle_headroom(self, key: str) -> None:
+        """``contended``: retire live leases of groups where nothing is queued."""
+        cursor = self._conn.execute(
+            "UPDATE durability_semaphore_queue_leases SET retired = 1 WHERE key = ? AND retired = 0 AND "
+            "drawn < permits AND NOT EXISTS (SELECT 1 FROM durability_semaphore_queue_items i WHERE "
+            "i.key = durability_semaphore_queue_leases.key AND i.grp = durability_semaphore_queue_leases.grp "
+            "AND i.status = 'queued')",
+            (key,),
+        )
+        if cursor.rowcount > 0:
+            self._mark_dirty(key)
+
+    # --- per-key bookkeeping ----------------------------------------------------------
+
+    def _touch(self, key: str) -> None:
+        self._conn.execute(
+            "INSERT INTO durability_semaphore_queue_keys (key, next_request_at, changes, acked) "
+            "VALUES (?, 0, 0, 0) ON CONFLICT (key) DO NOTHING",
+            (key,),
+        )
+
+    def _mark_dirty(self, key: str) -> None:
+        self._touch(key)
+        self._conn.execute(
+            "UPDATE durability_semaphore_queue_keys SET changes = changes + 1 WHERE key = ?", (key,)
+        )

@@ -1,0 +1,170 @@
+"""The fault model: what may go wrong in a run, as data.
+
+A :class:`FaultPlan` holds per-message probabilities (a request lost, a reply
+lost after the callee committed, a duplicate delivery, a bounded extra
+delay, a message held back so it overtakes or is overtaken), scheduled
+faults (an object evicted at a time, an object partitioned for a window,
+periodic evictions), and platform faults (``alarm()`` throwing, a job's
+completion notice lost). The network and objects draw each decision from
+the run's seeded streams, so a plan plus a seed is one exact run.
+"""
+
+from __future__ import annotations
+
+from random import Random
+from typing import Any, Final
+
+import attrs
+
+#: Upper bounds, so a plan can never make a run unbounded.
+MAX_DELAY_MS: Final = 600_000
+
+
+def _probability(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"faults.{name} must be a probability in [0, 1], got {value!r}")
+
+
+@attrs.frozen
+class Window:
+    """``target`` is unreachable from ``start_ms`` until ``end_ms``: messages to and from it are lost."""
+
+    target: str
+    start_ms: int
+    end_ms: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.start_ms < self.end_ms:
+            raise ValueError(f"a partition window needs 0 <= start_ms < end_ms, got {self}")
+
+    def covers(self, name: str, t_ms: int) -> bool:
+        return self.target == name and self.start_ms <= t_ms < self.end_ms
+
+
+@attrs.frozen
+class Eviction:
+    """Evict ``target`` at ``at_ms``: its instance and everything in memory go."""
+
+    target: str
+    at_ms: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.at_ms < 0:
+            raise ValueError(f"an eviction time must be >= 0, got {self}")
+
+
+@attrs.frozen
+class Drop:
+    """Lose every ``leg`` message matching ``src``, ``dst``, ``method`` (None: any) in the window."""
+
+    leg: str
+    start_ms: int
+    end_ms: int
+    src: str | None = None
+    dst: str | None = None
+    method: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.leg not in ("request", "reply"):
+            raise ValueError(f"a drop's leg must be 'request' or 'reply', got {self.leg!r}")
+        if not 0 <= self.start_ms < self.end_ms:
+            raise ValueError(f"a drop window needs 0 <= start_ms < end_ms, got {self}")
+
+    def matches(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool:
+        return (
+            self.leg == leg
+            and self.start_ms <= t_ms < self.end_ms
+            and self.src in (None, src)
+            and self.dst in (None, dst)
+            and self.method in (None, method)
+        )
+
+
+@attrs.frozen
+class FaultPlan:
+    """Everything that goes wrong in one run, apart from the seed's own draws."""
+
+    request_loss: float = 0.0
+    reply_loss: float = 0.0
+    duplicate: float = 0.0
+    #: Extra one-way delay, uniform in [0, delay_ms], on top of the base latency.
+    delay_ms: int = 0
+    #: Probability a message is held back by up to ``reorder_ms`` more.
+    reorder: float = 0.0
+    reorder_ms: int = 0
+    partitions: tuple[Window, ...] = ()
+    #: Targeted losses: every matching message in a window (a scenario's "this reply is lost").
+    drops: tuple[Drop, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    #: Evict every holder object this often (None: never).
+    evict_holders_every_ms: int | None = None
+    #: Probability one ``alarm()`` run throws (a storage hiccup in due work).
+    alarm_failure: float = 0.0
+    #: Probability a job's completion notice to its client is lost.
+    release_loss: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("request_loss", "reply_loss", "duplicate", "reorder", "alarm_failure", "release_loss"):
+            _probability(name, getattr(self, name))
+        for name in ("delay_ms", "reorder_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
+                raise ValueError(f"faults.{name} must be an integer in [0, {MAX_DELAY_MS}], got {value!r}")
+        every = self.evict_holders_every_ms
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
+            raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")
+
+    def partitioned(self, name: str, t_ms: int) -> bool:
+        return any(window.covers(name, t_ms) for window in self.partitions)
+
+    def dropped(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool:
+        return any(drop.matches(leg, src, dst, method, t_ms) for drop in self.drops)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded in a trace header (and read back by ``from_dict``)."""
+        return attrs.asdict(self, recurse=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FaultPlan:
+        unknown = sorted(set(data) - {f.name for f in attrs.fields(cls)})
+        if unknown:
+            raise ValueError(f"faults: unknown field {unknown[0]!r}")
+        values = dict(data)
+        values["partitions"] = tuple(Window(**w) for w in data.get("partitions", ()))
+        values["evictions"] = tuple(Eviction(**e) for e in data.get("evictions", ()))
+        values["drops"] = tuple(Drop(**d) for d in data.get("drops", ()))
+        return cls(**values)
+
+
+NO_FAULTS: Final = FaultPlan()
+
+
+def random_plan(seed: int, targets: list[str], duration_ms: int) -> FaultPlan:
+    """A random fault plan for ``seed``: a few fault kinds on, at random rates and times."""
+    rng = Random(f"semsim-fault-plan:{seed}")
+
+    def maybe(p: float) -> float:
+        return round(rng.uniform(0.01, p), 3) if rng.random() < 0.5 else 0.0
+
+    def window() -> tuple[int, int]:
+        start = rng.randrange(0, max(1, duration_ms - 1_000))
+        return start, min(duration_ms, start + rng.randint(500, 20_000))
+
+    partitions = tuple(Window(rng.choice(targets), *window()) for _ in range(rng.randint(0, 2)) if targets)
+    evictions = tuple(
+        Eviction(rng.choice(targets), rng.randrange(0, duration_ms))
+        for _ in range(rng.randint(0, 3))
+        if targets
+    )
+    return FaultPlan(
+        request_loss=maybe(0.2),
+        reply_loss=maybe(0.2),
+        duplicate=maybe(0.2),
+        delay_ms=rng.choice([0, 0, 50, 500]),
+        reorder=maybe(0.3),
+        reorder_ms=rng.choice([0, 100, 1_000]),
+        partitions=partitions,
+        evictions=evictions,
+        alarm_failure=maybe(0.5),
+        release_loss=maybe(0.3),
+    )

@@ -1,0 +1,193 @@
+"""A whole simulated system: holders, clients, the job service, the network, a workload.
+
+``run_world(config, faults, seed)`` builds everything from one config and
+one fault plan, runs it under the deterministic runtime, and returns the
+trace (whose header records the seed, the config and the plan) with the
+objects for inspection. The same three inputs give the same trace bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
+from sim.client_object import ClientObject, ClientSettings
+from sim.durable import DurableObject, Factory
+from sim.faults import FaultPlan
+from sim.holder_object import Env, HolderObject
+from sim.jobs import Jobs
+from sim.network import DEFAULT_LATENCY_MS, Network
+from sim.runtime import Limits, RunResult, Sim, run
+from sim.trace import Trace
+from sim.workload import Workload, arrivals
+
+SEMSIM_VERSION = "0.1.0"
+
+
+@attrs.frozen
+class LeaseSpec:
+    """Lease options as plain data (what a trace header records)."""
+
+    provisioning: Literal["strict", "under", "over"] = "strict"
+    #: Under's reserve or over's extra: an int is absolute, a float a ratio of the limit.
+    amount: int | float = 0
+    permits_per_lease: int = 64
+    ttl_ms: int = 1_800_000
+    max_groups: int = 100
+    max_clients_per_group: int = 100
+    limited_groups: Literal["exclude", "within_group_limit"] = "exclude"
+
+    def options(self) -> LeaseOptions:
+        amount: int | Ratio = Ratio(self.amount) if isinstance(self.amount, float) else self.amount
+        provisioning: Strict | Under | Over
+        if self.provisioning == "under":
+            provisioning = Under(reserve=amount)
+        elif self.provisioning == "over":
+            provisioning = Over(extra=amount)
+        else:
+            provisioning = Strict()
+        return LeaseOptions(
+            provisioning=provisioning,
+            permits_per_lease=self.permits_per_lease,
+            ttl_ms=self.ttl_ms,
+            max_groups=self.max_groups,
+            max_clients_per_group=self.max_clients_per_group,
+            limited_groups=self.limited_groups,
+        )
+
+
+@attrs.frozen
+class HolderSpec:
+    limit: int = 10
+    round_wait_ms: int = 1_000
+    round_period_ms: int = 2_000
+    grant_timeout_ms: int = 10_000
+    leases: LeaseSpec | None = LeaseSpec()
+    fixes: tuple[str, ...] = ()
+    alarm_min_delay_ms: int = 15_000
+    engine_fallback: bool = True
+
+    def env(self, alarm_failure: float) -> Env:
+        return Env(
+            limit=self.limit,
+            round_wait_ms=self.round_wait_ms,
+            round_period_ms=self.round_period_ms,
+            grant_timeout_ms=self.grant_timeout_ms,
+            leases=None if self.leases is None else self.leases.options(),
+            fixes=frozenset(self.fixes),
+            alarm_min_delay_ms=self.alarm_min_delay_ms,
+            engine_fallback=self.engine_fallback,
+            alarm_failure=alarm_failure,
+        )
+
+
+@attrs.frozen
+class WorldConfig:
+    holder: HolderSpec = attrs.field(factory=HolderSpec)
+    workload: Workload = attrs.field(factory=Workload)
+    client: ClientSettings = attrs.field(factory=ClientSettings)
+    duration_ms: int = 3_600_000
+    latency_ms: int = DEFAULT_LATENCY_MS
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=True)
+
+
+@attrs.define
+class World:
+    """The objects of a run, kept for inspection after it ends."""
+
+    sim: Sim
+    network: Network
+    jobs: Jobs
+    holders: dict[str, DurableObject]
+    clients: dict[str, DurableObject]
+
+    def holder_name(self, key: str) -> str:
+        return f"holder:{key}"
+
+
+@attrs.frozen(hash=False)
+class WorldRun:
+    trace: Trace
+    result: RunResult
+    world: World
+
+
+def run_world(
+    config: WorldConfig,
+    faults: FaultPlan,
+    seed: int,
+    limits: Limits | None = None,
+) -> WorldRun:
+    """Build and run one world; the trace header records seed, config and faults."""
+    trace = Trace(seed, config.to_dict(), faults.to_dict())
+    trace.header["semsim"] = SEMSIM_VERSION
+    built: list[World] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            world = _build(sim, config, faults, nursery)
+            built.append(world)
+            await sim.sleep_until(config.duration_ms)
+            nursery.cancel_scope.cancel()
+
+    result = run(seed, main, trace, limits or Limits(time_limit_ms=config.duration_ms + 1))
+    return WorldRun(trace=trace, result=result, world=built[0])
+
+
+def _build(sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery) -> World:
+    network = Network(sim, faults, nursery, config.latency_ms)
+    network.extra_loss["release"] = faults.release_loss
+    jobs = Jobs(sim, network, nursery)
+    world = World(sim=sim, network=network, jobs=jobs, holders={}, clients={})
+
+    for key in config.workload.keys:
+        name = world.holder_name(key)
+        obj = DurableObject(sim, name, _holder_factory(config.holder.env(faults.alarm_failure)), nursery)
+        network.register(name, obj)
+        world.holders[key] = obj
+
+    for index, name in enumerate(config.workload.client_names()):
+        settings = attrs.evolve(config.client, lease_capable=not config.workload.is_plain(index))
+        obj = DurableObject(sim, name, _client_factory(settings, network, jobs, world), nursery)
+        network.register(name, obj)
+        world.clients[name] = obj
+        nursery.start_soon(arrivals, sim, network, config.workload, name, index, name=f"workload.{name}")
+
+    nursery.start_soon(_scheduled_faults, sim, world, faults, name="faults")
+    return world
+
+
+def _holder_factory(env: Env) -> Factory:
+    return lambda ctx: HolderObject(ctx, env)
+
+
+def _client_factory(settings: ClientSettings, network: Network, jobs: Jobs, world: World) -> Factory:
+    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name)
+
+
+async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
+    """Evictions at their times, and periodic holder evictions, in time order."""
+    objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
+    plan: list[tuple[int, int, str]] = [(e.at_ms, i, e.target) for i, e in enumerate(faults.evictions)]
+    every = faults.evict_holders_every_ms
+    if every is not None:
+        # Up to the run's own time limit; the world's main ends the run before that.
+        horizon = sim.limits.time_limit_ms
+        plan += [
+            (t, len(plan) + n, obj.name)
+            for n, t in enumerate(range(every, horizon, every))
+            for obj in world.holders.values()
+        ]
+    for at_ms, _, target in sorted(plan):
+        await sim.sleep_until(at_ms)
+        obj = objects.get(target)
+        if obj is None:
+            sim.event("fault_skipped", target=target, reason="no such object")
+            continue
+        sim.event("fault", fault="evict", target=target)
+        obj.evict()

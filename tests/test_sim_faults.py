@@ -1,0 +1,283 @@
+"""Each fault kind, shown by its effect in a trace (network, objects, alarms, jobs)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from sim.durable import DurableObject, ObjectContext
+from sim.engine import Engine
+from sim.faults import Drop, Eviction, FaultPlan, Window
+from sim.network import Network, RemoteError, RpcTimeout
+from sim.runtime import Sim, run
+from sim.trace import Trace
+from sim.workload import Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+
+
+class Echo:
+    """A toy endpoint: counts what it handled, optionally slowly."""
+
+    def __init__(self, sim: Sim, work_ms: int = 0) -> None:
+        self.sim = sim
+        self.work_ms = work_ms
+        self.handled: list[Any] = []
+
+    async def dispatch(self, method: str, payload: Any) -> Any:
+        if self.work_ms:
+            await self.sim.sleep(self.work_ms)
+        self.handled.append(payload)
+        return {"echo": payload}
+
+
+def with_network(
+    plan: FaultPlan, body: Callable[[Sim, Network, Echo], Awaitable[None]], seed: int = 1, work_ms: int = 0
+) -> tuple[Trace, Echo]:
+    t = Trace(seed, {}, plan.to_dict())
+    echo: list[Echo] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            network = Network(sim, plan, nursery, latency_ms=5)
+            echo.append(Echo(sim, work_ms))
+            network.register("server", echo[0])
+            await body(sim, network, echo[0])
+            nursery.cancel_scope.cancel()
+
+    run(seed, main, t)
+    return t, echo[0]
+
+
+def test_a_lost_request_never_reaches_the_callee_and_the_caller_times_out() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        with pytest.raises(RpcTimeout):
+            await network.call("client", "server", "ping", 1, timeout_ms=1_000)
+
+    t, echo = with_network(FaultPlan(request_loss=1.0), body)
+    assert echo.handled == []
+    assert [e["leg"] for e in t.of_kind("drop")] == ["request"]
+    assert t.of_kind("deliver") == []
+    [timeout] = t.of_kind("timeout")
+    assert timeout["t"] == 1_000
+
+
+def test_a_lost_reply_means_the_callee_did_the_work() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        with pytest.raises(RpcTimeout):
+            await network.call("client", "server", "ping", 1, timeout_ms=1_000)
+
+    t, echo = with_network(FaultPlan(reply_loss=1.0), body)
+    assert echo.handled == [1]
+    assert [e["leg"] for e in t.of_kind("drop")] == ["reply"]
+    assert len(t.of_kind("deliver")) == 1
+
+
+def test_delay_is_bounded_and_adds_to_the_latency() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        for i in range(20):
+            await network.call("client", "server", "ping", i)
+
+    t, _ = with_network(FaultPlan(delay_ms=300), body)
+    sent = {e["msg"]: e["t"] for e in t.of_kind("send")}
+    delays = [e["t"] - sent[e["msg"]] for e in t.of_kind("deliver")]
+    assert all(5 <= d <= 305 for d in delays)
+    assert len(set(delays)) > 5
+
+
+def test_a_duplicated_request_is_handled_twice_and_answered_once() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        assert await network.call("client", "server", "ping", 7) == {"echo": 7}
+        await sim.sleep(1_000)  # let the second delivery finish
+
+    t, echo = with_network(FaultPlan(duplicate=1.0), body)
+    assert echo.handled == [7, 7]
+    assert len(t.of_kind("duplicate")) == 1
+    assert len(t.of_kind("deliver")) == 2
+    assert [e.get("ignored", False) for e in t.of_kind("reply")] == [False, True]
+
+
+def test_reordering_lets_a_later_message_overtake_an_earlier_one() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(30):
+                nursery.start_soon(network.call, "client", "server", "ping", i)
+                await sim.sleep(10)
+
+    _, echo = with_network(FaultPlan(reorder=0.5, reorder_ms=200), body)
+    assert sorted(echo.handled) == list(range(30))
+    assert echo.handled != sorted(echo.handled)
+
+
+def test_a_partition_loses_messages_only_inside_its_window() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        for _ in range(6):
+            with contextlib.suppress(RpcTimeout):
+                await network.call("client", "server", "ping", sim.now(), timeout_ms=500)
+            await sim.sleep(500)
+
+    t, echo = with_network(FaultPlan(partitions=(Window("server", 1_000, 3_000),)), body)
+    # Calls are sent at the times they carry; none sent inside the window got through.
+    assert echo.handled
+    assert all(not 1_000 <= sent < 3_000 for sent in echo.handled)
+    assert any(sent < 1_000 for sent in echo.handled)
+    assert any(sent >= 3_000 for sent in echo.handled)
+    drops = t.of_kind("drop")
+    assert drops
+    assert {e["reason"] for e in drops} == {"partitioned"}
+    assert all(1_000 <= e["t"] < 3_000 for e in drops)
+
+
+def test_a_targeted_drop_loses_exactly_the_matching_leg() -> None:
+    plan = FaultPlan(drops=(Drop(leg="reply", start_ms=0, end_ms=1_000, method="ping"),))
+
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        with pytest.raises(RpcTimeout):
+            await network.call("client", "server", "ping", 1, timeout_ms=500)
+        assert await network.call("client", "server", "other", 2) == {"echo": 2}
+
+    t, echo = with_network(plan, body)
+    assert echo.handled == [1, 2]
+    assert [(e["leg"], e["reason"]) for e in t.of_kind("drop")] == [("reply", "dropped")]
+
+
+def test_the_caller_gives_up_while_the_callee_still_finishes() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        with pytest.raises(RpcTimeout):
+            await network.call("client", "server", "ping", 1, timeout_ms=1_000)
+        await sim.sleep(5_000)
+
+    t, echo = with_network(FaultPlan(), body, work_ms=2_000)
+    assert echo.handled == [1]
+    [timeout] = t.of_kind("timeout")
+    [reply] = t.of_kind("reply")
+    assert timeout["t"] < reply["t"]
+
+
+# --- objects: eviction and alarms ----------------------------------------------------
+
+
+class Slow:
+    """A toy instance: ``wait`` blocks for a minute; ``count`` writes a row and returns the total."""
+
+    def __init__(self, ctx: ObjectContext, engine_fallback: bool | None = None, fail_alarms: int = 0) -> None:
+        self.ctx = ctx
+        ctx.storage.execute("CREATE TABLE IF NOT EXISTS hits (n INTEGER)")
+        self.fail_alarms = fail_alarms
+        self.alarms = 0
+
+    async def handle(self, method: str, payload: Any) -> Any:
+        if method == "wait":
+            await self.ctx.sim.sleep(60_000)
+            return "done"
+        self.ctx.storage.execute("INSERT INTO hits VALUES (1)")
+        return self.ctx.storage.execute("SELECT count(*) FROM hits").fetchone()[0]
+
+    async def alarm(self) -> None:
+        self.alarms += 1
+        raise RuntimeError("alarm handler failed")
+
+
+def test_eviction_fails_waiting_calls_and_keeps_storage() -> None:
+    t = Trace(1, {}, {})
+    outcomes: list[Any] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            network = Network(sim, FaultPlan(), nursery)
+            obj = DurableObject(sim, "obj", Slow, nursery)
+            network.register("obj", obj)
+            assert await network.call("c", "obj", "count", None) == 1
+
+            async def waiting() -> None:
+                try:
+                    outcomes.append(await network.call("c", "obj", "wait", None, timeout_ms=120_000))
+                except RemoteError as error:
+                    outcomes.append(error.kind)
+
+            nursery.start_soon(waiting)
+            await sim.sleep(1_000)
+            obj.evict()
+            await sim.sleep(1_000)
+            outcomes.append(await network.call("c", "obj", "count", None))
+            nursery.cancel_scope.cancel()
+
+    run(1, main, t)
+    assert outcomes == ["evicted", 2]  # the row written before eviction survived
+    assert [e["generation"] for e in t.of_kind("instance")] == [0, 1]
+    [evict] = t.of_kind("evict")
+    assert evict["calls"] == 1
+
+
+def _alarm_run(fallback: bool) -> Trace:
+    t = Trace(1, {}, {})
+
+    class WithEngine(Slow):
+        def __init__(self, ctx: ObjectContext) -> None:
+            super().__init__(ctx)
+            self.engine = Engine(ctx, 1_000, fallback=fallback, alarm_failure=1.0)
+
+        async def alarm(self) -> None:
+            await self.engine.alarm()
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            obj = DurableObject(sim, "obj", WithEngine, nursery)
+            obj.instance()
+            obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 500)")
+            obj.alarm_changed()
+            await sim.sleep(200_000)
+            nursery.cancel_scope.cancel()
+
+    run(1, main, t)
+    return t
+
+
+def test_a_throwing_alarm_is_retried_with_backoff_then_dropped_by_the_platform() -> None:
+    t = _alarm_run(fallback=False)
+    attempts = t.of_kind("alarm")
+    assert [e["attempt"] for e in attempts] == list(range(7))
+    gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(attempts)]
+    assert gaps == [2_000, 4_000, 8_000, 16_000, 32_000, 64_000]
+    assert len(t.of_kind("alarm_dropped")) == 1
+
+
+def test_the_engines_fallback_rearms_instead_of_letting_the_platform_drop_it() -> None:
+    t = _alarm_run(fallback=True)
+    assert t.of_kind("alarm_dropped") == []
+    retries = t.of_kind("alarm_retry")
+    assert len(retries) > 10  # it keeps trying, alarm_min_delay_ms apart
+    assert retries[1]["t"] - retries[0]["t"] == 1_000
+
+
+# --- a whole world: alarm failures and lost completion notices ---------------------
+
+
+def small_world(**faults: Any) -> Any:
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=LeaseSpec(permits_per_lease=2)),
+        workload=Workload(clients=2, items_per_minute=30, until_ms=60_000, duration_ms=(1_000, 5_000)),
+        duration_ms=200_000,
+    )
+    return run_world(config, FaultPlan(**faults), seed=3)
+
+
+def test_a_lost_completion_notice_is_reconciled_by_the_finished_check() -> None:
+    world = small_world(release_loss=1.0)
+    t = world.trace
+    assert len(t.of_kind("job_done")) > 0
+    drops = [e for e in t.of_kind("drop") if e["leg"] == "request"]
+    assert len(drops) >= len(t.of_kind("job_done")) - 1
+    reconciled = t.of_kind("reconciled")
+    assert len(reconciled) == len(t.of_kind("release")) > 0
+
+
+def test_an_eviction_scheduled_by_the_plan_happens_at_its_time() -> None:
+    world = small_world(evictions=(Eviction("holder:acct", 30_000),))
+    [fault] = world.trace.of_kind("fault")
+    assert (fault["t"], fault["target"]) == (30_000, "holder:acct")
+    assert [e["t"] for e in world.trace.of_kind("evict")] == [30_000]

@@ -1,0 +1,134 @@
+"""The runtime: integer virtual time, seeded interleavings, bounded runs, Trio left as found."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+from trio._core import _run as trio_run
+
+from sim.runtime import Limits, Sim, run
+from sim.trace import Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def trace() -> Trace:
+    return Trace(seed=0, config={}, faults={})
+
+
+def test_virtual_time_is_integer_milliseconds() -> None:
+    seen: list[int] = []
+
+    async def main(sim: Sim) -> None:
+        await sim.sleep(1_234)
+        seen.append(sim.now())
+        await sim.sleep_until(5_000)
+        seen.append(sim.now())
+
+    result = run(1, main, trace())
+    assert result.outcome == "completed"
+    assert seen == [1_234, 5_000]
+    assert all(type(t) is int for t in seen)
+
+
+def _race(seed: int) -> list[str]:
+    """Three tasks woken by the same deadline: which runs first is the scheduler's choice."""
+    order: list[str] = []
+
+    async def main(sim: Sim) -> None:
+        async def wake(name: str) -> None:
+            await sim.sleep_until(100)
+            order.append(name)
+
+        async with trio.open_nursery() as nursery:
+            for name in "abc":
+                nursery.start_soon(wake, name)
+
+    run(seed, main, trace())
+    return order
+
+
+def test_a_seed_fixes_the_interleaving_and_different_seeds_pick_different_ones() -> None:
+    assert _race(7) == _race(7)
+    assert len({tuple(_race(seed)) for seed in range(20)}) > 1
+
+
+def test_trio_scheduler_state_is_restored_after_a_run() -> None:
+    flag = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    state = trio_run._r.getstate()
+    _race(3)
+    assert flag == trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    assert trio_run._r.getstate() == state
+
+
+def test_the_schedule_is_the_same_whether_or_not_hypothesis_was_imported() -> None:
+    # Importing Hypothesis flips Trio's deterministic flag and registers its RNG;
+    # the runtime sets both itself, so a CLI process and a test process agree.
+    script = "{imp}from tests.test_sim_runtime import _race; print([_race(s) for s in range(8)])"
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script.format(imp=imp)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for imp in ("", "import hypothesis; ")
+    }
+    assert len(outputs) == 1
+
+
+def test_a_deadlock_ends_the_run_and_names_the_blocked_tasks() -> None:
+    t = trace()
+
+    async def main(sim: Sim) -> None:
+        never = trio.Event()
+
+        async def stuck() -> None:
+            await never.wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stuck, name="waits-for-a-reply-that-never-comes")
+
+    result = run(1, main, t, Limits(time_limit_ms=60_000))
+    assert result.outcome == "deadlock"
+    assert "waits-for-a-reply-that-never-comes" in result.detail
+    [event] = t.of_kind("deadlock")
+    assert "waits-for-a-reply-that-never-comes" in event["blocked"]
+
+
+def test_the_time_limit_bounds_a_run() -> None:
+    async def main(sim: Sim) -> None:
+        while True:
+            await sim.sleep(1_000)
+
+    result = run(1, main, trace(), Limits(time_limit_ms=10_000))
+    assert (result.outcome, result.end_ms) == ("time_limit", 10_000)
+
+
+def test_the_step_limit_bounds_a_run() -> None:
+    async def main(sim: Sim) -> None:
+        while True:
+            sim.event("tick")
+            await sim.sleep(1)
+
+    result = run(1, main, trace(), Limits(step_limit=50))
+    assert result.outcome == "step_limit"
+    assert result.end_ms == 50
+
+
+def test_named_streams_are_independent_and_seeded() -> None:
+    draws: list[tuple[float, float]] = []
+
+    async def main(sim: Sim) -> None:
+        draws.append((sim.rng("network").random(), sim.rng("workload").random()))
+
+    run(5, main, trace())
+    run(5, main, trace())
+    run(6, main, trace())
+    assert draws[0] == draws[1]
+    assert draws[0] != draws[2]
+    assert draws[0][0] != draws[0][1]
