@@ -118,8 +118,9 @@ class Admission:
 
 @attrs.frozen
 class Step:
-    """What a reply changed: items admitted, items requeued, whether a sync is now due."""
+    """What a reply changed: claims made on new grants, items admitted and requeued, whether to sync."""
 
+    claims: tuple[tuple[str, int], ...] = ()
     admitted: tuple[Admission, ...] = ()
     requeued: tuple[str, ...] = ()
     needs_sync: bool = False
@@ -337,15 +338,17 @@ class QueueClient:
                 (reply.next_request_at, key),
             )
             step = self._results(key, reply.grant_results, now)
-            claimed = 0
-            for granted in reply.grants:
-                claimed += self._claim(key, granted.grant_id, granted.group, granted.permits)
+            claims = tuple(
+                (granted.grant_id, self._claim(key, granted.grant_id, granted.group, granted.permits))
+                for granted in reply.grants
+            )
             self._echoes(key, reply.leases or (), now)
             if reply.contended:
                 self._return_idle_headroom(key)
+            claimed = any(count for _, count in claims)
             if claimed:
                 self._mark_dirty(key)
-        return attrs.evolve(step, needs_sync=claimed > 0)
+        return attrs.evolve(step, claims=claims, needs_sync=claimed)
 
     def on_synced(self, key: str, reply: PermitSyncResult, now: int) -> Step:
         with transaction(self._conn):

@@ -203,6 +203,8 @@ class ClientObject:
         self._apply(key, step, now)
 
     def _apply(self, key: str, step: Step, now: int) -> None:
+        for grant, count in step.claims:
+            self.sim.event("claim", client=self.ctx.name, key=key, grant=grant, items=count)
         for admission in step.admitted:
             self._admit(admission, now)
         for item in step.requeued:

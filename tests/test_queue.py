@@ -1,0 +1,238 @@
+"""The queue client (semaphore_core.queue) against a real holder: the docs' promises, one per test."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict
+from semaphore_core.protocol import (
+    Demand,
+    GrantReport,
+    PermitGrant,
+    PermitRequest,
+    PermitSync,
+    PermitSyncResult,
+)
+from semaphore_core.queue import QueueClient, QueueItem
+from tests.helpers import ids
+
+
+class Pair:
+    """A holder and one queue client, with a hand-turned clock."""
+
+    def __init__(self, limit: int = 10, leases: LeaseOptions | None = None, timeout_ms: int = 10_000) -> None:
+        self.holder = Holder(
+            sqlite3.connect(":memory:"),
+            HolderConfig(limit=limit, leases=leases, grant_timeout_ms=timeout_ms),
+            new_id=ids("g"),
+        )
+        self.queue = QueueClient(sqlite3.connect(":memory:"), "c1")
+        self.now = 0
+
+    def enqueue(self, n: int, group: str = "wf", key: str = "k") -> None:
+        start = self._count()
+        self.queue.enqueue(
+            [QueueItem(id=f"item-{start + i}", key=key, group=group) for i in range(n)], self.now
+        )
+
+    def _count(self) -> int:
+        return int(
+            self.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_items").fetchone()[0]
+        )
+
+    def ask(self, key: str = "k") -> tuple[PermitGrant, object]:
+        request = self.queue.build_request(key, self.now)
+        changes = self.queue.sent(key, self.now)
+        [reply] = self.holder.round([request], self.now).replies
+        step = self.queue.on_grant(key, reply, self.now)
+        self.queue.acked(key, changes)
+        return reply, step
+
+    def sync(self, key: str = "k") -> tuple[PermitSyncResult, object]:
+        message = self.queue.build_sync(key, self.now)
+        changes = self.queue.sent(key, self.now)
+        reply = self.holder.sync_message(message, self.now)
+        step = self.queue.on_synced(key, reply, self.now)
+        self.queue.acked(key, changes)
+        return reply, step
+
+    def statuses(self) -> list[str]:
+        rows = self.queue._conn.execute("SELECT status FROM durability_semaphore_queue_items ORDER BY seq")
+        return [status for (status,) in rows]
+
+
+def test_enqueue_is_idempotent_by_item_id_and_demand_counts_queued_items_per_group() -> None:
+    p = Pair()
+    assert p.queue.enqueue([QueueItem("a", "k", "g1"), QueueItem("b", "k", "g2")], now=5) == 2
+    assert p.queue.enqueue([QueueItem("a", "k", "g1")], now=9) == 0
+    p.now = 7
+    p.queue.enqueue([QueueItem("c", "k", "g1")], now=7)
+    request = p.queue.build_request("k", now=10)
+    assert [(d.group, d.count, d.oldest_at) for d in request.demand] == [("g1", 2, 5), ("g2", 1, 5)]
+
+
+def test_items_are_admitted_only_through_a_confirmed_claim() -> None:
+    p = Pair(limit=2)
+    p.enqueue(3)
+    reply, step = p.ask()
+    assert [g.permits for g in reply.grants] == [2]
+    assert step.claims == ((reply.grants[0].grant_id, 2),)  # type: ignore[attr-defined]
+    assert step.admitted == ()  # type: ignore[attr-defined]
+    assert p.statuses() == ["claiming", "claiming", "queued"]
+    _, synced = p.sync()
+    assert [a.item_id for a in synced.admitted] == ["item-0", "item-1"]  # type: ignore[attr-defined]
+    assert p.statuses() == ["running", "running", "queued"]
+
+
+def test_a_claim_that_arrives_after_the_deadline_admits_nothing_and_requeues_everything() -> None:
+    p = Pair(limit=3, timeout_ms=1_000)
+    p.enqueue(3)
+    p.ask()
+    p.now = 1_000  # the claim arrives at the deadline: nothing was claimed in time
+    reply, step = p.sync()
+    assert (reply.grant_results[0].claimed, reply.grant_results[0].status) == (0, "expired")
+    assert step.admitted == ()  # type: ignore[attr-defined]
+    assert p.statuses() == ["queued", "queued", "queued"]
+
+
+def test_an_expired_claim_requeues_only_what_was_not_honoured() -> None:
+    p = Pair(limit=3, timeout_ms=1_000)
+    p.enqueue(2)
+    reply, _ = p.ask()
+    grant = reply.grants[0].grant_id
+    # A claim of one reached the holder in time; the client's claim of both arrives late.
+    p.holder.sync_message(PermitSync(client_id="c1", grants=(GrantReport(grant, 1, 0),)), 500)
+    p.now = 1_500
+    result, step = p.sync()
+    assert (result.grant_results[0].claimed, result.grant_results[0].status) == (1, "expired")
+    assert [a.item_id for a in step.admitted] == ["item-0"]  # type: ignore[attr-defined]
+    assert step.requeued == ("item-1",)  # type: ignore[attr-defined]
+
+
+def test_a_grant_the_holder_does_not_know_requeues_its_claimed_items() -> None:
+    p = Pair(limit=3, timeout_ms=1_000)
+    p.enqueue(2)
+    p.ask()
+    p.holder.reclaim_expired(1_000)  # nothing claimed in time: the grant is deleted
+    p.now = 1_200
+    result, step = p.sync()
+    assert result.grant_results[0].status == "not_found"
+    assert step.requeued == ("item-0", "item-1")  # type: ignore[attr-defined]
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_grants").fetchone()[0] == 0
+
+
+def test_a_release_is_reported_and_returns_the_permit() -> None:
+    p = Pair(limit=2)
+    p.enqueue(2)
+    p.ask()
+    p.sync()
+    assert p.holder.usage(p.now).granted == 2
+    assert p.queue.release("item-0")
+    assert not p.queue.release("item-0")  # only once
+    assert p.queue.dirty_keys() == ["k"]
+    p.sync()
+    assert p.holder.usage(p.now).granted == 1
+    assert p.queue.dirty_keys() == []
+
+
+def test_a_release_made_while_a_report_is_in_flight_is_still_reported() -> None:
+    # Found by the simulator: the reply to a report sent *before* the release must not
+    # let the client forget the grant, or the release is never reported.
+    p = Pair(limit=1)
+    p.enqueue(1)
+    p.ask()
+    p.sync()
+    message = p.queue.build_sync("k", p.now)  # in flight: claimed 1, released 0
+    changes = p.queue.sent("k", p.now)
+    p.queue.release("item-0")  # finishes meanwhile
+    reply = p.holder.sync_message(message, p.now)
+    p.queue.on_synced("k", reply, p.now)
+    p.queue.acked("k", changes)
+    assert p.queue.dirty_keys() == ["k"]
+    final = p.queue.build_sync("k", p.now)
+    assert [(g.claimed, g.released) for g in final.grants] == [(1, 1)]
+    p.holder.sync_message(final, p.now)
+    assert p.holder.usage(p.now).granted == 0
+
+
+def test_the_client_does_not_ask_before_next_request_at() -> None:
+    p = Pair(limit=1)
+    p.enqueue(2)
+    assert p.queue.keys_due(p.now) == ["k"]
+    reply, _ = p.ask()
+    assert p.queue.keys_due(p.now) == []
+    assert p.queue.next_request_at() == reply.next_request_at
+    assert p.queue.keys_due(reply.next_request_at) == ["k"]
+
+
+LEASES = LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=60_000)
+
+
+def test_lease_permits_are_drawn_one_per_item_and_are_one_shot() -> None:
+    p = Pair(limit=2, leases=LEASES)
+    p.queue.build_request("k", 0)
+    p.ask()  # no demand yet, but a lease-capable client with nothing queued gets nothing
+    p.enqueue(1)
+    reply, _ = p.ask()
+    assert [lease.permits for lease in reply.leases or ()] == [1]  # grant 1, lease the other
+    p.enqueue(2)
+    admitted = p.queue.draw_leases(p.now)
+    assert [a.item_id for a in admitted] == ["item-1"]
+    assert p.queue.draw_leases(p.now) == []  # the lease is fully drawn
+    p.queue.release("item-1")
+    assert p.queue.draw_leases(p.now) == []  # released permits never become drawable again
+
+
+def test_contended_returns_the_undrawn_headroom_of_idle_groups() -> None:
+    p = Pair(limit=4, leases=LEASES)
+    p.enqueue(1, group="idle")
+    p.ask()
+    p.sync()  # admit the granted item; the client now holds a lease of 2 in "idle"
+    lease_id = p.queue._conn.execute("SELECT lease_id FROM durability_semaphore_queue_leases").fetchone()[0]
+    busy = PermitRequest(client_id="c2", demand=(Demand("busy", 5, 0),), grants=(), leases=())
+    [other] = p.holder.round([busy], p.now).replies
+    assert other.contended
+    p.sync()
+    retired = p.queue._conn.execute(
+        "SELECT retired FROM durability_semaphore_queue_leases WHERE lease_id = ?", (lease_id,)
+    ).fetchone()
+    assert retired == (1,)  # the contended sync made the client return the idle lease
+    p.sync()  # reported retired with nothing drawn: the holder settles it
+    assert p.holder.usage(p.now).leased == 0
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
+
+
+def test_a_lease_the_holder_stopped_is_reported_retired_until_settled() -> None:
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
+    p.enqueue(1)
+    p.ask()
+    p.enqueue(1)
+    [admitted] = p.queue.draw_leases(p.now)
+    p.now = 1_000  # the lease expires unreported; the holder's next round retires it
+    p.holder.round([], p.now)
+    reply, _ = p.sync()
+    assert reply.leases
+    assert reply.leases[0].expires_at <= p.now
+    report = p.queue.build_sync("k", p.now).leases
+    assert report
+    assert report[0].retired is True
+    p.queue.release(admitted.item_id)
+    p.sync()  # retired with drawn 1, released 1: the holder settles it
+    p.sync()
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone()[0] == 0
+    assert p.holder.usage(p.now).leased == 0
+
+
+def test_a_lease_with_permits_in_use_is_due_a_report_at_half_its_lifetime() -> None:
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=60_000))
+    p.enqueue(1)
+    p.ask()
+    assert p.queue.heartbeat_at() is None  # nothing drawn: nothing to keep alive
+    p.enqueue(1)
+    p.queue.draw_leases(p.now)
+    assert p.queue.heartbeat_at() == 30_000
+    assert p.queue.heartbeat_keys(29_999) == []
+    assert p.queue.heartbeat_keys(30_000) == ["k"]
+    p.now = 30_000
+    p.sync()
+    assert p.queue.heartbeat_at() == 60_000  # reported at 30 s, refreshed to expire at 90 s
