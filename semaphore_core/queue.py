@@ -200,12 +200,14 @@ class QueueClient:
     def draw_leases(self, now: int) -> list[Admission]:
         """Admit queued items through live leases, oldest item first, one permit each."""
         admitted: list[Admission] = []
+        leases = self._conn.execute(
+            "SELECT lease_id, key, grp, permits - drawn FROM durability_semaphore_queue_leases "
+            "WHERE retired = 0 AND expires_at > ? AND drawn < permits ORDER BY expires_at, lease_id",
+            (now,),
+        ).fetchall()
+        if not leases:
+            return admitted
         with transaction(self._conn):
-            leases = self._conn.execute(
-                "SELECT lease_id, key, grp, permits - drawn FROM durability_semaphore_queue_leases "
-                "WHERE retired = 0 AND expires_at > ? AND drawn < permits ORDER BY expires_at, lease_id",
-                (now,),
-            ).fetchall()
             for lease_id, key, grp, room in leases:
                 items = self._conn.execute(
                     "SELECT id, body FROM durability_semaphore_queue_items "
@@ -253,6 +255,18 @@ class QueueClient:
             "SELECT key FROM durability_semaphore_queue_keys WHERE changes > acked ORDER BY key"
         ).fetchall()
         return [key for (key,) in rows]
+
+    def next_wakeup(self) -> tuple[int | None, int | None, int | None]:
+        """``(next_request_at(), heartbeat_at(), oldest running admission)`` in one query."""
+        row = self._conn.execute(
+            "SELECT (SELECT min(k.next_request_at) FROM durability_semaphore_queue_keys k WHERE EXISTS "
+            "(SELECT 1 FROM durability_semaphore_queue_items i "
+            "WHERE i.key = k.key AND i.status = 'queued')), "
+            "(SELECT min(reported_at + (expires_at - reported_at) / 2) "
+            "FROM durability_semaphore_queue_leases WHERE retired = 0 AND drawn > released), "
+            "(SELECT min(admitted_at) FROM durability_semaphore_queue_items WHERE status = 'running')"
+        ).fetchone()
+        return row[0], row[1], row[2]
 
     def heartbeat_at(self) -> int | None:
         """When a lease with permits in use is next due a report (half its remaining lifetime)."""

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
-import trio
 
 from semaphore_core.protocol import PermitGrant, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
@@ -63,13 +62,14 @@ class ClientObject:
         self.jobs = jobs
         self.holder_for = holder_for
         self.queue = QueueClient(ctx.storage, ctx.name)
-        self._wake = trio.Event()
+        self._wake = ctx.sim.signal()
         self._in_flight: dict[str, str] = {}
         self._retry_at: dict[str, int] = {}
         self._dirty_since: dict[str, int] = {}
         self._sync_now: dict[str, bool] = {}
         self._checking = False
         self._next_check_at = 0
+        self._alarm = ctx.get_alarm()
         ctx.start_task(self._loop, "loop")
 
     # --- calls into the object ----------------------------------------------------------
@@ -88,6 +88,7 @@ class ClientObject:
         raise RemoteError("protocol", f"unknown method {method!r}")
 
     async def alarm(self) -> None:
+        self._alarm = self.ctx.get_alarm()  # the platform cleared the one that fired
         self._poke()
 
     def _poke(self) -> None:
@@ -107,13 +108,8 @@ class ClientObject:
             wakeup = self._next_wakeup(now)
             self._arm_alarm(wakeup)
             wake = self._wake
-            if wakeup is None:
-                await wake.wait()
-            else:
-                with trio.move_on_at(wakeup):
-                    await wake.wait()
-            if wake.is_set():
-                self._wake = trio.Event()
+            if await wake.wait(wakeup):
+                self._wake = self.sim.signal()
 
     def _act(self, now: int) -> None:
         if self.settings.lease_capable:
@@ -138,10 +134,11 @@ class ClientObject:
             self._next_check_at = now + self.settings.finished_check_ms
 
     def _next_wakeup(self, now: int) -> int | None:
-        times = [t for t in (self.queue.next_request_at(), self.queue.heartbeat_at()) if t is not None]
+        next_request, heartbeat, oldest_running = self.queue.next_wakeup()
+        times = [t for t in (next_request, heartbeat) if t is not None]
         times += [t for t in self._retry_at.values() if t > now]
         times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
-        if self.queue.running():
+        if oldest_running is not None:
             times.append(self._next_check_at)
         future = [t for t in times if t > now]
         return min(future) if future else None
@@ -154,16 +151,20 @@ class ClientObject:
         already within ``[wakeup, floor]`` is kept, so the loop's frequent
         wakeups do not keep rewriting it; the live loop handles sooner ones.
         """
-        current = self.ctx.get_alarm()
+        # This instance is the only writer of its alarm; the platform clears it only
+        # when it fires, which runs alarm() below and forgets this copy.
+        current = self._alarm
         if wakeup is None:
             if current is not None:
                 self.ctx.delete_alarm()
                 self.ctx.alarm_written()
+                self._alarm = None
             return
         target = max(wakeup, self.sim.now() + ALARM_FLOOR_MS)
         if current is None or current < wakeup or current > target:
             self.ctx.set_alarm(target)
             self.ctx.alarm_written()
+            self._alarm = target
 
     # --- messages ------------------------------------------------------------------------
 

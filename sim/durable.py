@@ -122,7 +122,7 @@ class DurableObject:
         self._instance: Instance | None = None
         self._calls: dict[int, trio.CancelScope] = {}
         self._next_call = 0
-        self._alarm_wakeup = trio.Event()
+        self._alarm_wakeup = sim.signal()
         nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------
@@ -181,7 +181,7 @@ class DurableObject:
         return None if row is None else int(row[0])
 
     def alarm_changed(self) -> None:
-        wakeup, self._alarm_wakeup = self._alarm_wakeup, trio.Event()
+        wakeup, self._alarm_wakeup = self._alarm_wakeup, self.sim.signal()
         wakeup.set()
 
     async def _deliver_alarms(self) -> None:
@@ -189,13 +189,10 @@ class DurableObject:
         while True:
             wakeup = self._alarm_wakeup
             at = self.get_alarm()
-            if at is None:
-                await wakeup.wait()
-                continue
-            with trio.move_on_at(at):
-                await wakeup.wait()
-            if wakeup.is_set():
-                continue
+            if at is None or await wakeup.wait(at):
+                if at is None:
+                    await wakeup.wait()
+                continue  # the alarm changed: look again
             self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
             await self._run_alarm(at)
 

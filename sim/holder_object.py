@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import trio
 
 from semaphore_core import Event, Holder, HolderConfig, LeaseOptions
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from sim.durable import ObjectContext
 from sim.engine import MAX_ALARM_DELAY_MS, Engine
 from sim.network import RemoteError
+from sim.timers import Signal
 
 
 @attrs.define
@@ -44,7 +44,7 @@ class Env:
 @attrs.define
 class _Pending:
     request: PermitRequest
-    done: trio.Event = attrs.Factory(trio.Event)
+    done: Signal
     reply: dict[str, Any] | None = None
     error: RemoteError | None = None
 
@@ -130,7 +130,7 @@ class HolderObject:
     # --- rounds ------------------------------------------------------------------
 
     async def _await_round(self, request: PermitRequest) -> dict[str, Any]:
-        pending = _Pending(request)
+        pending = _Pending(request, self.ctx.sim.signal())
         self._pending.append(pending)
         self._schedule_round()
         await pending.done.wait()

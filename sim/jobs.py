@@ -10,13 +10,12 @@ directly and reconciles.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import attrs
 import trio
 
-from sim.network import Network, RemoteError, RpcError
+from sim.network import Network, RemoteError
 from sim.runtime import Sim
 
 
@@ -50,16 +49,14 @@ class Jobs:
         job = Job(item, client, key, group, now, now + duration_ms)
         self.running[item] = job
         self._sim.event("job_start", item=item, client=client, key=key, group=group, until=job.ends_at)
-        self._nursery.start_soon(self._run, job, name=f"jobs.{item}")
+        self._sim.call_at(job.ends_at, lambda: self._finish(job))
 
-    async def _run(self, job: Job) -> None:
-        await self._sim.sleep_until(job.ends_at)
+    def _finish(self, job: Job) -> None:
         del self.running[job.item]
         self.finished[job.item] = job
         self._sim.event("job_done", item=job.item, client=job.client)
-        # Best effort: the client's finished check reconciles a lost notice.
-        with contextlib.suppress(RpcError):
-            await self._network.call(self.name, job.client, "release", job.item)
+        # Best effort, nobody waits: the client's finished check reconciles a lost notice.
+        self._network.notify(self.name, job.client, "release", job.item)
 
     async def dispatch(self, method: str, payload: Any) -> Any:
         if method == "finished":

@@ -20,6 +20,7 @@ import trio
 
 from sim.faults import FaultPlan
 from sim.runtime import Sim
+from sim.timers import Signal
 
 DEFAULT_LATENCY_MS: Final = 5
 DEFAULT_TIMEOUT_MS: Final = 5_000
@@ -45,11 +46,15 @@ class Endpoint(Protocol):
     async def dispatch(self, method: str, payload: Any) -> Any: ...
 
 
-@attrs.define
 class _Reply:
-    event: trio.Event = attrs.Factory(trio.Event)
-    value: Any = None
-    error: RemoteError | None = None
+    """Where a call's answer lands; the first delivered reply wins."""
+
+    __slots__ = ("error", "signal", "value")
+
+    def __init__(self, signal: Signal) -> None:
+        self.signal = signal
+        self.value: Any = None
+        self.error: RemoteError | None = None
 
 
 @attrs.frozen
@@ -113,34 +118,40 @@ class Network:
     ) -> Any:
         """Send ``payload`` to ``dst.method`` and wait for the reply, at most ``timeout_ms``."""
         sim = self._sim
-        msg = sim.next_id("msg")
-        sim.event("send", msg=msg, src=src, dst=dst, method=method, body=payload)
-        reply = _Reply()
-        fate = self._fate(self._plan.request_loss + self.extra_loss.get(method, 0.0))
-        reason = self._loss(fate.lost, "request", src, dst, method, src)
-        if reason is not None:
-            sim.event("drop", msg=msg, leg="request", reason=reason)
-        else:
-            self._nursery.start_soon(self._deliver, msg, src, dst, method, payload, fate.delay_ms, reply)
-            if fate.duplicate_delay_ms is not None:
-                sim.event("duplicate", msg=msg, leg="request")
-                self._nursery.start_soon(
-                    self._deliver, msg, src, dst, method, payload, fate.duplicate_delay_ms, reply
-                )
-        with trio.move_on_after(timeout_ms):
-            await reply.event.wait()
-        if not reply.event.is_set():
+        msg, reply = self._send(src, dst, method, payload)
+        if not await reply.signal.wait(sim.now() + timeout_ms):
             sim.event("timeout", msg=msg, src=src, dst=dst, method=method)
             raise RpcTimeout(f"{src} -> {dst}.{method}: no reply within {timeout_ms} ms")
         if reply.error is not None:
             raise reply.error
         return reply.value
 
-    async def _deliver(
-        self, msg: str, src: str, dst: str, method: str, payload: Any, delay_ms: int, reply: _Reply
-    ) -> None:
+    def notify(self, src: str, dst: str, method: str, payload: Any) -> None:
+        """A call nobody waits for: same faults, the reply (if any) is simply not awaited."""
+        self._send(src, dst, method, payload)
+
+    def _send(self, src: str, dst: str, method: str, payload: Any) -> tuple[str, _Reply]:
         sim = self._sim
-        await sim.sleep(delay_ms)
+        msg = sim.next_id("msg")
+        sim.event("send", msg=msg, src=src, dst=dst, method=method, body=payload)
+        reply = _Reply(sim.signal())
+        fate = self._fate(self._plan.request_loss + self.extra_loss.get(method, 0.0))
+        reason = self._loss(fate.lost, "request", src, dst, method, src)
+        if reason is not None:
+            sim.event("drop", msg=msg, leg="request", reason=reason)
+            return msg, reply
+        now = sim.now()
+        sim.call_at(now + fate.delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply))
+        if fate.duplicate_delay_ms is not None:
+            sim.event("duplicate", msg=msg, leg="request")
+            sim.call_at(
+                now + fate.duplicate_delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply)
+            )
+        return msg, reply
+
+    def _arrive(self, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply) -> None:
+        """A request reaches ``dst``: hand it to the endpoint in a task of its own."""
+        sim = self._sim
         if self._plan.partitioned(dst, sim.now()):
             sim.event("drop", msg=msg, leg="request", reason="partitioned")
             return
@@ -149,6 +160,12 @@ class Network:
             sim.event("drop", msg=msg, leg="request", reason="no such endpoint")
             return
         sim.event("deliver", msg=msg, dst=dst, method=method)
+        self._nursery.start_soon(self._handle, endpoint, msg, src, dst, method, payload, reply)
+
+    async def _handle(
+        self, endpoint: Endpoint, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply
+    ) -> None:
+        sim = self._sim
         value: Any = None
         error: RemoteError | None = None
         try:
@@ -160,11 +177,15 @@ class Network:
         if reason is not None:
             sim.event("drop", msg=msg, leg="reply", reason=reason)
             return
-        await sim.sleep(fate.delay_ms)
+        sim.call_at(sim.now() + fate.delay_ms, lambda: self._answer(msg, src, reply, value, error))
+
+    def _answer(self, msg: str, src: str, reply: _Reply, value: Any, error: RemoteError | None) -> None:
+        """The reply reaches the caller (who may have given up already)."""
+        sim = self._sim
         if self._plan.partitioned(src, sim.now()):
             sim.event("drop", msg=msg, leg="reply", reason="partitioned")
             return
-        if reply.event.is_set():
+        if reply.signal.is_set:
             sim.event("reply", msg=msg, ignored=True)
             return
         if error is not None:
@@ -172,4 +193,4 @@ class Network:
         else:
             sim.event("reply", msg=msg, body=value)
         reply.value, reply.error = value, error
-        reply.event.set()
+        reply.signal.set()

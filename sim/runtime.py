@@ -35,6 +35,7 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
+from sim.timers import Signal, Timers
 from sim.trace import Trace
 
 _NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
@@ -89,6 +90,7 @@ class Sim:
         self.limits = limits
         self._streams: dict[str, Random] = {}
         self._ids: dict[str, int] = {}
+        self.timers = Timers()
 
     # --- time ----------------------------------------------------------------
 
@@ -97,10 +99,17 @@ class Sim:
         return int(trio.current_time())
 
     async def sleep_until(self, t_ms: int) -> None:
-        await trio.sleep_until(t_ms)
+        await self.timers.sleep_until(t_ms)
 
     async def sleep(self, ms: int) -> None:
-        await trio.sleep(ms)
+        await self.timers.sleep_until(self.now() + ms)
+
+    def call_at(self, t_ms: int, action: Callable[[], None]) -> Any:
+        """Run the plain callback ``action`` at ``t_ms`` (no task); returns a cancellable entry."""
+        return self.timers.call_at(t_ms, action)
+
+    def signal(self) -> Signal:
+        return Signal(self.timers)
 
     # --- randomness and ids ------------------------------------------------------
 
@@ -197,8 +206,11 @@ def run(
 
     async def root() -> None:
         try:
-            with trio.move_on_at(limits.time_limit_ms) as limit:
-                await main(sim)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sim.timers.drive, name="semsim.timers")
+                with trio.move_on_at(limits.time_limit_ms) as limit:
+                    await main(sim)
+                nursery.cancel_scope.cancel()
             if detector.blocked is not None:
                 sim.event("deadlock", blocked=detector.blocked)
                 detail = "deadlock: every task is blocked: " + ", ".join(detector.blocked)

@@ -1,0 +1,113 @@
+"""Benchmark: the simulator on the standard workload.
+
+    python benchmarks/bench_sim.py             # one simulated hour
+    python benchmarks/bench_sim.py --hours 0.25
+
+One holder, 16 lease-capable clients, strict leases, 5% reply loss, one
+holder eviction per simulated 10 minutes, one simulated hour. Reports
+simulated seconds per wall second, RPCs per wall second, peak memory, and
+where the wall time went: ``semaphore_core``'s holder, its queue client,
+and the rest (the runtime: Trio scheduling, network, objects, trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import resource
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import semaphore_core.holder as holder_module
+import semaphore_core.queue as queue_module
+from sim.faults import FaultPlan
+from sim.workload import Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+
+HOUR_MS = 3_600_000
+
+
+def standard(hours: float) -> tuple[WorldConfig, FaultPlan]:
+    duration = int(hours * HOUR_MS)
+    config = WorldConfig(
+        holder=HolderSpec(limit=64, leases=LeaseSpec(provisioning="strict", permits_per_lease=4)),
+        workload=Workload(clients=16, items_per_minute=6, duration_ms=(2_000, 20_000), until_ms=duration),
+        duration_ms=duration,
+    )
+    return config, FaultPlan(reply_loss=0.05, evict_holders_every_ms=600_000)
+
+
+class Stopwatch:
+    """Wall time spent inside the wrapped methods (outermost calls only)."""
+
+    def __init__(self) -> None:
+        self.spent: Counter[str] = Counter()
+        self._depth = 0
+
+    def wrap(self, cls: type, bucket: str, names: list[str]) -> None:
+        for name in names:
+            original = getattr(cls, name)
+
+            @functools.wraps(original)
+            def timed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                if self._depth:
+                    return _original(*args, **kwargs)
+                self._depth += 1
+                start = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.spent[bucket] += time.perf_counter() - start
+                    self._depth -= 1
+
+            setattr(cls, name, timed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hours", type=float, default=1.0, help="simulated hours (default 1)")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    watch = Stopwatch()
+    watch.wrap(
+        holder_module.Holder, "holder", ["round", "sync_message", "reclaim_expired", "usage", "next_alarm_at"]
+    )
+    watch.wrap(
+        queue_module.QueueClient,
+        "queue",
+        [
+            n
+            for n in vars(queue_module.QueueClient)
+            if not n.startswith("__") and callable(getattr(queue_module.QueueClient, n))
+        ],
+    )
+    config, faults = standard(args.hours)
+    start = time.perf_counter()
+    run = run_world(config, faults, args.seed)
+    wall = time.perf_counter() - start
+    kinds = Counter(event["kind"] for event in run.trace.events())
+    simulated_s = config.duration_ms / 1000
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"outcome: {run.result.outcome}, simulated {simulated_s:.0f} s in {wall:.1f} s of wall time")
+    print(f"simulated seconds per wall second: {simulated_s / wall:.0f}")
+    print(
+        f"RPCs: {kinds['send']} ({kinds['send'] / wall:.0f} per wall second), trace events: {len(run.trace)}"
+    )
+    print(f"rounds: {kinds['round']}, admissions: {kinds['admit']}, evictions: {kinds['evict']}")
+    print(f"peak memory (max RSS): {peak_mib:.0f} MiB")
+    holder_s, queue_s = watch.spent["holder"], watch.spent["queue"]
+    print(
+        f"wall time in semaphore_core: holder {holder_s:.2f} s ({holder_s / wall:.0%}), "
+        f"queue client {queue_s:.2f} s ({queue_s / wall:.0%}); "
+        f"runtime and the rest {wall - holder_s - queue_s:.2f} s ({(wall - holder_s - queue_s) / wall:.0%})"
+    )
+
+
+if __name__ == "__main__":
+    main()
