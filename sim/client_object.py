@@ -138,6 +138,9 @@ class ClientObject:
         times = [t for t in (next_request, heartbeat) if t is not None]
         times += [t for t in self._retry_at.values() if t > now]
         times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
+        if self._in_flight:
+            # If this instance dies with the call, the alarm must bring the object back.
+            times.append(now + self.settings.rpc_timeout_ms)
         if oldest_running is not None:
             times.append(self._next_check_at)
         future = [t for t in times if t > now]

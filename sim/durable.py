@@ -78,6 +78,10 @@ class ObjectContext:
         self.object.nursery.start_soon(body, name=f"{self.name}.{name}")
         return scope
 
+    def wait_until(self, fn: Callable[[], Awaitable[None]], name: str = "wait_until") -> trio.CancelScope:
+        """``ctx.waitUntil``: keep work going after the call that started it returned."""
+        return self.start_task(fn, name)
+
     def cancel_all(self) -> None:
         for scope in list(self._scopes.values()):
             scope.cancel()

@@ -281,3 +281,29 @@ def test_an_eviction_scheduled_by_the_plan_happens_at_its_time() -> None:
     [fault] = world.trace.of_kind("fault")
     assert (fault["t"], fault["target"]) == (30_000, "holder:acct")
     assert [e["t"] for e in world.trace.of_kind("evict")] == [30_000]
+
+
+def test_evicting_a_client_loses_its_in_flight_calls_but_never_its_queue() -> None:
+    # The client's request waits at the holder for the round at 2.010 s; the client is
+    # evicted at 1.5 s. Its items stay queued in its storage; the alarm it left brings it
+    # back, it asks again, and every item is admitted.
+    from sim.workload import Arrival
+
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=None),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=3, duration_ms=2_000),)
+        ),
+        duration_ms=60_000,
+    )
+    run = run_world(config, FaultPlan(evictions=(Eviction("client-0", 1_500),)), seed=1)
+    t = run.trace
+    [evict] = [e for e in t.of_kind("evict") if e["object"] == "client-0"]
+    assert evict["t"] == 1_500
+    first_grant = t.of_kind("grant")[0]
+    assert first_grant["t"] == 2_010  # the holder still answered: the reply found no one
+    assert all(e["t"] > 1_500 for e in t.of_kind("admit"))
+    admitted = {e["item"] for e in t.of_kind("admit")}
+    assert admitted == {"client-0/item-1", "client-0/item-2", "client-0/item-3"}
+    instances = [e["generation"] for e in t.of_kind("instance") if e["object"] == "client-0"]
+    assert instances == [0, 1]
