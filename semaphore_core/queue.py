@@ -154,17 +154,20 @@ class QueueClient:
                     self._touch(item.key)
         return added
 
-    def release(self, item_id: str) -> bool:
-        """An admitted item finished: its permit goes back through the next report."""
+    def release(self, item_id: str) -> tuple[str, str] | None:
+        """An admitted item finished: its permit goes back through the next report.
+
+        Returns the item's ``(key, group)``, or None if it was not running (a repeat).
+        """
         with transaction(self._conn):
             row = self._conn.execute(
-                "SELECT key, grant_id, lease_id FROM durability_semaphore_queue_items "
+                "SELECT key, grp, grant_id, lease_id FROM durability_semaphore_queue_items "
                 "WHERE id = ? AND status = 'running'",
                 (item_id,),
             ).fetchone()
             if row is None:
-                return False
-            key, grant_id, lease_id = row
+                return None
+            key, grp, grant_id, lease_id = row
             self._conn.execute(
                 "UPDATE durability_semaphore_queue_items SET status = 'done' WHERE id = ?", (item_id,)
             )
@@ -179,7 +182,7 @@ class QueueClient:
                     (lease_id,),
                 )
             self._mark_dirty(key)
-        return True
+        return str(key), str(grp)
 
     def running(self) -> list[tuple[str, int]]:
         """Admitted, unreleased items and when they were admitted, oldest first."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -29,6 +29,9 @@ from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.durable import ObjectContext
 from sim.jobs import Jobs
 from sim.network import Network, RemoteError, RpcError
+
+if TYPE_CHECKING:
+    from sim.invariants import Monitor
 
 #: The client's durable alarm is never sooner than this (the engine's alarmMinDelayMs).
 ALARM_FLOOR_MS: Final = 15_000
@@ -54,6 +57,7 @@ class ClientObject:
         network: Network,
         jobs: Jobs,
         holder_for: Callable[[str], str],
+        monitor: Monitor | None = None,
     ) -> None:
         self.ctx = ctx
         self.sim = ctx.sim
@@ -61,6 +65,7 @@ class ClientObject:
         self.network = network
         self.jobs = jobs
         self.holder_for = holder_for
+        self.monitor = monitor
         self.queue = QueueClient(ctx.storage, ctx.name)
         self._wake = ctx.sim.signal()
         self._in_flight: dict[str, str] = {}
@@ -95,8 +100,11 @@ class ClientObject:
         self._wake.set()
 
     def _release(self, item: str) -> None:
-        if self.queue.release(item):
+        released = self.queue.release(item)
+        if released is not None:
             self.sim.event("release", client=self.ctx.name, item=item)
+            if self.monitor is not None:
+                self.monitor.released(*released)
             self._poke()
 
     # --- the loop ------------------------------------------------------------------------
@@ -226,6 +234,8 @@ class ClientObject:
             grant=admission.grant_id,
             lease=admission.lease_id,
         )
+        if self.monitor is not None:
+            self.monitor.admitted(admission.key, admission.group, admission.lease_id is not None)
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
         self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
 

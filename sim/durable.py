@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
 from semaphore_core import SemaphoreProtocolError
 from sim.network import RemoteError
 from sim.runtime import Sim
+
+if TYPE_CHECKING:
+    from sim.invariants import Monitor
 
 #: The platform retries a failing alarm this many times, with doubling backoff, then drops it.
 ALARM_RETRIES: Final = 6
@@ -127,6 +130,8 @@ class DurableObject:
         self._calls: dict[int, trio.CancelScope] = {}
         self._next_call = 0
         self._alarm_wakeup = sim.signal()
+        #: Told of evictions and rebuilt instances (the ``durable`` invariant).
+        self.monitor: Monitor | None = None
         nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------
@@ -139,12 +144,16 @@ class DurableObject:
         if self._instance is None:
             self._context = ObjectContext(self, self.generation)
             self.sim.event("instance", object=self.name, generation=self.generation)
+            if self.monitor is not None:
+                self.monitor.rebuilt(self)
             self._instance = self._factory(self._context)
         return self._instance
 
     def evict(self) -> None:
         """Drop the live instance: its calls fail, its timers and memory vanish."""
         self.sim.event("evict", object=self.name, calls=len(self._calls), live=self.live)
+        if self.monitor is not None:
+            self.monitor.evicting(self)
         for scope in list(self._calls.values()):
             scope.cancel()
         if self._context is not None:

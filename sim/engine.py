@@ -21,6 +21,7 @@ transaction), and the concurrency pool (durable operations only).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Final, Protocol
 
 import trio
@@ -64,9 +65,17 @@ class Engine:
         self.alarm_min_delay_ms = alarm_min_delay_ms
         self.fallback = fallback
         self._alarm_failure = alarm_failure
+        #: Injected alarm failures stop here (the fault plan's quiet point).
+        self.faults_until_ms: int | None = None
+        #: Called after every transaction's commit (the invariant monitor listens here).
+        self.on_commit: Callable[[], None] | None = None
         self._participants: list[Participant] = []
         self._timer_at: int | None = None
         self._early: tuple[int, trio.CancelScope] | None = None
+
+    def _faults_active(self) -> bool:
+        until = self.faults_until_ms
+        return until is None or self.ctx.sim.now() < until
 
     def register(self, participant: Participant) -> None:
         self._participants.append(participant)
@@ -92,6 +101,8 @@ class Engine:
         """Publish what the last transaction decided: wake the platform, set the early timer."""
         self.ctx.alarm_written()
         self._schedule_early_alarm(self._timer_at)
+        if self.on_commit is not None:
+            self.on_commit()
 
     # --- the in-memory timer ----------------------------------------------------------
 
@@ -137,7 +148,8 @@ class Engine:
 
     def _run_alarm(self) -> None:
         now = self.ctx.sim.now()
-        if self._alarm_failure and self.ctx.sim.rng(f"alarm:{self.ctx.name}").random() < self._alarm_failure:
+        failure = self._alarm_failure if self._faults_active() else 0.0
+        if failure and self.ctx.sim.rng(f"alarm:{self.ctx.name}").random() < failure:
             raise InjectedAlarmFailure("injected: due work threw")
         for participant in self._participants:
             participant.run_due(now)

@@ -81,6 +81,33 @@ class Drop:
 
 
 @attrs.frozen
+class LimitChange:
+    """The operator sets holder ``key``'s limit (None: every holder) at ``at_ms``."""
+
+    at_ms: int
+    limit: int
+    key: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.at_ms < 0 or self.limit < 0:
+            raise ValueError(f"a limit change needs at_ms >= 0 and limit >= 0, got {self}")
+
+
+@attrs.frozen
+class GroupLimitChange:
+    """The operator caps ``group`` on holder ``key`` (``limitWorkflow``); None lifts the cap."""
+
+    at_ms: int
+    key: str
+    group: str
+    limit: int | None
+
+    def __attrs_post_init__(self) -> None:
+        if self.at_ms < 0 or (self.limit is not None and self.limit < 0):
+            raise ValueError(f"a group-limit change needs at_ms >= 0 and limit >= 0, got {self}")
+
+
+@attrs.frozen
 class FaultPlan:
     """Everything that goes wrong in one run, apart from the seed's own draws."""
 
@@ -102,6 +129,12 @@ class FaultPlan:
     alarm_failure: float = 0.0
     #: Probability a job's completion notice to its client is lost.
     release_loss: float = 0.0
+    #: The operator's changes during the run.
+    limit_changes: tuple[LimitChange, ...] = ()
+    group_limit_changes: tuple[GroupLimitChange, ...] = ()
+    #: Random per-message faults, alarm failures and lost notices stop here (None: never),
+    #: so liveness can be judged once the system has been quiet for a while.
+    faults_until_ms: int | None = None
 
     def __attrs_post_init__(self) -> None:
         for name in ("request_loss", "reply_loss", "duplicate", "reorder", "alarm_failure", "release_loss"):
@@ -113,6 +146,10 @@ class FaultPlan:
         every = self.evict_holders_every_ms
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
             raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")
+
+    def active(self, t_ms: int) -> bool:
+        """Whether random faults still apply at ``t_ms``."""
+        return self.faults_until_ms is None or t_ms < self.faults_until_ms
 
     def partitioned(self, name: str, t_ms: int) -> bool:
         return any(window.covers(name, t_ms) for window in self.partitions)
@@ -133,6 +170,10 @@ class FaultPlan:
         values["partitions"] = tuple(Window(**w) for w in data.get("partitions", ()))
         values["evictions"] = tuple(Eviction(**e) for e in data.get("evictions", ()))
         values["drops"] = tuple(Drop(**d) for d in data.get("drops", ()))
+        values["limit_changes"] = tuple(LimitChange(**c) for c in data.get("limit_changes", ()))
+        values["group_limit_changes"] = tuple(
+            GroupLimitChange(**c) for c in data.get("group_limit_changes", ())
+        )
         return cls(**values)
 
 

@@ -12,7 +12,7 @@ eviction); group limits live in a map on the instance, as the walkthrough's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -22,6 +22,9 @@ from sim.durable import ObjectContext
 from sim.engine import MAX_ALARM_DELAY_MS, Engine
 from sim.network import RemoteError
 from sim.timers import Signal
+
+if TYPE_CHECKING:
+    from sim.invariants import Monitor
 
 
 @attrs.define
@@ -39,6 +42,8 @@ class Env:
     engine_fallback: bool = True
     #: Probability one alarm() run throws (a fault plan's alarm_failure).
     alarm_failure: float = 0.0
+    #: Injected alarm failures stop here (the fault plan's quiet point).
+    faults_until_ms: int | None = None
 
 
 @attrs.define
@@ -67,9 +72,10 @@ class _Reclaim:
 class HolderObject:
     """One live instance of a holder object; the next one is built on the same storage."""
 
-    def __init__(self, ctx: ObjectContext, env: Env) -> None:
+    def __init__(self, ctx: ObjectContext, env: Env, key: str = "", monitor: Monitor | None = None) -> None:
         self.ctx = ctx
         self.env = env
+        self.key = key
         # In memory on purpose: limitWorkflow() caps are gone after eviction.
         self.group_limits: dict[str, int] = {}
         self.engine = Engine(
@@ -94,6 +100,9 @@ class HolderObject:
             before_commit=self.engine.reconcile,
         )
         self.engine.register(_Reclaim(self.holder, self.engine))
+        self.engine.faults_until_ms = env.faults_until_ms
+        if monitor is not None:
+            self.engine.on_commit = lambda: monitor.committed(key, self)
         self._pending: list[_Pending] = []
         self._timer_armed = False
         self._round_running = False

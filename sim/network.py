@@ -90,6 +90,8 @@ class Network:
 
     def _fate(self, loss: float) -> _Fate:
         plan, rng = self._plan, self._rng
+        if not plan.active(self._sim.now()):
+            return _Fate(lost=False, delay_ms=self._latency_ms, duplicate_delay_ms=None)
         delay = self._latency_ms + (rng.randint(0, plan.delay_ms) if plan.delay_ms else 0)
         if plan.reorder and rng.random() < plan.reorder:
             delay += rng.randint(0, plan.reorder_ms)

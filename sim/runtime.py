@@ -35,6 +35,7 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
+from sim.invariants import InvariantViolation
 from sim.timers import Signal, Timers
 from sim.trace import Trace
 
@@ -45,7 +46,7 @@ if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(trio.test
         "does not have; install a Trio version within the range pyproject.toml pins"
     )
 
-Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "error"]
+Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "violation"]
 
 DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
 DEFAULT_STEP_LIMIT: Final = 5_000_000
@@ -140,6 +141,8 @@ class RunResult:
     outcome: Outcome
     end_ms: int
     detail: str = ""
+    #: The invariant a ``violation`` broke.
+    invariant: str | None = None
 
 
 class _DeadlockDetector:
@@ -172,6 +175,14 @@ def _active_deadlines() -> int:
     """How many cancel scopes with a deadline are live in this run (Trio internals, pinned by tests)."""
     runner = trio_run.GLOBAL_RUN_CONTEXT.runner
     return int(runner.deadlines._active)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first leaf exception of a (nested) group: nurseries nest their groups."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 def _blocked_tasks() -> list[str]:
@@ -219,7 +230,11 @@ def run(
                 outcome: Outcome = "time_limit" if limit.cancelled_caught else "completed"
                 result.append(RunResult(outcome, sim.now()))
         except* StepLimitReached as group:
-            result.append(RunResult("step_limit", sim.now(), str(group.exceptions[0])))
+            result.append(RunResult("step_limit", sim.now(), str(_first(group))))
+        except* InvariantViolation as group:
+            violation = _first(group)
+            assert isinstance(violation, InvariantViolation)
+            result.append(RunResult("violation", violation.t_ms, str(violation), violation.name))
 
     with deterministic_trio(seed):
         trio.run(root, clock=clock, strict_exception_groups=True)

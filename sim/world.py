@@ -8,6 +8,8 @@ objects for inspection. The same three inputs give the same trace bytes.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import attrs
@@ -18,6 +20,7 @@ from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.faults import FaultPlan
 from sim.holder_object import Env, HolderObject
+from sim.invariants import Monitor
 from sim.jobs import Jobs
 from sim.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime import Limits, RunResult, Sim, run
@@ -25,6 +28,7 @@ from sim.trace import Trace
 from sim.workload import Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
+PROGRESS_SAMPLE_MS = 5_000
 
 
 @attrs.frozen
@@ -70,7 +74,7 @@ class HolderSpec:
     alarm_min_delay_ms: int = 15_000
     engine_fallback: bool = True
 
-    def env(self, alarm_failure: float) -> Env:
+    def env(self, alarm_failure: float = 0.0, faults_until_ms: int | None = None) -> Env:
         return Env(
             limit=self.limit,
             round_wait_ms=self.round_wait_ms,
@@ -81,6 +85,7 @@ class HolderSpec:
             alarm_min_delay_ms=self.alarm_min_delay_ms,
             engine_fallback=self.engine_fallback,
             alarm_failure=alarm_failure,
+            faults_until_ms=faults_until_ms,
         )
 
 
@@ -91,6 +96,9 @@ class WorldConfig:
     client: ClientSettings = attrs.field(factory=ClientSettings)
     duration_ms: int = 3_600_000
     latency_ms: int = DEFAULT_LATENCY_MS
+    #: Judge liveness (capacity_returns, progress, reclaimed) when the run ends; needs a
+    #: fault plan with ``faults_until_ms`` and a quiet period long enough for work to finish.
+    check_liveness: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True)
@@ -103,8 +111,10 @@ class World:
     sim: Sim
     network: Network
     jobs: Jobs
+    monitor: Monitor
     holders: dict[str, DurableObject]
     clients: dict[str, DurableObject]
+    envs: dict[str, Env]
 
     def holder_name(self, key: str) -> str:
         return f"holder:{key}"
@@ -116,44 +126,63 @@ class WorldRun:
     result: RunResult
     world: World
 
+    @property
+    def monitor(self) -> Monitor:
+        return self.world.monitor
+
 
 def run_world(
     config: WorldConfig,
     faults: FaultPlan,
     seed: int,
     limits: Limits | None = None,
+    tolerated: frozenset[str] = frozenset(),
 ) -> WorldRun:
-    """Build and run one world; the trace header records seed, config and faults."""
+    """Build and run one world; the trace header records seed, config and faults.
+
+    Invariants are checked throughout; a violation ends the run (outcome
+    ``violation``) unless it is a known finding named in ``tolerated``.
+    """
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = SEMSIM_VERSION
     built: list[World] = []
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            world = _build(sim, config, faults, nursery)
+            world = _build(sim, config, faults, nursery, Monitor(sim, tolerated))
             built.append(world)
+            if config.check_liveness and faults.faults_until_ms is not None:
+                nursery.start_soon(_watch_progress, sim, world, faults.faults_until_ms, name="progress")
             await sim.sleep_until(config.duration_ms)
+            if config.check_liveness:
+                world.monitor.finish(world.clients)
             nursery.cancel_scope.cancel()
 
     result = run(seed, main, trace, limits or Limits(time_limit_ms=config.duration_ms + 1))
     return WorldRun(trace=trace, result=result, world=built[0])
 
 
-def _build(sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery) -> World:
+def _build(
+    sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery, monitor: Monitor
+) -> World:
     network = Network(sim, faults, nursery, config.latency_ms)
     network.extra_loss["release"] = faults.release_loss
     jobs = Jobs(sim, network, nursery)
-    world = World(sim=sim, network=network, jobs=jobs, holders={}, clients={})
+    world = World(sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients={}, envs={})
 
     for key in config.workload.keys:
         name = world.holder_name(key)
-        obj = DurableObject(sim, name, _holder_factory(config.holder.env(faults.alarm_failure)), nursery)
+        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms)
+        obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery)
+        obj.monitor = monitor
+        monitor.attach(key, obj, env)
         network.register(name, obj)
         world.holders[key] = obj
+        world.envs[key] = env
 
     for index, name in enumerate(config.workload.client_names()):
         settings = attrs.evolve(config.client, lease_capable=not config.workload.is_plain(index))
-        obj = DurableObject(sim, name, _client_factory(settings, network, jobs, world), nursery)
+        obj = DurableObject(sim, name, _client_factory(settings, network, jobs, world, monitor), nursery)
         network.register(name, obj)
         world.clients[name] = obj
         nursery.start_soon(arrivals, sim, network, config.workload, name, index, name=f"workload.{name}")
@@ -162,32 +191,81 @@ def _build(sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nurse
     return world
 
 
-def _holder_factory(env: Env) -> Factory:
-    return lambda ctx: HolderObject(ctx, env)
+async def _watch_progress(sim: Sim, world: World, quiet_from_ms: int) -> None:
+    """Once the faults stopped, sample the ``progress`` condition every few seconds."""
+    await sim.sleep_until(quiet_from_ms)
+    while True:
+        world.monitor.sample_progress(world.clients)
+        await sim.sleep(PROGRESS_SAMPLE_MS)
 
 
-def _client_factory(settings: ClientSettings, network: Network, jobs: Jobs, world: World) -> Factory:
-    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name)
+def _holder_factory(env: Env, key: str, monitor: Monitor) -> Factory:
+    return lambda ctx: HolderObject(ctx, env, key, monitor)
+
+
+def _client_factory(
+    settings: ClientSettings, network: Network, jobs: Jobs, world: World, monitor: Monitor
+) -> Factory:
+    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor)
 
 
 async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
-    """Evictions at their times, and periodic holder evictions, in time order."""
+    """Evictions and the operator's limit changes, at their times, in plan order on ties."""
     objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
-    plan: list[tuple[int, int, str]] = [(e.at_ms, i, e.target) for i, e in enumerate(faults.evictions)]
+    actions: list[tuple[int, int, Callable[[], Awaitable[None]]]] = []
+
+    def add(at_ms: int, action: Callable[[], Awaitable[None]]) -> None:
+        actions.append((at_ms, len(actions), action))
+
+    for eviction in faults.evictions:
+        add(eviction.at_ms, functools.partial(_evict, sim, objects, eviction.target))
     every = faults.evict_holders_every_ms
     if every is not None:
         # Up to the run's own time limit; the world's main ends the run before that.
-        horizon = sim.limits.time_limit_ms
-        plan += [
-            (t, len(plan) + n, obj.name)
-            for n, t in enumerate(range(every, horizon, every))
-            for obj in world.holders.values()
-        ]
-    for at_ms, _, target in sorted(plan):
+        for t in range(every, sim.limits.time_limit_ms, every):
+            for obj in world.holders.values():
+                add(t, functools.partial(_evict, sim, objects, obj.name))
+    for change in faults.limit_changes:
+        add(change.at_ms, functools.partial(_set_limit, sim, world, change.key, change.limit))
+    for group_change in faults.group_limit_changes:
+        add(
+            group_change.at_ms,
+            functools.partial(
+                _set_group_limit, sim, world, group_change.key, group_change.group, group_change.limit
+            ),
+        )
+    for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
         await sim.sleep_until(at_ms)
-        obj = objects.get(target)
-        if obj is None:
-            sim.event("fault_skipped", target=target, reason="no such object")
-            continue
-        sim.event("fault", fault="evict", target=target)
-        obj.evict()
+        await action()
+
+
+async def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> None:
+    obj = objects.get(target)
+    if obj is None:
+        sim.event("fault_skipped", target=target, reason="no such object")
+        return
+    sim.event("fault", fault="evict", target=target)
+    obj.evict()
+
+
+async def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:
+    """The deployment's limit changes (``env.ACCOUNT_CONCURRENCY``): it outlives instances."""
+    for holder_key, env in world.envs.items():
+        if key in (None, holder_key):
+            env.limit = limit
+            sim.event("operator", action="limit", key=holder_key, limit=limit)
+
+
+async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | None) -> None:
+    """``limitWorkflow()`` on the live instance (built if needed): eviction forgets it."""
+    obj = world.holders.get(key)
+    if obj is None:
+        sim.event("fault_skipped", target=key, reason="no such holder")
+        return
+    instance = obj.instance()
+    assert isinstance(instance, HolderObject)
+    if limit is None:
+        instance.group_limits.pop(group, None)
+    else:
+        instance.group_limits[group] = limit
+    sim.event("operator", action="group_limit", key=key, group=group, limit=limit)

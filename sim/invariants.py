@@ -1,0 +1,467 @@
+"""The CONTRACT's invariants, checked while a simulation runs (section 5).
+
+A :class:`Monitor` is told of every holder commit (a round, a sync, a
+reclaim: the engine reports after each transaction) and of every admission
+and release on the clients. Safety invariants are checked at those points
+and a violation stops the run with the invariant's name, the virtual time,
+the step and the relevant state. The oracle of permits *actually* in use
+(admitted and not yet released, counted from the clients' own admissions
+and releases) is independent of the holder's accounting; ``conservative``
+and ``real_ceiling`` compare against it.
+
+Liveness (``capacity_returns``, ``progress``, ``reclaimed``) is judged by
+:meth:`Monitor.finish` after the faults stopped and a quiet period passed.
+The documented leak (a lease whose grant reply was lost: its client never
+knew it, so nothing ever settles it) is counted and reported by name.
+
+Known findings (docs/FINDINGS.md) are attributed precisely, by the same
+rules as the core's state machine: a violation a finding explains is
+recorded under the finding's name; a run that tolerates that finding goes
+on.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from semaphore_core.config import LeaseOptions, Over, Under, budgets
+from semaphore_core.store import HolderStore
+
+if TYPE_CHECKING:
+    from sim.durable import DurableObject
+    from sim.holder_object import Env, HolderObject
+    from sim.runtime import Sim
+
+SAFETY: Final = (
+    "ceiling",
+    "group_ceiling",
+    "reports_monotone",
+    "conservative",
+    "real_ceiling",
+    "durable",
+    "alarm_armed",
+    "deterministic",
+)
+LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
+INVARIANTS: Final = SAFETY + LIVENESS
+#: The leak the reference documents: a lease in a lost reply is never settled.
+DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
+#: ``progress`` fails when items wait while permits sit unused for this long.
+PROGRESS_WINDOW_MS: Final = 30_000
+
+
+class InvariantViolation(Exception):
+    """A CONTRACT invariant failed. ``finding`` names the known finding that explains it, if any."""
+
+    def __init__(
+        self,
+        name: str,
+        t_ms: int,
+        detail: str,
+        finding: str | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{name} at t={t_ms} ms: {detail}")
+        self.name = name
+        self.t_ms = t_ms
+        self.detail = detail
+        self.finding = finding
+        self.state = dict(state or {})
+
+
+@attrs.frozen
+class Violation:
+    name: str
+    t_ms: int
+    step: int
+    detail: str
+    finding: str | None = None
+
+
+# --- the rules, shared with tests/stateful_holder.py -----------------------------------
+
+
+def ceiling_rule(
+    options: LeaseOptions | None,
+    limit: int,
+    granted: int,
+    leased: int,
+    before: tuple[int, int],
+) -> tuple[str, str | None] | None:
+    """``ceiling``: None if it holds, else (detail, the finding that explains it or None).
+
+    Usage may stay above a lowered limit but never grow while above it.
+    """
+    before_granted, before_leased = before
+    if options is not None and isinstance(options.provisioning, Over):
+        extra = budgets(options.provisioning, limit).leases
+        if granted > limit and granted > before_granted:
+            return f"grants {granted} > limit {limit} and grew from {before_granted}", None
+        if leased > extra and leased > before_leased:
+            return f"leases {leased} > extra {extra} and grew from {before_leased}", None
+        return None
+    total, before_total = granted + leased, before_granted + before_leased
+    if total <= limit or total <= before_total:
+        return None
+    finding = None
+    if options is not None and isinstance(options.provisioning, Under):
+        # F2: under mode budgets its two pools separately; after the limit falls,
+        # each may stay within its own pool while the sum grows.
+        pools = budgets(options.provisioning, limit)
+        within_pools = (granted <= pools.grants or granted <= before_granted) and (
+            leased <= pools.leases or leased <= before_leased
+        )
+        finding = "F2" if within_pools else None
+    return f"usage {granted} granted + {leased} leased > limit {limit}, grew from {before_total}", finding
+
+
+def group_ceiling_rule(
+    within: bool, limit: int, granted: int, leased: int, before: tuple[int, int]
+) -> tuple[str, str | None] | None:
+    """``group_ceiling`` for one group; the lease-inclusive part is finding F1."""
+    before_granted, before_leased = before
+    if granted > limit and granted > before_granted:
+        return f"{granted} granted > group limit {limit}, grew from {before_granted}", None
+    if within:
+        used, before_used = granted + leased, before_granted + before_leased
+        if used > limit and used > before_used:
+            return (
+                f"{granted} granted + {leased} leased > group limit {limit}, grew from {before_used}",
+                "F1",
+            )
+    return None
+
+
+# --- the monitor ------------------------------------------------------------------------
+
+
+@attrs.define
+class _HolderState:
+    obj: DurableObject
+    env: Env
+    usage: tuple[int, int] = (0, 0)
+    groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
+    rows: dict[str, dict[str, tuple[Any, ...]]] = attrs.Factory(dict)
+
+
+class Monitor:
+    """Checks one run's invariants; see the module docstring."""
+
+    def __init__(self, sim: Sim, tolerated: Iterable[str] = ()) -> None:
+        self.sim = sim
+        self.tolerated = frozenset(tolerated)
+        self.violations: list[Violation] = []
+        self.leaks: Counter[str] = Counter()
+        #: Oracle: permits in use per holder key, and per (key, group) (admitted, not yet released).
+        self.in_use: Counter[str] = Counter()
+        self.in_use_by_group: Counter[tuple[str, str]] = Counter()
+        #: What the reference documents and does not count as a violation, by name.
+        self.documented: Counter[str] = Counter()
+        self._holders: dict[str, _HolderState] = {}
+        self._evicted_rows: dict[str, dict[str, dict[str, tuple[Any, ...]]]] = {}
+        self._starved_since: dict[str, int] = {}
+        self._leaked_seen: dict[str, int] = {}
+
+    def attach(self, key: str, obj: DurableObject, env: Env) -> None:
+        """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
+        self._holders[key] = _HolderState(obj, env)
+
+    # --- reporting ---------------------------------------------------------------
+
+    def fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        t = self.sim.now()
+        violation = Violation(name, t, len(self.sim.trace), detail, finding)
+        self.sim.event("violation", invariant=name, finding=finding, detail=detail)
+        if finding is not None and finding in self.tolerated:
+            self.violations.append(violation)
+            return
+        raise InvariantViolation(name, t, detail, finding, state)
+
+    # --- holder commits ---------------------------------------------------------------
+
+    def committed(self, key: str, holder: HolderObject) -> None:
+        """After every holder transaction: ceilings, monotone reports, the alarm."""
+        now = self.sim.now()
+        state = self._holders[key]
+        usage = holder.holder.usage(now)
+        options = holder.env.leases
+        broken = ceiling_rule(options, usage.limit, usage.granted, usage.leased, state.usage)
+        if broken:
+            self.fail("ceiling", f"{key}: {broken[0]}", broken[1], key=key)
+        state.usage = (usage.granted, usage.leased)
+
+        store = holder.holder.store
+        footprints = {group: total for group, (_, total) in store.lease_totals().items()}
+        within = options is not None and options.limited_groups == "within_group_limit"
+        # Every group's usage is remembered, so a cap set on a busy group is judged
+        # by the lowered-limit rule (it may stay above, not grow) rather than from zero.
+        groups = {
+            group: (usage.groups[group].granted if group in usage.groups else 0, footprints.get(group, 0))
+            for group in sorted(set(usage.groups) | set(footprints))
+        }
+        for group, limit in sorted(holder.group_limits.items()):
+            granted, leased = groups.get(group, (0, 0))
+            broken = group_ceiling_rule(within, limit, granted, leased, state.groups.get(group, (0, 0)))
+            if broken:
+                self.fail("group_ceiling", f"{key} group {group}: {broken[0]}", broken[1], key=key)
+        state.groups = groups
+
+        rows = _rows(holder.ctx.storage)
+        self._monotone(key, state.rows, rows)
+        state.rows = rows
+
+        pending = store.next_pending_at()
+        if pending is not None:
+            alarm = holder.ctx.get_alarm()
+            bound = max(pending, now + holder.engine.alarm_min_delay_ms)
+            if alarm is None or alarm > bound:
+                self.fail(
+                    "alarm_armed",
+                    f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
+                )
+        self._conservative(key, usage.granted + usage.leased)
+
+    def _monotone(
+        self, key: str, old: dict[str, dict[str, tuple[Any, ...]]], new: dict[str, dict[str, tuple[Any, ...]]]
+    ) -> None:
+        for grant_id, row in new["grants"].items():
+            _, _, _, permits, claimed, released, _, _ = row
+            if not released <= claimed <= permits:
+                self.fail(
+                    "reports_monotone",
+                    f"{key}: grant {grant_id} has released <= claimed <= permits broken: {row}",
+                )
+            before = old.get("grants", {}).get(grant_id)
+            if before is not None and (claimed < before[4] or released < before[5] or permits > before[3]):
+                self.fail("reports_monotone", f"{key}: grant {grant_id} moved back: {before} -> {row}")
+        for lease_id, row in new["leases"].items():
+            _, _, _, permits, released, _, _, retired = row
+            if released > permits:
+                self.fail(
+                    "reports_monotone", f"{key}: lease {lease_id} released {released} > permits {permits}"
+                )
+            before = old.get("leases", {}).get(lease_id)
+            if before is not None and (released < before[4] or permits > before[3] or retired < before[7]):
+                self.fail("reports_monotone", f"{key}: lease {lease_id} moved back: {before} -> {row}")
+
+    # --- what clients do -------------------------------------------------------------------
+
+    def admitted(self, key: str, group: str, through_lease: bool) -> None:
+        """A client admitted an item of ``key``: one more permit actually in use."""
+        self.in_use[key] += 1
+        self.in_use_by_group[key, group] += 1
+        state = self._holders[key]
+        granted, leased = _accounted(state.obj.storage, self.sim.now())
+        self._conservative(key, granted + leased)
+        in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
+        if in_use + self._leaked_seen.get(key, 0) >= limit:
+            self._starved_since.pop(key, None)  # every permit in use at this moment: not starved
+        # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
+        if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
+            if through_lease:
+                # Documented: a lease keeps drawing until its client hears it was retired.
+                self.documented["lease_draw_after_limit_lowered"] += 1
+                self.sim.event("documented", invariant="real_ceiling", name="lease_draw_after_limit_lowered")
+                return
+            # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
+            finding = "F3" if granted + leased >= in_use else None
+            self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+
+    def released(self, key: str, group: str) -> None:
+        self.in_use[key] -= 1
+        self.in_use_by_group[key, group] -= 1
+        assert self.in_use[key] >= 0, key
+
+    def _conservative(self, key: str, accounted: int) -> None:
+        if accounted < self.in_use[key]:
+            self.fail(
+                "conservative",
+                f"{key}: the holder accounts {accounted} permits but {self.in_use[key]} are in use",
+                key=key,
+            )
+
+    # --- eviction ----------------------------------------------------------------------------
+
+    def evicting(self, obj: DurableObject) -> None:
+        self._evicted_rows[obj.name] = _rows(obj.storage)
+
+    def rebuilt(self, obj: DurableObject) -> None:
+        before = self._evicted_rows.pop(obj.name, None)
+        if before is not None and _rows(obj.storage) != before:
+            self.fail("durable", f"{obj.name}: committed rows changed across an eviction")
+
+    # --- liveness, once the faults stopped and the system was quiet -----------------------
+
+    def sample_progress(self, clients: Mapping[str, DurableObject]) -> None:
+        """During the quiet period: note, per key, whether items wait while permits sit unused.
+
+        Unused means not actually in use (the oracle) and not leaked as the
+        reference documents. ``progress`` fails only when that lasted a whole
+        ``PROGRESS_WINDOW_MS`` without a single moment at which every permit was
+        in use (an admission reaching the limit resets it): a permit in transit
+        between a release and the next claim is latency, not starvation.
+        """
+        now = self.sim.now()
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            caps = _caps(state.obj)
+            servable = frozenset(
+                group
+                for group in sorted(_waiting_by_group(clients, key))
+                if group not in caps or caps[group] > self.in_use_by_group[key, group]
+            )
+            waiting = _waiting(clients, key, only=servable)
+            leaked = self._leaked_seen[key] = _leaked(state.obj.storage, known)
+            starved = waiting > 0 and self.in_use[key] + leaked < state.env.limit
+            if not starved:
+                self._starved_since.pop(key, None)
+                continue
+            since = self._starved_since.setdefault(key, now)
+            if now - since >= PROGRESS_WINDOW_MS:
+                idle = _idle_headroom(clients, key)
+                # F4: the unused permits are leases' undrawn headroom on clients with
+                # nothing queued in those groups: they never hear ``contended``.
+                finding = "F4" if idle and self.in_use[key] + leaked + idle >= state.env.limit else None
+                self._starved_since.pop(key, None)
+                self.fail(
+                    "progress",
+                    f"{key}: {waiting} items have waited {now - since} ms while only "
+                    f"{self.in_use[key]} of {state.env.limit} permits were in use ({leaked} leaked, "
+                    f"{idle} idle lease headroom)",
+                    finding,
+                )
+
+    def finish(self, clients: Mapping[str, DurableObject]) -> None:
+        """``capacity_returns`` and ``reclaimed`` once quiet; the documented leak is counted by name.
+
+        ``capacity_returns`` is judged only when every client has drained (nothing
+        queued, nothing running): an overloaded run still has work in flight.
+        """
+        now = self.sim.now()
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            store = HolderStore(state.obj.storage)
+            stale = [
+                g
+                for g in store.list_grants()
+                if g.claimed < g.permits and g.expires_at + state.env.alarm_min_delay_ms < now
+            ]
+            if stale:
+                self.fail(
+                    "reclaimed",
+                    f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
+                )
+            if _waiting(clients, key) or self.in_use[key]:
+                self.sim.event("liveness_skipped", key=key, reason="clients still have work")
+                continue
+            granted, leased = _accounted(state.obj.storage, now)
+            leaked = _leaked(state.obj.storage, known)
+            self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
+            if granted or leased - leaked:
+                idle = _idle_headroom(clients, key)
+                finding = "F4" if not granted and leased - leaked <= idle else None
+                self.fail(
+                    "capacity_returns",
+                    f"{key}: with every client idle, {granted} granted and {leased - leaked} leased "
+                    f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
+                    f"{idle} idle lease headroom)",
+                    finding,
+                )
+
+
+def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
+    return {
+        lease_id
+        for obj in clients.values()
+        for (lease_id,) in _select(obj.storage, "SELECT lease_id FROM durability_semaphore_queue_leases")
+    }
+
+
+def _leaked(conn: Any, known: set[str]) -> int:
+    """Footprint of leases no client knows: granted in replies that were lost."""
+    return sum(
+        max(0, lease.permits - lease.released) for lease in _leases(conn) if lease.lease_id not in known
+    )
+
+
+def _leaked_count(conn: Any, known: set[str]) -> int:
+    return sum(1 for lease in _leases(conn) if lease.lease_id not in known)
+
+
+def _leases(conn: Any) -> list[Any]:
+    try:
+        return HolderStore(conn).list_leases()
+    except sqlite3.OperationalError:
+        return []
+
+
+def _caps(holder: DurableObject) -> dict[str, int]:
+    """The live holder instance's group caps (none if it is not live: eviction forgot them)."""
+    instance = getattr(holder, "_instance", None)
+    return dict(getattr(instance, "group_limits", {}) or {})
+
+
+def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> Counter[str]:
+    """Items of ``key`` queued or being claimed on any client, per group."""
+    waiting: Counter[str] = Counter()
+    for obj in clients.values():
+        for group, count in _select(
+            obj.storage,
+            "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
+            (key,),
+        ):
+            waiting[group] += count
+    return waiting
+
+
+def _waiting(clients: Mapping[str, DurableObject], key: str, only: frozenset[str] | None = None) -> int:
+    return sum(n for group, n in _waiting_by_group(clients, key).items() if only is None or group in only)
+
+
+def _idle_headroom(clients: Mapping[str, DurableObject], key: str) -> int:
+    """Undrawn permits of live leases held by clients with nothing queued in the lease's group."""
+    total = 0
+    for obj in clients.values():
+        for (undrawn,) in _select(
+            obj.storage,
+            "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
+            "l.retired = 0 AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
+            "durability_semaphore_queue_items i WHERE i.key = l.key AND i.grp = l.grp "
+            "AND i.status = 'queued')",
+            (key,),
+        ):
+            total += undrawn
+    return total
+
+
+def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query, or none if the table does not exist yet (an object never built)."""
+    try:
+        return list(conn.execute(sql, params))
+    except sqlite3.OperationalError:
+        return []
+
+
+def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
+    return {
+        "grants": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_grants")},
+        "leases": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_leases")},
+    }
+
+
+def _accounted(conn: Any, now: int) -> tuple[int, int]:
+    """Holder-accounted usage read straight from a holder's storage (no live instance needed)."""
+    store = HolderStore(conn)
+    try:
+        totals = store.grant_totals()
+    except sqlite3.OperationalError:
+        return 0, 0
+    unreclaimed = store.unreclaimed_by_group(now)
+    granted = sum(total for _, total in totals.values()) - sum(unreclaimed.values())
+    return granted, store.leased_footprint()

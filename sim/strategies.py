@@ -1,0 +1,171 @@
+"""Hypothesis strategies for whole simulated runs: a configuration, a fault plan, a seed.
+
+Swarm testing: each run enables a random subset of fault kinds, then draws
+their rates and times, so a campaign covers runs with only reply loss, only
+evictions, everything at once, and so on; shrinking then removes whatever
+a failure does not need. Runs are short (a couple of simulated minutes of
+faults, then a quiet period for liveness) so a campaign can afford many.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+from hypothesis import strategies as st
+
+from sim.client_object import ClientSettings
+from sim.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange, Window
+from sim.workload import Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig
+
+FAULT_KINDS: Final = (
+    "request_loss",
+    "reply_loss",
+    "duplicate",
+    "delay",
+    "reorder",
+    "partitions",
+    "evictions",
+    "alarm_failure",
+    "release_loss",
+    "limit_changes",
+    "group_limit_changes",
+)
+KEYS: Final = ("acct",)
+GROUPS: Final = ("wf-1", "wf-2")
+#: Faults and arrivals stop here; the quiet period after it is for liveness.
+FAULT_PHASE_MS: Final = 90_000
+QUIET_MS: Final = 90_000
+
+
+@attrs.frozen
+class Case:
+    """One run to try: what the trace header records, and how to replay it."""
+
+    config: WorldConfig
+    faults: FaultPlan
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "config": self.config.to_dict(), "faults": self.faults.to_dict()}
+
+
+@st.composite
+def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
+    mode = draw(st.sampled_from(["none", "strict", "under", "over"]))
+    leases = None
+    if mode != "none":
+        leases = LeaseSpec(
+            provisioning=mode,  # type: ignore[arg-type]
+            amount=draw(st.one_of(st.integers(0, 4), st.sampled_from([0.25, 0.5]))),
+            permits_per_lease=draw(st.integers(1, 4)),
+            ttl_ms=draw(st.sampled_from([20_000, 60_000])),
+            max_groups=draw(st.integers(1, 2)),
+            max_clients_per_group=draw(st.integers(1, 3)),
+            limited_groups=draw(st.sampled_from(["exclude", "within_group_limit"])),
+        )
+    clients = draw(st.integers(1, 4))
+    return WorldConfig(
+        holder=HolderSpec(
+            limit=draw(st.integers(1, 10)),
+            grant_timeout_ms=draw(st.sampled_from([3_000, 10_000])),
+            leases=leases,
+            fixes=fixes,
+            alarm_min_delay_ms=draw(st.sampled_from([1_000, 15_000])),
+        ),
+        workload=Workload(
+            clients=clients,
+            plain_clients=draw(st.integers(0, clients)),
+            keys=KEYS,
+            groups=GROUPS,
+            arrival=draw(st.sampled_from(["steady", "bursts"])),
+            items_per_minute=draw(st.sampled_from([10.0, 30.0, 90.0])),
+            burst_size=draw(st.integers(1, 8)),
+            burst_every_ms=draw(st.sampled_from([10_000, 30_000])),
+            duration_ms=(500, draw(st.sampled_from([2_000, 10_000]))),
+            until_ms=FAULT_PHASE_MS,
+        ),
+        client=ClientSettings(finished_check_ms=20_000),
+        duration_ms=FAULT_PHASE_MS + QUIET_MS,
+        check_liveness=True,
+    )
+
+
+def _targets(config: WorldConfig) -> list[str]:
+    return [f"holder:{key}" for key in config.workload.keys] + config.workload.client_names()
+
+
+@st.composite
+def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
+    enabled = draw(st.sets(st.sampled_from(FAULT_KINDS)))
+    rate = st.sampled_from([0.02, 0.1, 0.3])
+    targets = _targets(config)
+    at = st.integers(0, FAULT_PHASE_MS - 1)
+
+    def on(kind: str, strategy: st.SearchStrategy[Any], off: Any) -> Any:
+        return draw(strategy) if kind in enabled else off
+
+    partitions = on(
+        "partitions",
+        st.lists(
+            st.builds(
+                lambda target, start, length: Window(target, start, min(FAULT_PHASE_MS, start + length)),
+                st.sampled_from(targets),
+                at,
+                st.integers(500, 20_000),
+            ),
+            min_size=1,
+            max_size=2,
+        ),
+        [],
+    )
+    return FaultPlan(
+        request_loss=on("request_loss", rate, 0.0),
+        reply_loss=on("reply_loss", rate, 0.0),
+        duplicate=on("duplicate", rate, 0.0),
+        delay_ms=on("delay", st.sampled_from([50, 500, 3_000]), 0),
+        reorder=on("reorder", rate, 0.0),
+        reorder_ms=on("reorder", st.sampled_from([200, 2_000]), 0),
+        partitions=tuple(partitions),
+        evictions=tuple(
+            on(
+                "evictions",
+                st.lists(st.builds(Eviction, st.sampled_from(targets), at), min_size=1, max_size=3),
+                [],
+            )
+        ),
+        alarm_failure=on("alarm_failure", st.sampled_from([0.3, 1.0]), 0.0),
+        release_loss=on("release_loss", rate, 0.0),
+        limit_changes=tuple(
+            on(
+                "limit_changes",
+                st.lists(st.builds(LimitChange, at, st.integers(0, 10)), min_size=1, max_size=2),
+                [],
+            )
+        ),
+        group_limit_changes=tuple(
+            on(
+                "group_limit_changes",
+                st.lists(
+                    st.builds(
+                        GroupLimitChange,
+                        at,
+                        st.sampled_from(KEYS),
+                        st.sampled_from(GROUPS),
+                        st.one_of(st.none(), st.integers(0, 4)),
+                    ),
+                    min_size=1,
+                    max_size=3,
+                ),
+                [],
+            )
+        ),
+        faults_until_ms=FAULT_PHASE_MS,
+    )
+
+
+@st.composite
+def cases(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> Case:
+    config = draw(configs(fixes))
+    return Case(config=config, faults=draw(fault_plans(config)), seed=draw(st.integers(0, 2**16)))
