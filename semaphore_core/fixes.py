@@ -18,8 +18,19 @@ GROUP_CEILING_COUNTS_LEASES: Final = "group-ceiling-counts-leases"
 #: left under the whole limit, so a lowered limit stops both pools.
 UNDER_SHARES_THE_LIMIT: Final = "under-shares-the-limit"
 
+#: F3. A claim may only grow claimed-and-unreleased permits (plus lease
+#: footprint, in strict and under modes) up to the current limit; the rest is
+#: clamped and answered ``expired``. The limit is resolved for syncs too.
+CLAIMS_RESPECT_THE_LIMIT: Final = "claims-respect-the-limit"
+#: F4 (client side, ``QueueClient``). A client returns a lease's undrawn headroom as
+#: soon as nothing is queued in its group, instead of waiting for a ``contended``
+#: reply it never gets while it has nothing to ask for.
+RETURN_IDLE_LEASES: Final = "return-idle-leases"
+
 KNOWN_FIXES: Final[Mapping[str, str]] = {
     GROUP_CEILING_COUNTS_LEASES: "F1: grants in a within_group_limit group also count its lease footprint",
     UNDER_SHARES_THE_LIMIT: "F2: under-mode grants and leases also stay within the room under the limit",
+    CLAIMS_RESPECT_THE_LIMIT: "F3: a claim cannot admit work above the current limit",
+    RETURN_IDLE_LEASES: "F4: a client returns idle lease headroom at once, not only when told contended",
 }
 ALL_FIXES: Final = frozenset(KNOWN_FIXES)

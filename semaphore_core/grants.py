@@ -9,19 +9,41 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from semaphore_core.config import HolderConfig, Over
 from semaphore_core.events import GrantReclaimed
+from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT
 from semaphore_core.protocol import GrantReport, GrantResult
 from semaphore_core.store import HolderStore, effective_permits
 
 
+def claim_room(store: HolderStore, config: HolderConfig, limit: int) -> int | None:
+    """Fix F3's room for claims under ``limit``; None when the fix is off (the reference)."""
+    if CLAIMS_RESPECT_THE_LIMIT not in config.fixes:
+        return None
+    leases = config.leases
+    # Over mode's leases draw on their own budget; strict and under leases share the limit.
+    leased = 0 if leases is None or isinstance(leases.provisioning, Over) else store.leased_footprint()
+    return limit - store.claimed_in_use() - leased
+
+
 def apply_grant_reports(
-    store: HolderStore, client_id: str, reports: Iterable[GrantReport], now: int
+    store: HolderStore,
+    client_id: str,
+    reports: Iterable[GrantReport],
+    now: int,
+    claim_room: int | None = None,
 ) -> list[GrantResult]:
     """Advance each reported grant; a fully released grant is deleted.
 
     An unknown grant, or another client's, is answered ``not_found``. A claim
     that arrives after the deadline is clamped to what was claimed in time
     and answered ``expired``, so the client requeues what it could not admit.
+
+    ``claim_room`` is fix F3 (``claims-respect-the-limit``, off in the
+    reference): how many more permits may be claimed across all grants before
+    claimed-and-unreleased permits plus lease footprint pass the current
+    limit. A claim beyond it is clamped and answered ``expired`` like a late
+    one, so a grant issued under an old limit cannot admit work above a new one.
     """
     results: list[GrantResult] = []
     for report in reports:
@@ -33,7 +55,14 @@ def apply_grant_reports(
         expired = now >= grant.expires_at
         permits = effective_permits(grant, now)
         claimed = max(grant.claimed, min(report.claimed, permits))
+        limited = False
+        if claim_room is not None:
+            room = max(0, claim_room)
+            if claimed - grant.claimed > room:
+                claimed, limited = grant.claimed + room, True
         released = max(grant.released, min(report.released, claimed))
+        if claim_room is not None:
+            claim_room -= (claimed - grant.claimed) - (released - grant.released)
         assert released <= claimed <= permits <= grant.permits, (grant, report)
         if released >= permits:
             store.remove(grant.grant_id)
@@ -44,7 +73,7 @@ def apply_grant_reports(
             GrantResult(
                 grant_id=grant.grant_id,
                 claimed=claimed,
-                status="expired" if expired and report.claimed > claimed else "ok",
+                status="expired" if (expired or limited) and report.claimed > claimed else "ok",
             )
         )
     return results

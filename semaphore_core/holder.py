@@ -21,7 +21,8 @@ import attrs
 from semaphore_core.config import HolderConfig, budgets
 from semaphore_core.errors import SemaphoreProtocolError
 from semaphore_core.events import Event, GrantReclaimed, RoundEvent
-from semaphore_core.grants import apply_grant_reports, reclaim
+from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT
+from semaphore_core.grants import apply_grant_reports, claim_room, reclaim
 from semaphore_core.leases import apply_lease_reports
 from semaphore_core.migrations import LATEST, migrate, schema_version
 from semaphore_core.policy import GroupPolicy, group_policy, resolve_limit
@@ -145,8 +146,11 @@ class Holder:
         """Like :meth:`sync` with typed messages."""
         sync = _as_sync(message)
         leases = self.config.leases
+        # Fix F3 needs the current limit; the reference never resolves it for a sync.
+        limit = resolve_limit(self.config) if CLAIMS_RESPECT_THE_LIMIT in self.config.fixes else 0
         with transaction(self._conn):
-            grant_results = apply_grant_reports(self._store, sync.client_id, sync.grants, now)
+            room = claim_room(self._store, self.config, limit)
+            grant_results = apply_grant_reports(self._store, sync.client_id, sync.grants, now, room)
             echoes = (
                 apply_lease_reports(self._store, leases, sync.client_id, sync.leases, now).echoes
                 if leases is not None and sync.leases is not None

@@ -83,7 +83,10 @@ _SCHEMA = (
         released    INTEGER NOT NULL,
         retired     INTEGER NOT NULL,
         expires_at  INTEGER NOT NULL,
-        reported_at INTEGER NOT NULL
+        reported_at INTEGER NOT NULL,
+        -- ``released`` as last sent: a stopped lease is settled only once the holder
+        -- has heard every release, however far ``released`` moved since.
+        reported    INTEGER NOT NULL DEFAULT 0
     )""",
     # ``changes`` counts local changes the holder must hear of; ``acked`` is the
     # count carried by the newest message whose reply arrived.
@@ -124,15 +127,21 @@ class Step:
     admitted: tuple[Admission, ...] = ()
     requeued: tuple[str, ...] = ()
     needs_sync: bool = False
+    #: Leases the holder settled (the client dropped them).
+    settled: tuple[str, ...] = ()
 
 
 class QueueClient:
     """One client object's queue, grants and leases, for every holder key it uses."""
 
-    def __init__(self, conn: sqlite3.Connection, client_id: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, client_id: str, return_idle_leases: bool = False) -> None:
         conn.isolation_level = None
         self._conn = conn
         self.client_id = client_id
+        #: Fix F4 (off in the docs' client): return a lease's undrawn headroom as soon as
+        #: nothing is queued in its group, rather than only on a ``contended`` reply
+        #: that a client with nothing to ask for never receives.
+        self._return_idle_leases = return_idle_leases
         with transaction(conn):
             for statement in _SCHEMA:
                 conn.execute(statement)
@@ -230,6 +239,9 @@ class QueueClient:
                         (len(items), lease_id),
                     )
                     self._mark_dirty(key)
+            if self._return_idle_leases:
+                for key in sorted({key for _, key, _, _ in leases}):
+                    self._return_idle_headroom(key)
         return admitted
 
     # --- what to send ------------------------------------------------------------------
@@ -327,7 +339,9 @@ class QueueClient:
         with transaction(self._conn):
             self._touch(key)
             self._conn.execute(
-                "UPDATE durability_semaphore_queue_leases SET reported_at = ? WHERE key = ?", (now, key)
+                "UPDATE durability_semaphore_queue_leases SET reported_at = ?, reported = released "
+                "WHERE key = ?",
+                (now, key),
             )
             self._conn.execute(
                 "UPDATE durability_semaphore_queue_grants SET reported = released WHERE key = ?", (key,)
@@ -359,21 +373,21 @@ class QueueClient:
                 (granted.grant_id, self._claim(key, granted.grant_id, granted.group, granted.permits))
                 for granted in reply.grants
             )
-            self._echoes(key, reply.leases or (), now)
-            if reply.contended:
+            settled = self._echoes(key, reply.leases or (), now)
+            if reply.contended or self._return_idle_leases:
                 self._return_idle_headroom(key)
             claimed = any(count for _, count in claims)
             if claimed:
                 self._mark_dirty(key)
-        return attrs.evolve(step, claims=claims, needs_sync=claimed)
+        return attrs.evolve(step, claims=claims, needs_sync=claimed, settled=settled)
 
     def on_synced(self, key: str, reply: PermitSyncResult, now: int) -> Step:
         with transaction(self._conn):
             step = self._results(key, reply.grant_results, now)
-            self._echoes(key, reply.leases or (), now)
-            if reply.contended:
+            settled = self._echoes(key, reply.leases or (), now)
+            if reply.contended or self._return_idle_leases:
                 self._return_idle_headroom(key)
-        return step
+        return attrs.evolve(step, settled=settled) if settled else step
 
     def _claim(self, key: str, grant_id: str, group: str, permits: int) -> int:
         items = self._conn.execute(
@@ -463,10 +477,12 @@ class QueueClient:
             )
         return ids
 
-    def _echoes(self, key: str, echoes: Iterable[LeaseGrant], now: int) -> None:
+    def _echoes(self, key: str, echoes: Iterable[LeaseGrant], now: int) -> tuple[str, ...]:
+        """Apply the holder's lease echoes; returns the leases it settled."""
+        settled: list[str] = []
         for echo in echoes:
             row = self._conn.execute(
-                "SELECT released FROM durability_semaphore_queue_leases WHERE lease_id = ?",
+                "SELECT reported FROM durability_semaphore_queue_leases WHERE lease_id = ?",
                 (echo.lease_id,),
             ).fetchone()
             if row is None:
@@ -477,7 +493,7 @@ class QueueClient:
                         (echo.lease_id, key, echo.group, echo.permits, echo.expires_at, now),
                     )
                 continue
-            (released,) = row
+            (reported,) = row
             if echo.expires_at > now:
                 self._conn.execute(
                     "UPDATE durability_semaphore_queue_leases SET expires_at = ? WHERE lease_id = ?",
@@ -485,11 +501,14 @@ class QueueClient:
                 )
                 continue
             # Stopped by the holder (or unknown to it): stop drawing, report it retired
-            # until the holder settles it; settled once every drawn permit is back.
-            if echo.permits <= released:
+            # until the holder settles it. A settled echo carries the holder's released
+            # mark, which is what this reply's report said; comparing with ``released``
+            # instead would drop a lease whose last releases the holder never heard.
+            if echo.permits <= reported:
                 self._conn.execute(
                     "DELETE FROM durability_semaphore_queue_leases WHERE lease_id = ?", (echo.lease_id,)
                 )
+                settled.append(echo.lease_id)
             else:
                 self._conn.execute(
                     "UPDATE durability_semaphore_queue_leases SET retired = 1, expires_at = ? "
@@ -505,6 +524,7 @@ class QueueClient:
         )
         if stopped.rowcount > 0:
             self._mark_dirty(key)
+        return tuple(settled)
 
     def _return_idle_headroom(self, key: str) -> None:
         """``contended``: retire live leases of groups where nothing is queued."""

@@ -17,7 +17,7 @@ from semaphore_core.collation import locale_key
 from semaphore_core.config import Budgets, HolderConfig, Under, budgets
 from semaphore_core.events import BlockedEvent, GrantReclaimed, LeaseGranted, LeaseRetired
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
-from semaphore_core.grants import apply_grant_reports, reclaim
+from semaphore_core.grants import apply_grant_reports, claim_room, reclaim
 from semaphore_core.leases import LeaseCandidate, allocate_leases, apply_lease_reports
 from semaphore_core.policy import UNLIMITED, GroupPolicy
 from semaphore_core.protocol import (
@@ -69,7 +69,8 @@ def allocate(
     unknown_debt = 0
     drawn: dict[str, int] = {}
     for request in requests:
-        grant_results = apply_grant_reports(store, request.client_id, request.grants, now)
+        room = claim_room(store, config, limit)
+        grant_results = apply_grant_reports(store, request.client_id, request.grants, now, room)
         leases: list[LeaseGrant] = []
         if lease_options is not None and request.leases is not None:
             outcome = apply_lease_reports(store, lease_options, request.client_id, request.leases, now)

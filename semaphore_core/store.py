@@ -134,6 +134,11 @@ class HolderStore:
         row = self._conn.execute(f"SELECT min(expires_at) FROM {GRANTS} WHERE claimed < permits").fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
+    def claimed_in_use(self) -> int:
+        """Permits claimed and not yet released, over every grant (fix F3 only: O(grants))."""
+        row = self._conn.execute(f"SELECT coalesce(sum(claimed - released), 0) FROM {GRANTS}").fetchone()
+        return int(row[0])
+
     def grant_totals(self) -> dict[str, tuple[int, int]]:
         """``{group: (rows, permits - released summed)}`` for every group with a grant row."""
         rows = self._conn.execute(

@@ -36,6 +36,7 @@ from semaphore_core import (
     Under,
     budgets,
 )
+from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT
 from semaphore_core.protocol import (
     Demand,
     GrantReport,
@@ -312,17 +313,36 @@ class HolderMachine(RuleBasedStateMachine):
                 raise
             self.violations.append(violation)
 
-    def _model_report(self, client: str, report: GrantReport) -> None:
+    def _claim_room(self) -> int | None:
+        """Fix F3: how far claims may go under the current limit (None: the reference)."""
+        if CLAIMS_RESPECT_THE_LIMIT not in self.fixes:
+            return None
+        options = self.config.leases
+        leased = (
+            0
+            if options is None or isinstance(options.provisioning, Over)
+            else sum(lease.footprint() for lease in self.leases.values())
+        )
+        return self.limit - sum(g.claimed - g.released for g in self.grants.values()) - leased
+
+    def _model_report(self, client: str, report: GrantReport, room: int | None = None) -> int | None:
         grant = self.grants.get(report.grant_id)
         if grant is None or grant.client != client:
-            return
+            return room
         expired = self.now >= grant.expires_at
         permits = grant.claimed if expired else grant.permits
-        grant.claimed = max(grant.claimed, min(report.claimed, permits))
+        before_claimed, before_released = grant.claimed, grant.released
+        claimed = max(grant.claimed, min(report.claimed, permits))
+        if room is not None:
+            claimed = min(claimed, grant.claimed + max(0, room))
+        grant.claimed = claimed
         grant.released = max(grant.released, min(report.released, grant.claimed))
         grant.permits = permits
         if grant.released >= permits:
             del self.grants[report.grant_id]
+        if room is None:
+            return None
+        return room - (grant.claimed - before_claimed) + (grant.released - before_released)
 
     def _model_lease_report(self, client: str, report: LeaseReport) -> None:
         lease = self.leases.get(report.lease_id)
@@ -438,8 +458,9 @@ class HolderMachine(RuleBasedStateMachine):
     def _model_apply(
         self, name: str, grants: tuple[GrantReport, ...], leases: tuple[LeaseReport, ...] | None
     ) -> None:
+        room = self._claim_room()
         for report in grants:
-            self._model_report(name, report)
+            room = self._model_report(name, report, room)
         if self.config.leases is not None and leases is not None:
             for lease_report in leases:
                 self._model_lease_report(name, lease_report)

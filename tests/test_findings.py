@@ -7,12 +7,15 @@ invariant checks are exactly the ones the fuzzer runs.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
 import pytest
 
-from semaphore_core import Over, Ratio, Strict, Under
-from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
+from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT, GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
+from semaphore_core.queue import QueueClient, QueueItem
+from tests.helpers import holder, request, sync
 from tests.stateful_holder import HolderMachine, InvariantViolation
 
 
@@ -104,3 +107,81 @@ def test_over_mode_is_not_affected_by_f2() -> None:
     step(m, lambda: m.honest_round(who=[1], arrivals=[("g0", 3)]))
     step(m, lambda: m.lower_limit(by=1))
     step(m, lambda: m.honest_round(who=[0], arrivals=[("g0", 1)]))
+
+
+# --- F3 and F4: whole-system findings, their fixes at the level they act ------------------
+
+
+def _f3_claim_after_the_limit_fell(fixes: frozenset[str]) -> tuple[list[tuple[str, int, str]], int]:
+    """Limit 4: client a is granted 4; the operator lowers the limit to 1; a claims all 4.
+
+    Returns the claim's grant results and the permits then claimed and unreleased.
+    """
+    limit = {"value": 4}
+    h = holder(limit=lambda: limit["value"], fixes=fixes)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    grant = reply["grants"][0]["grantId"]
+    limit["value"] = 1
+    synced = h.sync(sync("a", grants=[(grant, 4, 0)]), now=100)
+    results = [(r["grantId"], r["claimed"], r["status"]) for r in synced["grantResults"]]
+    return results, h.store.claimed_in_use()
+
+
+def test_f3_reference_lets_a_grant_from_the_old_limit_be_claimed_above_the_new_one() -> None:
+    results, in_use = _f3_claim_after_the_limit_fell(frozenset())
+    assert results == [("id-1", 4, "ok")]
+    assert in_use == 4  # four items admitted under a limit of 1: real_ceiling broken
+
+
+def test_f3_fix_clamps_the_claim_to_the_room_under_the_current_limit() -> None:
+    results, in_use = _f3_claim_after_the_limit_fell(frozenset({CLAIMS_RESPECT_THE_LIMIT}))
+    assert results == [("id-1", 1, "expired")]  # the client admits 1 and requeues 3
+    assert in_use == 1
+
+
+def test_f3_fix_counts_strict_lease_footprint_against_the_limit() -> None:
+    limit = {"value": 4}
+    h = holder(
+        limit=lambda: limit["value"],
+        fixes=frozenset({CLAIMS_RESPECT_THE_LIMIT}),
+        leases=LeaseOptions(Strict(), permits_per_lease=4),
+    )
+    [reply] = h.run_round([request("a", [("g", 2, 0)])], now=0)
+    grant = reply["grants"][0]["grantId"]
+    [leased] = h.run_round([request("b", [("g", 1, 1)], leases=[])], now=10)
+    assert [lease["permits"] for lease in leased["leases"]] == [1]  # grants 3 + footprint 1: full
+    limit["value"] = 2
+    [claim] = h.run_round([request("a", grants=[(grant, 2, 0)])], now=20)
+    # Room under the new limit: 2 - 0 claimed - 1 of lease footprint.
+    assert [(r["claimed"], r["status"]) for r in claim["grantResults"]] == [(1, "expired")]
+
+
+def _f4_idle_lease_footprint(fix: bool) -> int:
+    """A client's item runs on a grant; its lease's 2 permits sit undrawn with nothing queued.
+
+    Returns the holder's lease footprint after the client's next report.
+    """
+    queue = QueueClient(sqlite3.connect(":memory:"), "c1", return_idle_leases=fix)
+    h = holder(limit=4, leases=LeaseOptions(Strict(), permits_per_lease=2, ttl_ms=20_000))
+    queue.enqueue([QueueItem(id="item-1", key="k", group="g")], now=0)
+    message = queue.build_request("k", 0)
+    changes = queue.sent("k", 0)
+    [reply] = h.round([message], 0).replies
+    assert [lease.permits for lease in reply.leases or ()] == [2]
+    queue.on_grant("k", reply, 0)
+    queue.acked("k", changes)
+    for _ in range(2):  # confirm the claim, then report what changed
+        confirm = queue.build_sync("k", 0)
+        changes = queue.sent("k", 0)
+        queue.on_synced("k", h.sync_message(confirm, 0), 0)
+        queue.acked("k", changes)
+    assert queue.status("item-1") == "running"
+    return h.usage(0).leased
+
+
+def test_f4_reference_keeps_idle_lease_headroom_until_told_contended() -> None:
+    assert _f4_idle_lease_footprint(fix=False) == 2
+
+
+def test_f4_fix_returns_idle_lease_headroom_at_once() -> None:
+    assert _f4_idle_lease_footprint(fix=True) == 0

@@ -8,6 +8,7 @@ from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict
 from semaphore_core.protocol import (
     Demand,
     GrantReport,
+    LeaseReport,
     PermitGrant,
     PermitRequest,
     PermitSync,
@@ -221,6 +222,37 @@ def test_a_lease_the_holder_stopped_is_reported_retired_until_settled() -> None:
     p.sync()
     assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone()[0] == 0
     assert p.holder.usage(p.now).leased == 0
+
+
+def test_a_release_made_while_the_retired_report_is_in_flight_is_reported_before_the_lease_is_dropped() -> (
+    None
+):
+    # Found by the fuzzer (no faults at all): the client reports its stopped lease
+    # (drawn 1, released 0); while that report is in flight the item finishes. The
+    # holder's reply echoes the lease as stopped with 1 permit. Judged against the
+    # local released mark (1), that looked settled: the client dropped the lease and
+    # the holder kept its footprint of 1 forever.
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
+    p.enqueue(1)
+    p.ask()
+    p.enqueue(1)
+    [admitted] = p.queue.draw_leases(p.now)
+    p.now = 1_000
+    p.holder.round([], p.now)  # the lease expired unreported: retired
+    p.sync()  # the client hears it stopped
+    message = p.queue.build_sync("k", p.now)  # retired, drawn 1, released 0
+    assert message.leases is not None
+    [report] = message.leases
+    changes = p.queue.sent("k", p.now)
+    p.queue.release(admitted.item_id)  # finishes while the report is in flight
+    reply = p.holder.sync_message(message, p.now)
+    p.queue.on_synced("k", reply, p.now)
+    p.queue.acked("k", changes)
+    assert p.holder.usage(p.now).leased == 1
+    assert p.queue.build_sync("k", p.now).leases == (LeaseReport(report.lease_id, 1, 1, True),)
+    p.sync()  # now the holder hears the release and settles the lease
+    assert p.holder.usage(p.now).leased == 0
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
 
 
 def test_a_lease_with_permits_in_use_is_due_a_report_at_half_its_lifetime() -> None:
