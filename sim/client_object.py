@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from semaphore_core.fixes import RETURN_IDLE_LEASES
 from semaphore_core.protocol import PermitGrant, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.durable import ObjectContext
@@ -58,6 +59,7 @@ class ClientObject:
         jobs: Jobs,
         holder_for: Callable[[str], str],
         monitor: Monitor | None = None,
+        fixes: frozenset[str] = frozenset(),
     ) -> None:
         self.ctx = ctx
         self.sim = ctx.sim
@@ -66,7 +68,7 @@ class ClientObject:
         self.jobs = jobs
         self.holder_for = holder_for
         self.monitor = monitor
-        self.queue = QueueClient(ctx.storage, ctx.name)
+        self.queue = QueueClient(ctx.storage, ctx.name, return_idle_leases=RETURN_IDLE_LEASES in fixes)
         self._wake = ctx.sim.signal()
         self._in_flight: dict[str, str] = {}
         self._retry_at: dict[str, int] = {}
@@ -221,6 +223,8 @@ class ClientObject:
             self._admit(admission, now)
         for item in step.requeued:
             self.sim.event("requeue", client=self.ctx.name, item=item, key=key)
+        for lease in step.settled:
+            self.sim.event("lease_settled", client=self.ctx.name, key=key, lease=lease)
         if step.needs_sync:
             self._sync_now[key] = True
 

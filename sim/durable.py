@@ -115,9 +115,14 @@ Factory = Callable[[ObjectContext], Instance]
 class DurableObject:
     """One named object: persistent storage and alarm, and at most one live instance."""
 
-    def __init__(self, sim: Sim, name: str, factory: Factory, nursery: trio.Nursery) -> None:
+    def __init__(
+        self, sim: Sim, name: str, factory: Factory, nursery: trio.Nursery, alarm_retries: int = ALARM_RETRIES
+    ) -> None:
+        assert 0 <= alarm_retries <= ALARM_RETRIES, alarm_retries
         self.sim = sim
         self.name = name
+        #: How often the platform retries a throwing ``alarm()`` before dropping it.
+        self.alarm_retries = alarm_retries
         self.nursery = nursery
         self._factory = factory
         self.storage = sqlite3.connect(":memory:", isolation_level=None)
@@ -212,7 +217,7 @@ class DurableObject:
     async def _run_alarm(self, scheduled_ms: int) -> None:
         sim = self.sim
         backoff = ALARM_FIRST_BACKOFF_MS
-        for attempt in range(ALARM_RETRIES + 1):
+        for attempt in range(self.alarm_retries + 1):
             sim.event("alarm", object=self.name, scheduled=scheduled_ms, attempt=attempt)
             try:
                 await self.dispatch("alarm", None)
@@ -221,7 +226,9 @@ class DurableObject:
                 sim.event("alarm_failed", object=self.name, attempt=attempt, error=failure.kind)
             if self.get_alarm() is not None:
                 return  # the object re-armed its own alarm: the platform does not retry
-            if attempt < ALARM_RETRIES:
+            if attempt < self.alarm_retries:
                 await sim.sleep(backoff)
                 backoff *= 2
         sim.event("alarm_dropped", object=self.name, scheduled=scheduled_ms)
+        if self.monitor is not None:
+            self.monitor.alarm_dropped(self.name)

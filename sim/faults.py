@@ -127,6 +127,9 @@ class FaultPlan:
     evict_holders_every_ms: int | None = None
     #: Probability one ``alarm()`` run throws (a storage hiccup in due work).
     alarm_failure: float = 0.0
+    #: How often the platform retries a throwing ``alarm()`` before dropping it (it does
+    #: 6 times; fewer models a platform that gives up sooner).
+    alarm_retries: int = 6
     #: Probability a job's completion notice to its client is lost.
     release_loss: float = 0.0
     #: The operator's changes during the run.
@@ -143,6 +146,9 @@ class FaultPlan:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
                 raise ValueError(f"faults.{name} must be an integer in [0, {MAX_DELAY_MS}], got {value!r}")
+        retries = self.alarm_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 6:
+            raise ValueError(f"faults.alarm_retries must be an integer in [0, 6], got {retries!r}")
         every = self.evict_holders_every_ms
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
             raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")

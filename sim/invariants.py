@@ -51,6 +51,8 @@ LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
 INVARIANTS: Final = SAFETY + LIVENESS
 #: The leak the reference documents: a lease in a lost reply is never settled.
 DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
+#: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.
+DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 #: ``progress`` fails when items wait while permits sit unused for this long.
 PROGRESS_WINDOW_MS: Final = 30_000
 
@@ -166,6 +168,9 @@ class Monitor:
         self._evicted_rows: dict[str, dict[str, dict[str, tuple[Any, ...]]]] = {}
         self._starved_since: dict[str, int] = {}
         self._leaked_seen: dict[str, int] = {}
+        self._dropped_alarms: set[str] = set()
+        #: The clients, once the quiet period's progress sampling has begun.
+        self._clients: Mapping[str, DurableObject] | None = None
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
@@ -225,6 +230,7 @@ class Monitor:
                     f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
                 )
         self._conservative(key, usage.granted + usage.leased)
+        self._round_was_full(key, state)
 
     def _monotone(
         self, key: str, old: dict[str, dict[str, tuple[Any, ...]]], new: dict[str, dict[str, tuple[Any, ...]]]
@@ -259,7 +265,7 @@ class Monitor:
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
         in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
-        if in_use + self._leaked_seen.get(key, 0) >= limit:
+        if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, state.obj.storage):
             self._starved_since.pop(key, None)  # every permit in use at this moment: not starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
         if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
@@ -285,6 +291,10 @@ class Monitor:
                 key=key,
             )
 
+    def alarm_dropped(self, name: str) -> None:
+        """The platform gave up on an object's alarm after its retries."""
+        self._dropped_alarms.add(name)
+
     # --- eviction ----------------------------------------------------------------------------
 
     def evicting(self, obj: DurableObject) -> None:
@@ -307,17 +317,27 @@ class Monitor:
         between a release and the next claim is latency, not starvation.
         """
         now = self.sim.now()
+        self._clients = clients
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             caps = _caps(state.obj)
+            # A capped group is servable while neither the clients nor the holder's
+            # grant accounting (releases not yet reported) has it at its cap.
+            charged = _granted_by_group(state.obj.storage, now) if caps else {}
             servable = frozenset(
                 group
                 for group in sorted(_waiting_by_group(clients, key))
-                if group not in caps or caps[group] > self.in_use_by_group[key, group]
+                if group not in caps
+                or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
             )
             waiting = _waiting(clients, key, only=servable)
             leaked = self._leaked_seen[key] = _leaked(state.obj.storage, known)
-            starved = waiting > 0 and self.in_use[key] + leaked < state.env.limit
+            capacity = _capacity(state.env, state.obj.storage)
+            # Busy: what the holder still counts for grants (a release not yet reported,
+            # a grant on its way to be claimed: latency, not starvation), what leases
+            # actually run, and the documented leak. Idle lease headroom is not busy.
+            busy = self._busy(key, state, clients, leaked)
+            starved = waiting > 0 and busy < capacity
             if not starved:
                 self._starved_since.pop(key, None)
                 continue
@@ -326,15 +346,30 @@ class Monitor:
                 idle = _idle_headroom(clients, key)
                 # F4: the unused permits are leases' undrawn headroom on clients with
                 # nothing queued in those groups: they never hear ``contended``.
-                finding = "F4" if idle and self.in_use[key] + leaked + idle >= state.env.limit else None
+                finding = "F4" if idle and busy + idle >= capacity else None
                 self._starved_since.pop(key, None)
                 self.fail(
                     "progress",
                     f"{key}: {waiting} items have waited {now - since} ms while only "
-                    f"{self.in_use[key]} of {state.env.limit} permits were in use ({leaked} leaked, "
-                    f"{idle} idle lease headroom)",
+                    f"{self.in_use[key]} of {capacity} permits were in use ({busy} busy or reported busy, "
+                    f"{leaked} leaked, {idle} idle lease headroom)",
                     finding,
                 )
+
+    def _busy(self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], leaked: int) -> int:
+        granted, _ = _accounted(state.obj.storage, self.sim.now())
+        return max(self.in_use[key], granted + _lease_in_use(clients, key)) + leaked
+
+    def _round_was_full(self, key: str, state: _HolderState) -> None:
+        """A commit that left no room (idle lease headroom aside) ends a starvation window.
+
+        The holder allocates once per round: permits released between rounds wait
+        for the next one. That is the protocol's cadence, not starvation.
+        """
+        if key in self._starved_since and self._clients is not None:
+            busy = self._busy(key, state, self._clients, self._leaked_seen.get(key, 0))
+            if busy >= _capacity(state.env, state.obj.storage):
+                del self._starved_since[key]
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
         """``capacity_returns`` and ``reclaimed`` once quiet; the documented leak is counted by name.
@@ -345,19 +380,30 @@ class Monitor:
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
+            if not _built(state.obj.storage):
+                continue  # the holder was never built: nothing was ever granted
             store = HolderStore(state.obj.storage)
             stale = [
                 g
                 for g in store.list_grants()
                 if g.claimed < g.permits and g.expires_at + state.env.alarm_min_delay_ms < now
             ]
-            if stale:
+            if stale and state.obj.name in self._dropped_alarms and not state.env.engine_fallback:
+                # Documented (seed 002): the platform drops an alarm after its retries;
+                # without the Engine's fallback re-arm nothing reclaims those permits.
+                self.documented[DROPPED_ALARM] += len(stale)
+                self.sim.event("documented", invariant="reclaimed", name=DROPPED_ALARM)
+            elif stale:
                 self.fail(
                     "reclaimed",
                     f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
                 )
             if _waiting(clients, key) or self.in_use[key]:
                 self.sim.event("liveness_skipped", key=key, reason="clients still have work")
+                continue
+            if _unreported(clients):
+                # The last releases are still on their way to the holder.
+                self.sim.event("liveness_skipped", key=key, reason="clients still have reports to send")
                 continue
             granted, leased = _accounted(state.obj.storage, now)
             leaked = _leaked(state.obj.storage, known)
@@ -372,6 +418,36 @@ class Monitor:
                     f"{idle} idle lease headroom)",
                     finding,
                 )
+
+
+def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
+    """Lease permits drawn and not yet released, as the clients themselves count them."""
+    return sum(
+        int(row[0] or 0)
+        for obj in clients.values()
+        for row in _select(
+            obj.storage,
+            "SELECT sum(drawn - released) FROM durability_semaphore_queue_leases WHERE key = ?",
+            (key,),
+        )
+    )
+
+
+def _built(conn: Any) -> bool:
+    """Whether a holder's schema exists (an object nobody ever called has none)."""
+    try:
+        conn.execute("SELECT 1 FROM durability_semaphore_grants LIMIT 0")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+def _unreported(clients: Mapping[str, DurableObject]) -> bool:
+    """Whether any client has changes the holder has not acknowledged yet."""
+    return any(
+        _select(obj.storage, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
+        for obj in clients.values()
+    )
 
 
 def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
@@ -398,6 +474,19 @@ def _leases(conn: Any) -> list[Any]:
         return HolderStore(conn).list_leases()
     except sqlite3.OperationalError:
         return []
+
+
+def _capacity(env: Env, conn: Any) -> int:
+    """The permits the mode offers waiting demand: the limit, except under ``Under``.
+
+    Under's reserve is for leases only (by design): plain clients can use the
+    grants' pool alone, and a reserve no lease holds serves nobody yet.
+    """
+    options = env.leases
+    if options is None or not isinstance(options.provisioning, Under):
+        return env.limit
+    pools = budgets(options.provisioning, env.limit)
+    return pools.grants + min(pools.leases, HolderStore(conn).leased_footprint())
 
 
 def _caps(holder: DurableObject) -> dict[str, int]:
@@ -453,6 +542,15 @@ def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
         "grants": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_grants")},
         "leases": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_leases")},
     }
+
+
+def _granted_by_group(conn: Any, now: int) -> dict[str, int]:
+    """Holder-accounted grant permits per group (none if the holder was never built)."""
+    if not _built(conn):
+        return {}
+    store = HolderStore(conn)
+    unreclaimed = store.unreclaimed_by_group(now)
+    return {group: total - unreclaimed.get(group, 0) for group, (_, total) in store.grant_totals().items()}
 
 
 def _accounted(conn: Any, now: int) -> tuple[int, int]:

@@ -143,6 +143,8 @@ class RunResult:
     detail: str = ""
     #: The invariant a ``violation`` broke.
     invariant: str | None = None
+    #: The known finding (docs/FINDINGS.md) that explains the violation, if one does.
+    finding: str | None = None
 
 
 class _DeadlockDetector:
@@ -234,7 +236,9 @@ def run(
         except* InvariantViolation as group:
             violation = _first(group)
             assert isinstance(violation, InvariantViolation)
-            result.append(RunResult("violation", violation.t_ms, str(violation), violation.name))
+            result.append(
+                RunResult("violation", violation.t_ms, str(violation), violation.name, violation.finding)
+            )
 
     with deterministic_trio(seed):
         trio.run(root, clock=clock, strict_exception_groups=True)

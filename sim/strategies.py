@@ -34,8 +34,11 @@ FAULT_KINDS: Final = (
 )
 KEYS: Final = ("acct",)
 GROUPS: Final = ("wf-1", "wf-2")
-#: Faults and arrivals stop here; the quiet period after it is for liveness.
+#: Faults stop at the end of the fault phase; the quiet period after it is for
+#: liveness. Some runs have a long phase: the platform's retries of a failing
+#: alarm span about two minutes before it drops the alarm.
 FAULT_PHASE_MS: Final = 90_000
+LONG_FAULT_PHASE_MS: Final = 180_000
 QUIET_MS: Final = 90_000
 
 
@@ -66,13 +69,16 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
             limited_groups=draw(st.sampled_from(["exclude", "within_group_limit"])),
         )
     clients = draw(st.integers(1, 4))
+    fault_phase_ms = draw(st.sampled_from([FAULT_PHASE_MS, LONG_FAULT_PHASE_MS]))
     return WorldConfig(
         holder=HolderSpec(
             limit=draw(st.integers(1, 10)),
-            grant_timeout_ms=draw(st.sampled_from([3_000, 10_000])),
+            grant_timeout_ms=draw(st.sampled_from([3_000, 10_000, 1_000])),
             leases=leases,
             fixes=fixes,
             alarm_min_delay_ms=draw(st.sampled_from([1_000, 15_000])),
+            # Without the engine's fallback re-arm, the platform may drop a failing alarm.
+            engine_fallback=draw(st.sampled_from([True, False])),
         ),
         workload=Workload(
             clients=clients,
@@ -84,10 +90,11 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
             burst_size=draw(st.integers(1, 8)),
             burst_every_ms=draw(st.sampled_from([10_000, 30_000])),
             duration_ms=(500, draw(st.sampled_from([2_000, 10_000]))),
-            until_ms=FAULT_PHASE_MS,
+            # Arrivals may stop well before the faults do, leaving a quiet holder under faults.
+            until_ms=draw(st.sampled_from([fault_phase_ms, 15_000])),
         ),
         client=ClientSettings(finished_check_ms=20_000),
-        duration_ms=FAULT_PHASE_MS + QUIET_MS,
+        duration_ms=fault_phase_ms + QUIET_MS,
         check_liveness=True,
     )
 
@@ -101,7 +108,8 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
     enabled = draw(st.sets(st.sampled_from(FAULT_KINDS)))
     rate = st.sampled_from([0.02, 0.1, 0.3])
     targets = _targets(config)
-    at = st.integers(0, FAULT_PHASE_MS - 1)
+    phase_ms = config.duration_ms - QUIET_MS
+    at = st.integers(0, phase_ms - 1)
 
     def on(kind: str, strategy: st.SearchStrategy[Any], off: Any) -> Any:
         return draw(strategy) if kind in enabled else off
@@ -110,7 +118,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         "partitions",
         st.lists(
             st.builds(
-                lambda target, start, length: Window(target, start, min(FAULT_PHASE_MS, start + length)),
+                lambda target, start, length: Window(target, start, min(phase_ms, start + length)),
                 st.sampled_from(targets),
                 at,
                 st.integers(500, 20_000),
@@ -135,7 +143,10 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
                 [],
             )
         ),
-        alarm_failure=on("alarm_failure", st.sampled_from([0.3, 1.0]), 0.0),
+        # Holders evicted over and over: reclaim rests on the stored alarm alone.
+        evict_holders_every_ms=on("evictions", st.sampled_from([None, 20_000, 5_000]), None),
+        alarm_failure=on("alarm_failure", st.sampled_from([1.0, 0.3]), 0.0),
+        alarm_retries=on("alarm_failure", st.sampled_from([6, 1]), 6),
         release_loss=on("release_loss", rate, 0.0),
         limit_changes=tuple(
             on(
@@ -161,7 +172,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
                 [],
             )
         ),
-        faults_until_ms=FAULT_PHASE_MS,
+        faults_until_ms=phase_ms,
     )
 
 

@@ -25,7 +25,7 @@ from sim.jobs import Jobs
 from sim.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime import Limits, RunResult, Sim, run
 from sim.trace import Trace
-from sim.workload import Workload, arrivals
+from sim.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
@@ -103,6 +103,48 @@ class WorldConfig:
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> WorldConfig:
+        """The inverse of ``to_dict`` (a trace header's ``config``); ValueError names what is wrong."""
+        values = _fields(cls, data, "config")
+        if "holder" in values:
+            holder = _fields(HolderSpec, values["holder"], "config.holder")
+            if holder.get("leases") is not None:
+                holder["leases"] = LeaseSpec(**_fields(LeaseSpec, holder["leases"], "config.holder.leases"))
+            if "fixes" in holder:
+                holder["fixes"] = tuple(_list(holder["fixes"], "config.holder.fixes"))
+            values["holder"] = HolderSpec(**holder)
+        if "workload" in values:
+            workload = _fields(Workload, values["workload"], "config.workload")
+            for name in ("keys", "groups", "duration_ms"):
+                if name in workload:
+                    workload[name] = tuple(_list(workload[name], f"config.workload.{name}"))
+            if "script" in workload:
+                workload["script"] = tuple(
+                    Arrival(**_fields(Arrival, a, "config.workload.script[]"))
+                    for a in _list(workload["script"], "config.workload.script")
+                )
+            values["workload"] = Workload(**workload)
+        if "client" in values:
+            values["client"] = ClientSettings(**_fields(ClientSettings, values["client"], "config.client"))
+        return cls(**values)
+
+
+def _fields(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """``data`` as keyword arguments for the attrs class ``cls``: an object with only its fields."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - {field.name for field in attrs.fields(cls)})
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+    return dict(data)
+
+
+def _list(data: Any, where: str) -> list[Any]:
+    if not isinstance(data, list | tuple):
+        raise ValueError(f"{where} must be a JSON array, got {type(data).__name__}")
+    return list(data)
+
 
 @attrs.define
 class World:
@@ -173,7 +215,7 @@ def _build(
     for key in config.workload.keys:
         name = world.holder_name(key)
         env = config.holder.env(faults.alarm_failure, faults.faults_until_ms)
-        obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery)
+        obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
         obj.monitor = monitor
         monitor.attach(key, obj, env)
         network.register(name, obj)
@@ -182,7 +224,12 @@ def _build(
 
     for index, name in enumerate(config.workload.client_names()):
         settings = attrs.evolve(config.client, lease_capable=not config.workload.is_plain(index))
-        obj = DurableObject(sim, name, _client_factory(settings, network, jobs, world, monitor), nursery)
+        obj = DurableObject(
+            sim,
+            name,
+            _client_factory(settings, network, jobs, world, monitor, frozenset(config.holder.fixes)),
+            nursery,
+        )
         network.register(name, obj)
         world.clients[name] = obj
         nursery.start_soon(arrivals, sim, network, config.workload, name, index, name=f"workload.{name}")
@@ -204,9 +251,14 @@ def _holder_factory(env: Env, key: str, monitor: Monitor) -> Factory:
 
 
 def _client_factory(
-    settings: ClientSettings, network: Network, jobs: Jobs, world: World, monitor: Monitor
+    settings: ClientSettings,
+    network: Network,
+    jobs: Jobs,
+    world: World,
+    monitor: Monitor,
+    fixes: frozenset[str],
 ) -> Factory:
-    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor)
+    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
 
 
 async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:

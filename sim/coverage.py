@@ -1,0 +1,113 @@
+""" "Sometimes" coverage: which interesting states a run reached, read off its trace.
+
+A campaign that never drops an alarm cannot say anything about dropped
+alarms. Each counter below names a state the fuzzer is meant to reach
+(Antithesis's ``sometimes`` assertions); a campaign sums them and its
+summary lists every counter that stayed at zero, so a blind spot is visible
+rather than silent.
+
+Counting from the trace keeps the simulator free of bookkeeping on its hot
+path and makes coverage checkable on any trace file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+#: Every counter a campaign is expected to reach, in report order.
+EXPECTED: Final = (
+    "fault:request_loss",
+    "fault:reply_loss",
+    "fault:duplicate",
+    "fault:delay",
+    "fault:reorder",
+    "fault:partition",
+    "fault:eviction",
+    "fault:alarm_failure",
+    "fault:release_loss",
+    "fault:limit_change",
+    "fault:group_limit_change",
+    "blocked:limit",
+    "blocked:group_limit",
+    "grant_expired",
+    "late_claim_clamped",
+    "lease_retired",
+    "lease_settled_by_report",
+    "contended_reply",
+    "eviction_with_requests_waiting",
+    "alarm_dropped",
+)
+
+
+def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[str]:
+    """The counters one trace reaches (each event counted once where it happened).
+
+    ``latency_ms`` is the network's base one-way latency: a delivery slower
+    than it was delayed by the plan. A message delivered before one sent
+    earlier on the same path (source to destination) was reordered.
+    """
+    counts: Counter[str] = Counter()
+    sent: dict[str, tuple[int, str, str]] = {}  # msg -> (t, src, method)
+    last_sent_delivered: dict[tuple[str, str], int] = {}  # (src, dst) -> latest send time delivered
+    for event in events:
+        kind = event["kind"]
+        if kind == "send":
+            sent[event["msg"]] = (event["t"], event["src"], event["method"])
+        elif kind == "deliver":
+            origin = sent.get(event["msg"])
+            if origin is None:
+                continue
+            t_sent, src, _ = origin
+            if event["t"] - t_sent > latency_ms:
+                counts["fault:delay"] += 1
+            path = (src, event["dst"])
+            if t_sent < last_sent_delivered.get(path, -1):
+                counts["fault:reorder"] += 1
+            last_sent_delivered[path] = max(t_sent, last_sent_delivered.get(path, -1))
+        elif kind == "drop":
+            reason, leg = event["reason"], event["leg"]
+            if reason == "partitioned":
+                counts["fault:partition"] += 1
+            elif reason == "lost":
+                origin = sent.get(event["msg"])
+                if leg == "request" and origin is not None and origin[2] == "release":
+                    counts["fault:release_loss"] += 1
+                else:
+                    counts[f"fault:{leg}_loss"] += 1
+        elif kind == "duplicate":
+            counts["fault:duplicate"] += 1
+        elif kind == "fault" and event.get("fault") == "evict":
+            counts["fault:eviction"] += 1
+        elif kind == "evict":
+            if event["object"].startswith("holder:") and event.get("calls", 0) > 0:
+                counts["eviction_with_requests_waiting"] += 1
+        elif kind in ("alarm_failed", "alarm_retry"):  # the platform's retry, or the engine's own
+            counts["fault:alarm_failure"] += 1
+        elif kind == "alarm_dropped":
+            counts["alarm_dropped"] += 1
+        elif kind == "operator":
+            counts["fault:limit_change" if event["action"] == "limit" else "fault:group_limit_change"] += 1
+        elif kind == "blocked":
+            counts[f"blocked:{event['reason']}"] += 1
+        elif kind == "grant_reclaimed":
+            counts["grant_expired"] += 1
+        elif kind == "lease_retired":
+            counts["lease_retired"] += 1
+        elif kind == "lease_settled":
+            counts["lease_settled_by_report"] += 1
+        elif kind == "reply":
+            body = event.get("body")
+            if isinstance(body, dict):
+                if body.get("contended") is True:
+                    counts["contended_reply"] += 1
+                for result in body.get("grantResults", ()):
+                    if result.get("status") == "expired":
+                        counts["late_claim_clamped"] += 1
+    return counts
+
+
+def missing(counts: Mapping[str, int]) -> list[str]:
+    """The expected counters a campaign never reached."""
+    return [name for name in EXPECTED if not counts.get(name)]

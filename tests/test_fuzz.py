@@ -1,0 +1,108 @@
+"""The fuzz suite: whole simulations under swarm fault plans, every invariant checked.
+
+Two campaigns run under the chosen Hypothesis profile (``ci`` by default:
+``max_examples`` runs each, from a fixed seed, so CI is reproducible): the
+faithful reference, which may break invariants only through its known
+findings (docs/FINDINGS.md, counted by name), and the variant with every
+fix, which may break none. A failure is shrunk to a minimal case, saved
+under ``.semsim-failures/`` with its trace, and the test prints the one-line
+command that replays it.
+
+Each known finding is also replayed from its shrunk counterexample
+(``tests/fixtures/findings/``): it breaks its invariant on the reference and
+holds once its fix is on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import settings
+
+from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
+from sim.coverage import missing
+from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
+
+ROOT = Path(__file__).resolve().parent.parent
+FAILURES = ROOT / ".semsim-failures"
+FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
+#: Each campaign runs the profile's ``max_examples`` (150 under ``ci``).
+RUNS = settings().max_examples
+SEED = 20261129
+
+
+def _fail_with_replay(name: str, campaign_result: Campaign, tolerated: frozenset[str]) -> None:
+    failure = campaign_result.failure
+    assert failure is not None
+    FAILURES.mkdir(exist_ok=True)
+    path = FAILURES / f"{name}-{failure.failure_name}.json"
+    save_case(failure.case, tolerated, path, failure)
+    _, run = run_case(failure.case, tolerated)
+    trace = path.with_suffix(".jsonl")
+    if run is not None:
+        run.trace.write(trace)
+    pytest.fail(
+        f"{failure.failure_name} after {campaign_result.runs} runs, shrunk to {case_length(failure.case)} "
+        f"plan steps: {failure.detail}\n"
+        f"replay: semsim fuzz --replay {path.relative_to(ROOT)} --trace {trace.relative_to(ROOT)}",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def reference() -> Campaign:
+    return campaign(RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS)
+
+
+@pytest.fixture(scope="module")
+def fixed() -> Campaign:
+    return campaign(RUNS, SEED, fixes=tuple(sorted(ALL_FIXES)), tolerated=frozenset())
+
+
+def test_the_reference_breaks_invariants_only_through_its_known_findings(reference: Campaign) -> None:
+    if reference.failure is not None:
+        _fail_with_replay("reference", reference, KNOWN_FINDINGS)
+    assert reference.runs == RUNS
+    # The campaign meets the reference's findings, and reports them by name.
+    assert set(reference.findings) <= KNOWN_FINDINGS
+    assert reference.findings, "a ci campaign on the reference should meet its known findings"
+
+
+def test_the_variant_with_every_fix_breaks_no_invariant(fixed: Campaign) -> None:
+    if fixed.failure is not None:
+        _fail_with_replay("fixed", fixed, frozenset())
+    assert fixed.runs == RUNS
+    assert not fixed.findings
+
+
+def test_the_campaigns_reach_every_sometimes_state(reference: Campaign, fixed: Campaign) -> None:
+    reached = Counter(reference.coverage) + Counter(fixed.coverage)
+    assert missing(reached) == []
+
+
+def _finding_cases() -> list[Path]:
+    return sorted(FINDINGS.glob("F*.json"))
+
+
+@pytest.mark.parametrize("path", _finding_cases(), ids=lambda p: p.stem)
+def test_a_finding_breaks_its_invariant_on_the_reference(path: Path) -> None:
+    case, _ = load_case(path)
+    finding = path.stem.split("-")[0]
+    report, _ = run_case(case, tolerated=KNOWN_FINDINGS - {finding})
+    assert (report.outcome, report.finding) == ("violation", finding), report.detail
+    assert report.invariant == json.loads(path.read_text())["expect"]["invariant"]
+
+
+@pytest.mark.parametrize("path", _finding_cases(), ids=lambda p: p.stem)
+def test_a_finding_holds_once_its_fix_is_on(path: Path) -> None:
+    case, _ = load_case(path)
+    finding = path.stem.split("-")[0]
+    [fix] = [name for name, text in KNOWN_FIXES.items() if text.startswith(f"{finding}:")]
+    holder = attrs.evolve(case.config.holder, fixes=(fix,))
+    fixed_case = attrs.evolve(case, config=attrs.evolve(case.config, holder=holder))
+    report, _ = run_case(fixed_case, tolerated=frozenset())
+    assert report.outcome == "completed", report.detail
