@@ -1,0 +1,200 @@
+"""The holder's one alarm: what brings unclaimed capacity back when nobody calls.
+
+Every story starts the same way: one plain client's items (limit 2) are
+granted in the round at 2.010 s, the reply is lost, and from 3 s on the
+client's requests never reach the holder, so no round can reclaim the
+grant: only the alarm can. Its claim deadline is 12.010 s; the stored
+alarm is armed no sooner than ``alarm_min_delay_ms`` (15 s) after the
+commit, 17.010 s, and the instance's in-memory early timer covers the
+deadline before that.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from scenarios.base import HOLDER, Check, Expect, Scenario, events
+from semaphore_core.store import HolderStore
+from sim.durable import ALARM_FIRST_BACKOFF_MS, ALARM_RETRIES
+from sim.faults import Drop, Eviction, FaultPlan
+from sim.workload import Arrival, Workload
+from sim.world import HolderSpec, WorldConfig, WorldRun
+
+COMMIT_MS = 2_010
+DEADLINE_MS = 12_010
+ALARM_MIN_DELAY_MS = 15_000
+STORED_ALARM_MS = COMMIT_MS + ALARM_MIN_DELAY_MS
+#: Alarm failures stop here in the failing-alarm stories.
+FAULTS_UNTIL_MS = 150_000
+
+
+def _silenced_grant(duration_ms: int, engine_fallback: bool = True) -> WorldConfig:
+    return WorldConfig(
+        holder=HolderSpec(
+            limit=2, leases=None, alarm_min_delay_ms=ALARM_MIN_DELAY_MS, engine_fallback=engine_fallback
+        ),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=2, duration_ms=30_000),)
+        ),
+        duration_ms=duration_ms,
+    )
+
+
+def _silencing_drops(end_ms: int) -> tuple[Drop, ...]:
+    lost = Drop(leg="reply", start_ms=0, end_ms=3_000, src="client-0", dst=HOLDER, method="permits")
+    silent = Drop(leg="request", start_ms=3_000, end_ms=end_ms, src="client-0", dst=HOLDER)
+    return (lost, silent)
+
+
+def _unclaimed_at_end(run: WorldRun) -> int:
+    """Permits of grants still unclaimed in the holder's storage when the run ended."""
+    store = HolderStore(run.world.holders["acct"].storage)
+    return sum(g.permits - g.claimed for g in store.list_grants())
+
+
+def alarm_reclaims_after_eviction() -> Scenario:
+    """Seed 001, "How it uses your Durable Object": "The object's one alarm follows the earliest
+    claim deadline of a grant with unclaimed permits, so unclaimed capacity comes back
+    without another request." Seed 002: the alarm "brings the object back after eviction",
+    and is armed no sooner than `alarmMinDelayMs` out.
+
+    The holder is evicted at 5 s: its early timer dies with it. Nobody calls it again; the
+    stored alarm at 17.010 s builds a new instance and reclaims the grant's 2 permits.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        reclaimed = [(e["t"], e["permits"]) for e in run.trace.of_kind("grant_reclaimed")]
+        expect.that(
+            reclaimed == [(STORED_ALARM_MS, 2)],
+            "the 2 unclaimed permits came back at the stored alarm, 15 s after the commit",
+            reclaimed,
+        )
+        alarms = [e["scheduled"] for e in events(run, "alarm", object=HOLDER)]
+        expect.that(alarms[:1] == [STORED_ALARM_MS], "the platform ran the stored alarm", alarms)
+        early = events(run, "early_alarm", object=HOLDER)
+        expect.that(not early, "the early timer did not fire (it died with the instance)", early)
+        instances = [(e["t"], e["generation"]) for e in events(run, "instance", object=HOLDER)]
+        expect.that(
+            instances == [(1_010, 0), (STORED_ALARM_MS, 1)],
+            "the alarm alone brought the holder back",
+            instances,
+        )
+        left = _unclaimed_at_end(run)
+        expect.that(left == 0, "no unclaimed permits were left", left)
+
+    return Scenario(
+        name="alarm-reclaims-after-eviction",
+        description="an evicted holder nobody calls is brought back by its alarm, which reclaims",
+        seed=1,
+        config=_silenced_grant(40_000),
+        faults=FaultPlan(drops=_silencing_drops(40_000), evictions=(Eviction(HOLDER, 5_000),)),
+        check=Check(judge),
+    )
+
+
+def _failing_alarms(duration_ms: int) -> FaultPlan:
+    return FaultPlan(drops=_silencing_drops(duration_ms), alarm_failure=1.0, faults_until_ms=FAULTS_UNTIL_MS)
+
+
+def alarm_dropped_by_platform() -> Scenario:
+    """Seed 002, the scheduler's `onAlarmRetry` option: "Called each time an alarm run fails and
+    the scheduler re-arms its own fallback alarm instead of letting the platform retry". The
+    platform retries a throwing `alarm()` a few times with backoff, then gives up.
+
+    Without the engine's fallback, every alarm run throws until 150 s. The early timer fails
+    at the deadline; the stored alarm at 17.010 s fails and is retried 6 times, 2 s, 4 s, ...,
+    64 s apart, then dropped at about 143 s. When the failures stop, nothing is left to run:
+    the grant's 2 permits are never reclaimed.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        early = [
+            (e["t"], e.get("early")) for e in events(run, "alarm_failed", object=HOLDER) if e.get("early")
+        ]
+        expect.that(early == [(DEADLINE_MS, True)], "the early timer's run failed at the deadline", early)
+        attempts = events(run, "alarm", object=HOLDER)
+        expect.that(
+            [e["attempt"] for e in attempts] == list(range(ALARM_RETRIES + 1))
+            and all(e["scheduled"] == STORED_ALARM_MS for e in attempts),
+            f"the platform ran the stored alarm and retried it {ALARM_RETRIES} times",
+            [(e["t"], e["attempt"]) for e in attempts],
+        )
+        gaps = [b["t"] - a["t"] for a, b in pairwise(attempts)]
+        backoff = [ALARM_FIRST_BACKOFF_MS * 2**n for n in range(ALARM_RETRIES)]
+        expect.that(gaps == backoff, "its retries backed off, doubling", gaps)
+        dropped = [e["t"] for e in events(run, "alarm_dropped", object=HOLDER)]
+        expect.that(
+            len(dropped) == 1 and dropped[0] < FAULTS_UNTIL_MS,
+            "then the platform dropped the alarm, before the failures stopped",
+            dropped,
+        )
+        retries = events(run, "alarm_retry", object=HOLDER)
+        expect.that(not retries, "the engine armed no fallback of its own", len(retries))
+        reclaimed = run.trace.of_kind("grant_reclaimed")
+        expect.that(
+            not reclaimed, "the grant was never reclaimed, even after the failures stopped", reclaimed
+        )
+        left = _unclaimed_at_end(run)
+        expect.that(left == 2, "its 2 unclaimed permits were still reserved at the end", left)
+
+    return Scenario(
+        name="alarm-dropped-by-platform",
+        description="without the engine's fallback, a throwing alarm is retried, then dropped: no reclaim",
+        seed=9,
+        config=_silenced_grant(200_000, engine_fallback=False),
+        faults=_failing_alarms(200_000),
+        check=Check(judge),
+    )
+
+
+def alarm_engine_fallback() -> Scenario:
+    """Seed 002: the scheduler's `alarm()` "Processes due operations and re-arms the physical
+    alarm"; when a run fails, "the scheduler re-arms its own fallback alarm instead of letting
+    the platform retry" (`onAlarmRetry`), `alarmMinDelayMs` out.
+
+    The same failing alarms as ``alarm-dropped-by-platform``, with the engine's fallback:
+    the early timer's run at the deadline fails and re-arms the stored alarm 15 s later (it
+    runs the same `alarm()`), every later failure does the same, the platform never has to
+    retry or drop it, and the first run after the failures stop (at 150 s) reclaims the
+    grant's 2 permits.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        retries = [e["t"] for e in events(run, "alarm_retry", object=HOLDER)]
+        expect.that(
+            retries[:1] == [DEADLINE_MS],
+            "the early timer's failed run at the deadline re-armed a fallback",
+            retries[:1],
+        )
+        gaps = {b - a for a, b in pairwise(retries)}
+        expect.that(gaps == {ALARM_MIN_DELAY_MS}, "each fallback ran alarmMinDelayMs after the last", gaps)
+        expect.that(
+            bool(retries) and retries[-1] < FAULTS_UNTIL_MS <= retries[-1] + ALARM_MIN_DELAY_MS,
+            "the fallbacks kept coming until the failures stopped",
+            retries[-1:],
+        )
+        platform_retries = [e["attempt"] for e in events(run, "alarm", object=HOLDER) if e["attempt"]]
+        expect.that(not platform_retries, "the platform never had to retry", platform_retries)
+        dropped = events(run, "alarm_dropped", object=HOLDER)
+        expect.that(not dropped, "the alarm was never dropped", dropped)
+        reclaimed = [(e["t"], e["permits"]) for e in run.trace.of_kind("grant_reclaimed")]
+        due = retries[-1] + ALARM_MIN_DELAY_MS if retries else None
+        expect.that(
+            reclaimed == [(due, 2)],
+            "the first alarm after the failures stopped reclaimed the 2 permits",
+            f"reclaimed {reclaimed}, next fallback due at {due}",
+        )
+        left = _unclaimed_at_end(run)
+        expect.that(left == 0, "no unclaimed permits were left", left)
+
+    return Scenario(
+        name="alarm-engine-fallback",
+        description="with the engine's fallback, a throwing alarm re-arms itself until reclaim succeeds",
+        seed=10,
+        config=_silenced_grant(200_000),
+        faults=_failing_alarms(200_000),
+        check=Check(judge),
+    )
+
+
+ALL = (alarm_reclaims_after_eviction, alarm_dropped_by_platform, alarm_engine_fallback)

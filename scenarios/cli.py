@@ -1,0 +1,116 @@
+"""``semsim list`` and ``semsim run NAME`` (CONTRACT section 3).
+
+``run`` prints a short report a person can read in a few seconds: which
+story, which seed, a few numbers saying what happened, every expectation
+with PASS or FAIL, and the invariants. On failure it ends with the seed and
+a one-line command that reproduces the run with its trace, so a failure
+seen once can be studied at leisure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import textwrap
+from pathlib import Path
+
+from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
+from scenarios.base import summary
+from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, writable_path
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """One line per scenario, in the registry's order: the name, padded, then its description."""
+    width = max(len(name) for name in SCENARIOS)
+    for name, scenario in SCENARIOS.items():
+        print(f"{name:<{width}}  {scenario.description}")
+    return EXIT_OK
+
+
+def lookup(name: str) -> Scenario:
+    """The scenario called ``name``, or a usage error suggesting the closest name."""
+    scenario = SCENARIOS.get(name)
+    if scenario is not None:
+        return scenario
+    close = difflib.get_close_matches(name, list(SCENARIOS), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UsageError(f"unknown scenario {name!r}; `semsim list` shows them{hint}")
+
+
+def reproduce_command(name: str, seed: int) -> str:
+    return f"semsim run {name} --seed {seed} --trace out.jsonl"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one scenario; exit 0 if every expectation and invariant held, else 1."""
+    scenario = lookup(args.name)
+    trace_path: Path | None = args.trace
+    plot_path: Path | None = args.plot
+    # Fail on an unwritable output before the run, not after it.
+    if trace_path is not None:
+        writable_path(trace_path)
+    if plot_path is not None:
+        writable_path(plot_path)
+
+    result = run_scenario(scenario, args.seed)
+    print_report(result)
+
+    if trace_path is not None:
+        result.run.trace.write(trace_path)
+        print(f"trace written to {trace_path}")
+    if plot_path is not None:
+        from sim.plot import plot_trace  # matplotlib is slow to import: only when asked
+
+        trace = result.run.trace
+        plot_trace(
+            trace.header,
+            list(trace.events()),
+            plot_path,
+            title=scenario.name,  # the plot adds the seed from the trace header
+            per_group=bool(args.per_group),
+        )
+        print(f"plot written to {plot_path}")
+
+    if result.passed:
+        print("\nevery expectation and invariant held")
+        return EXIT_OK
+    print(file=sys.stderr)
+    for failure in result.failures:
+        print(f"FAILED: {failure}", file=sys.stderr)
+    print(
+        f"seed {result.seed}; reproduce with: {reproduce_command(scenario.name, result.seed)}",
+        file=sys.stderr,
+    )
+    return EXIT_VIOLATION
+
+
+def print_report(result: ScenarioResult) -> None:
+    scenario, run = result.scenario, result.run
+    print(f"scenario {scenario.name}, seed {result.seed}")
+    print(f"  {scenario.description}")
+    reference = scenario.promise.split("\n\n")[0]
+    if reference:
+        print(textwrap.indent(textwrap.fill(" ".join(reference.split()), width=96), "  | "))
+    numbers = summary(run)
+    shown = ", ".join(f"{label} {value}" for label, value in numbers.items() if value or label == "rounds")
+    print(f"\nwhat happened in {run.result.end_ms / 1000:g} simulated seconds: {shown}")
+    print("\nexpectations:")
+    for outcome in result.expectations:
+        # What the run showed matters when an expectation failed; a pass needs no evidence.
+        print(f"  PASS  {outcome.expectation}" if outcome.held else f"  FAIL  {outcome.line()}")
+    if not result.expectations:
+        print("  (the check reported no unmet expectation)")
+    print("\ninvariants:")
+    if result.invariant_failure is None:
+        print("  PASS  every invariant held")
+    else:
+        print(f"  FAIL  {result.invariant_failure}")
+    documented = dict(run.monitor.leaks) | dict(run.monitor.documented)
+    if documented:
+        counted = ", ".join(f"{name} x{count}" for name, count in sorted(documented.items()))
+        print(f"  documented behaviour counted, not a violation: {counted}")
+    tolerated = run.monitor.violations
+    if tolerated:
+        names = ", ".join(sorted({f"{v.name} ({v.finding})" for v in tolerated}))
+        print(f"  known findings tolerated by this scenario: {names}")

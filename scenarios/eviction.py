@@ -1,0 +1,122 @@
+"""Eviction: what dies with a live instance, and how clients recover.
+
+Timings every story here relies on: a message takes 5 ms, a client asks as
+soon as items are queued, a round runs ``round_wait_ms`` (1 s) after the
+first waiting request, a failed call is retried ``retry_ms`` (1 s) later.
+"""
+
+from __future__ import annotations
+
+from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds, sends
+from sim.faults import Eviction, FaultPlan
+from sim.workload import Arrival, Workload
+from sim.world import HolderSpec, WorldConfig, WorldRun
+
+
+def evicted_before_round() -> Scenario:
+    """Seed 001, "After failure": "eviction before allocation loses the waiting RPC; clients
+    must request again". "The request array awaiting a round is in memory, not a persisted
+    work queue", and "Eviction fails the waiting RPC calls; clients ask again."
+
+    One plain client submits two items at 1 s; its request reaches the holder at 1.010 s
+    and waits for the round due at 2.010 s. The holder is evicted at 1.5 s.
+    """
+    config = WorldConfig(
+        holder=HolderSpec(limit=2, leases=None),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=2, duration_ms=30_000),)
+        ),
+        duration_ms=40_000,
+    )
+    evict_ms = 1_500
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        requests = sends(run, "client-0", "request")
+        if not expect.that(len(requests) >= 2, "the client sent a request, then another", len(requests)):
+            return
+        first, second = requests[0], requests[1]
+        failed = [e for e in run.trace.of_kind("reply") if e["msg"] == first["msg"]]
+        expect.that(
+            [e.get("error") for e in failed] == ["evicted"],
+            "the waiting request failed with `evicted`",
+            [e.get("error") for e in failed],
+        )
+        first_round = first_t(rounds(run))
+        expect.that(
+            first_round is not None and first_round > evict_ms,
+            f"nothing was allocated before the eviction at {evict_ms} ms (no round ran)",
+            f"first round at {first_round}",
+        )
+        failed_at = failed[0]["t"] if failed else None
+        expect.that(
+            failed_at is not None and second["t"] >= failed_at + config.client.retry_ms,
+            "the client asked again after its retry delay",
+            f"failed at {failed_at}, asked again at {second['t']}",
+        )
+        grants = [(g["client"], g["permits"]) for g in run.trace.of_kind("grant")]
+        expect.that(grants == [("client-0", 2)], "the request asked again got both permits", grants)
+        instances = [e["generation"] for e in events(run, "instance", object=HOLDER)]
+        expect.that(instances == [0, 1], "the next call built a fresh holder instance", instances)
+        expect.that(len(run.trace.of_kind("admit")) == 2, "both items were admitted")
+
+    return Scenario(
+        name="evicted-before-round",
+        description="holder evicted while a request waits for its round: the call fails, the client retries",
+        seed=1,
+        config=config,
+        faults=FaultPlan(evictions=(Eviction(HOLDER, evict_ms),)),
+        check=Check(judge),
+    )
+
+
+def client_evicted_mid_request() -> Scenario:
+    """Seed 001, "How it uses your Durable Object": client objects "keep their own copy of
+    grants and leases"; their queue is durable. Seed 002: "The object's one alarm brings the
+    object back after eviction."
+
+    The client's request waits at the holder for the round at 2.010 s; the client is evicted
+    at 1.5 s. The holder still answers (the reply finds no one), the client's items stay
+    queued in its storage, the alarm it left rebuilds it, it asks again, and every item runs.
+    """
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=None),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=3, duration_ms=2_000),)
+        ),
+        duration_ms=60_000,
+    )
+    evict_ms = 1_500
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        evictions = [e["t"] for e in events(run, "evict", object="client-0")]
+        expect.that(evictions == [evict_ms], f"the client was evicted at {evict_ms} ms", evictions)
+        first_grant = first_t(run.trace.of_kind("grant"))
+        expect.that(
+            first_grant == 2_010,
+            "the holder still ran the round and granted at 2.010 s (the reply found no one)",
+            first_grant,
+        )
+        admits = run.trace.of_kind("admit")
+        expect.that(all(e["t"] > evict_ms for e in admits), "nothing was admitted by the evicted instance")
+        items = sorted(e["item"] for e in admits)
+        expect.that(
+            items == [f"client-0/item-{n}" for n in (1, 2, 3)],
+            "every queued item survived the eviction and was admitted once",
+            items,
+        )
+        generations = [e["generation"] for e in events(run, "instance", object="client-0")]
+        expect.that(generations == [0, 1], "the client's alarm rebuilt it once", generations)
+        leftover = run.world.monitor.in_use["acct"]
+        expect.that(leftover == 0, "every admitted item was released in the end", leftover)
+
+    return Scenario(
+        name="client-evicted-mid-request",
+        description="client evicted while its request waits: its queue survives, its alarm brings it back",
+        seed=2,
+        config=config,
+        faults=FaultPlan(evictions=(Eviction("client-0", evict_ms),)),
+        check=Check(judge),
+    )
+
+
+ALL = (evicted_before_round, client_evicted_mid_request)

@@ -1,0 +1,155 @@
+"""Provisioning modes: where lease capacity comes from, and each mode's ceiling under a burst.
+
+The same burst in every mode, limit 10, leases of up to 4 permits: three
+lease-capable clients and one plain client (never leased) each queue one
+10-second item at 1 s, which leaves room for leases, then ten more each
+from 6 s, more than any ceiling. What differs is the ceiling: strict keeps
+grants and leases together within the limit, under keeps a reserve inside
+it for leases, over adds an extra budget above it for leases only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from scenarios.base import Check, Expect, Scenario, peak_in_use, rounds, submitted
+from sim.faults import FaultPlan
+from sim.workload import Arrival, Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+
+LIMIT = 10
+CLIENTS = 4
+PLAIN = "client-3"
+
+
+def _burst(provisioning: Literal["strict", "under", "over"], amount: int = 0) -> WorldConfig:
+    first = tuple(Arrival(at_ms=1_000, client=i, count=1, duration_ms=10_000) for i in range(CLIENTS))
+    burst = tuple(
+        Arrival(at_ms=6_000 + 100 * i, client=i, count=10, duration_ms=10_000) for i in range(CLIENTS)
+    )
+    return WorldConfig(
+        holder=HolderSpec(
+            limit=LIMIT, leases=LeaseSpec(provisioning=provisioning, amount=amount, permits_per_lease=4)
+        ),
+        workload=Workload(clients=CLIENTS, plain_clients=1, script=first + burst),
+        duration_ms=90_000,
+    )
+
+
+def _peaks(run: WorldRun) -> tuple[int, int, int]:
+    """Highest holder-accounted grants, lease footprint, and their sum, after any round."""
+    seen = rounds(run)
+    return (
+        max((r["usage"]["granted"] for r in seen), default=0),
+        max((r["usage"]["leased"] for r in seen), default=0),
+        max((r["usage"]["granted"] + r["usage"]["leased"] for r in seen), default=0),
+    )
+
+
+def _everyone_served(run: WorldRun, expect: Expect) -> None:
+    admitted = len(run.trace.of_kind("admit"))
+    total = submitted(_burst("strict"))
+    expect.that(admitted == total, "every item of the burst was admitted in the end", f"{admitted}/{total}")
+    leased = sum(1 for e in run.trace.of_kind("admit") if e["lease"])
+    expect.that(leased > 0, "some items were drawn from leases", leased)
+    plain = [e for e in run.trace.of_kind("admit") if e["client"] == PLAIN]
+    expect.that(
+        all(e["lease"] is None for e in plain) and len(plain) == total // CLIENTS,
+        "the plain client was never leased and still got all its items through",
+        len(plain),
+    )
+
+
+def strict_burst() -> Scenario:
+    """Seed 001, "Leases": "`strict` — "always below": grants are allocated first, then leases
+    from whatever is left; a live lease's footprint (permits not yet released) is reserved
+    from the same pool. Total never exceeds the limit."
+
+    Grants and lease footprint together stay within 10, and the burst fills exactly that.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        granted, leased, total = _peaks(run)
+        expect.that(total == LIMIT, f"grants plus lease footprint reached, never passed, {LIMIT}", total)
+        expect.that(
+            leased > 0 and granted <= LIMIT, "grants and leases drew on the same pool", (granted, leased)
+        )
+        peak = peak_in_use(run)
+        expect.that(peak == LIMIT, f"permits actually in use peaked at the limit, {LIMIT}", peak)
+        _everyone_served(run, expect)
+
+    return Scenario(
+        name="strict-burst",
+        description="strict leases share the limit with grants: a burst never runs more than the limit",
+        seed=16,
+        config=_burst("strict"),
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+
+
+def under_burst() -> Scenario:
+    """Seed 001, "Leases": "`under` — a reserve inside the limit is kept for leases; grants may
+    use at most `limit - reserve`. Still never exceeds the limit, and leases have guaranteed
+    headroom."
+
+    With a reserve of 4: grants never pass 6, lease footprint never passes 4, the two
+    together never pass 10, and the burst fills the 10.
+    """
+    reserve = 4
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        granted, leased, total = _peaks(run)
+        expect.that(
+            granted == LIMIT - reserve,
+            f"grants reached, never passed, limit - reserve = {LIMIT - reserve}",
+            granted,
+        )
+        expect.that(leased == reserve, f"leases used their reserve of {reserve}, and no more", leased)
+        expect.that(total <= LIMIT, f"together they stayed within the limit, {LIMIT}", total)
+        peak = peak_in_use(run)
+        expect.that(peak == LIMIT, f"permits actually in use peaked at the limit, {LIMIT}", peak)
+        _everyone_served(run, expect)
+
+    return Scenario(
+        name="under-burst",
+        description="under keeps a lease reserve inside the limit: grants stop at limit - reserve",
+        seed=17,
+        config=_burst("under", reserve),
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+
+
+def over_burst() -> Scenario:
+    """Seed 001, "Leases": "`over` — leases come from a separate budget above the limit (the
+    original gatekeeper behaviour); the effective ceiling is `limit + extra`."
+
+    With an extra of 5: grants reach 10, leases 5, and the burst runs 15 at once.
+    """
+    extra = 5
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        granted, leased, total = _peaks(run)
+        expect.that(granted == LIMIT, f"grants reached, never passed, the limit, {LIMIT}", granted)
+        expect.that(leased == extra, f"leases reached, never passed, the extra, {extra}", leased)
+        expect.that(total == LIMIT + extra, f"together they reached limit + extra = {LIMIT + extra}", total)
+        peak = peak_in_use(run)
+        expect.that(
+            peak == LIMIT + extra,
+            f"permits actually in use peaked above the limit, at limit + extra = {LIMIT + extra}",
+            peak,
+        )
+        _everyone_served(run, expect)
+
+    return Scenario(
+        name="over-burst",
+        description="over adds an extra lease budget above the limit: a burst runs limit + extra",
+        seed=18,
+        config=_burst("over", extra),
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+
+
+ALL = (strict_burst, under_burst, over_burst)

@@ -1,0 +1,264 @@
+"""The named failure scenarios: each passes, each check can fail, and the ``semsim list``/``run`` commands.
+
+A scenario that passes proves nothing unless its check would notice a
+different outcome, so a few are rerun here with the fault that makes their
+story happen taken away (or a neighbouring story's setup) and must then
+report what did not happen.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from scenarios import SCENARIOS, Scenario, run_scenario
+from scenarios.base import Check, Expect
+from sim.cli import main
+from sim.faults import FaultPlan
+from sim.trace import read_trace
+from sim.workload import Workload
+from sim.world import WorldRun, run_world
+
+NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+# --- the registry ----------------------------------------------------------------------------
+
+
+def test_there_are_at_least_15_scenarios_with_kebab_case_names_one_line_descriptions_and_sources() -> None:
+    assert len(SCENARIOS) >= 15
+    for name, scenario in SCENARIOS.items():
+        assert scenario.name == name
+        assert NAME.match(name), name
+        assert scenario.description, name
+        assert "\n" not in scenario.description, name
+        # Each story says what the reference promises, and where.
+        assert re.search(r"Seed 00[12]", scenario.promise), name
+
+
+def test_the_required_stories_are_all_there() -> None:
+    required = {
+        "evicted-before-round",
+        "reply-lost-after-commit",
+        "alarm-reclaims-after-eviction",
+        "group-limits-reset-after-eviction",
+        "late-claim-expired",
+        "claims-stay-charged",
+        "lowered-limit-stops-admissions",
+        "lease-heartbeat",
+        "unreported-lease-retired",
+        "retired-report-settles",
+        "lease-lost-in-reply",
+        "contended-returns-idle-headroom",
+        "oldest-demand-first",
+        "strict-burst",
+        "under-burst",
+        "over-burst",
+        "alarm-dropped-by-platform",
+        "alarm-engine-fallback",
+    }
+    assert required <= set(SCENARIOS)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_scenario_holds_its_documented_outcome(name: str) -> None:
+    result = run_scenario(SCENARIOS[name])
+    assert result.failures == ()
+    assert result.run.result.outcome == "completed"
+    assert result.expectations
+    assert all(outcome.held for outcome in result.expectations)
+
+
+def test_a_scenario_is_deterministic() -> None:
+    scenario = SCENARIOS["retired-report-settles"]
+    assert run_scenario(scenario).run.trace.digest() == run_scenario(scenario).run.trace.digest()
+
+
+# --- each check notices a wrong outcome ------------------------------------------------------
+
+
+def failures_with(name: str, **changes: Any) -> tuple[str, ...]:
+    result = run_scenario(attrs.evolve(SCENARIOS[name], **changes))
+    return result.failures
+
+
+def test_without_the_eviction_nothing_fails_and_the_eviction_story_says_so() -> None:
+    failures = failures_with("evicted-before-round", faults=FaultPlan())
+    assert any("sent a request, then another" in f for f in failures)
+
+
+def test_without_the_lost_reply_there_is_no_reserved_grant_to_see() -> None:
+    failures = failures_with("reply-lost-after-commit", faults=FaultPlan())
+    assert any("two grants" in f for f in failures)
+
+
+def test_without_the_cut_off_the_release_is_reported_before_the_jobs_could_be_waited_on() -> None:
+    failures = failures_with("claims-stay-charged", faults=FaultPlan())
+    assert any("after the cut-off ended" in f for f in failures)
+
+
+def test_without_the_lost_reply_no_lease_leaks() -> None:
+    failures = failures_with("lease-lost-in-reply", faults=FaultPlan(faults_until_ms=10_000))
+    assert any("reply carrying the lease was lost" in f for f in failures)
+    assert any("lease_lost_in_reply" in f for f in failures)
+
+
+def test_an_idle_lease_whose_client_never_talks_keeps_the_other_client_waiting() -> None:
+    # Take away client 0's item in another group: it never hears `contended` (finding F4),
+    # so the idle lease holds the room until it expires.
+    scenario = SCENARIOS["contended-returns-idle-headroom"]
+    workload = scenario.config.workload
+    quiet = attrs.evolve(workload, script=tuple(a for a in workload.script if a.group != "wf-2"))
+    failures = failures_with(scenario.name, config=attrs.evolve(scenario.config, workload=quiet))
+    assert any("heard a `contended` reply" in f for f in failures)
+
+
+def test_the_two_alarm_stories_tell_the_engines_fallback_apart() -> None:
+    dropped, fallback = SCENARIOS["alarm-dropped-by-platform"], SCENARIOS["alarm-engine-fallback"]
+    assert any("dropped the alarm" in f for f in failures_with(dropped.name, config=fallback.config))
+    assert any("re-armed a fallback" in f for f in failures_with(fallback.name, config=dropped.config))
+
+
+def test_the_strict_ceiling_check_rejects_an_over_mode_burst() -> None:
+    over = SCENARIOS["over-burst"]
+    failures = failures_with("strict-burst", config=over.config)
+    assert any("never passed, 10" in f for f in failures)
+
+
+# --- run_scenario's own judgement --------------------------------------------------------------
+
+
+def test_an_invariant_violation_fails_the_scenario_even_if_its_check_is_happy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def violated(*args: Any, **kwargs: Any) -> WorldRun:
+        run = run_world(*args, **kwargs)
+        broken = attrs.evolve(run.result, outcome="violation", invariant="ceiling", detail="ceiling at t=5")
+        return attrs.evolve(run, result=broken)
+
+    monkeypatch.setattr("scenarios.base.run_world", violated)
+    result = run_scenario(SCENARIOS["evicted-before-round"])
+    assert result.invariant_failure == "invariant ceiling violated: ceiling at t=5"
+    assert result.failures == (result.invariant_failure,)
+    assert not result.passed
+
+
+def test_a_check_that_cannot_read_the_run_reports_it_as_unmet() -> None:
+    def judge(run: WorldRun, expect: Expect) -> None:
+        expect.that(True, "a first expectation held")
+        raise IndexError("no such event")
+
+    scenario = Scenario(
+        name="broken",
+        description="a check that crashes",
+        seed=1,
+        config=attrs.evolve(SCENARIOS["evicted-before-round"].config, duration_ms=2_000),
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+    result = run_scenario(scenario)
+    assert [o.held for o in result.expectations] == [True, False]
+    assert result.failures == ("the check could read the run (observed: IndexError: no such event)",)
+
+
+def test_a_plain_callable_check_is_accepted() -> None:
+    scenario = Scenario(
+        name="plain",
+        description="a plain callable check",
+        seed=1,
+        config=attrs.evolve(
+            SCENARIOS["evicted-before-round"].config, workload=Workload(clients=1), duration_ms=1_000
+        ),
+        faults=FaultPlan(),
+        check=lambda run: [] if run.trace.of_kind("round") == [] else ["a round ran"],
+    )
+    assert run_scenario(scenario).passed
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_list_shows_every_scenario_one_line_each_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 15
+    assert [line.split()[0] for line in lines] == list(SCENARIOS)
+    starts = {line.index(SCENARIOS[line.split()[0]].description) for line in lines}
+    assert len(starts) == 1  # names are padded: descriptions line up
+
+
+def test_run_exits_0_prints_a_report_and_writes_a_readable_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.jsonl"
+    assert main(["run", "reply-lost-after-commit", "--trace", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "scenario reply-lost-after-commit, seed 1" in report
+    assert "PASS  the retried request got a new grant of 2 after the deadline" in report
+    assert "FAIL" not in report
+    assert "every invariant held" in report
+    header, events = read_trace(out)
+    assert header["seed"] == 1
+    assert any(e["kind"] == "grant_reclaimed" for e in events)
+
+
+def test_run_with_a_seed_runs_that_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.jsonl"
+    assert main(["run", "evicted-before-round", "--seed", "42", "--trace", str(out)]) == 0
+    assert "seed 42" in capsys.readouterr().out
+    assert read_trace(out)[0]["seed"] == 42
+
+
+def test_run_writes_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sim.plot")
+    out = tmp_path / "run.png"
+    assert main(["run", "lease-heartbeat", "--plot", str(out), "--per-group"]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG")
+    assert f"plot written to {out}" in capsys.readouterr().out
+
+
+def test_a_failing_scenario_exits_1_with_the_failure_the_seed_and_a_command_to_reproduce_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "reply-lost-after-commit"
+    monkeypatch.setitem(SCENARIOS, name, attrs.evolve(SCENARIOS[name], faults=FaultPlan()))
+    assert main(["run", name, "--seed", "7"]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL  two grants" in captured.out
+    assert "FAILED: two grants: the lost one and the retry's" in captured.err
+    assert f"semsim run {name} --seed 7 --trace out.jsonl" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"), [("no-such-story", ""), ("reply-lost", " (did you mean 'reply-lost-after-commit'?)")]
+)
+def test_an_unknown_scenario_exits_2_with_one_line_and_no_traceback(
+    capsys: pytest.CaptureFixture[str], name: str, hint: str
+) -> None:
+    assert main(["run", name]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"semsim run: error: unknown scenario {name!r}; `semsim list` shows them{hint}\n"
+
+
+@pytest.mark.parametrize("seed", ["-1", "x", "1.5"])
+def test_a_bad_seed_is_a_usage_error(seed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["run", "evicted-before-round", "--seed", seed])
+    assert caught.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--trace", "--plot"])
+def test_an_unwritable_output_fails_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    assert main(["run", "evicted-before-round", option, str(tmp_path / "missing" / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith("semsim run: error: cannot write")
+    assert len(captured.err.splitlines()) == 1
