@@ -1,0 +1,348 @@
+"""``sim.plot``: the series a trace yields, the PNG it draws, and ``semsim plot``'s errors."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim import invariants
+from sim.cli import main
+from sim.faults import Eviction, FaultPlan, LimitChange
+from sim.plot import PlotError, example_run, series, value_at
+from sim.trace import TRACE_VERSION
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def example() -> Any:
+    return example_run()
+
+
+def _header(**config: Any) -> dict[str, Any]:
+    return {
+        "kind": "header",
+        "seed": 7,
+        "config": {
+            "holder": {"limit": 4, "grant_timeout_ms": 10_000, "leases": None},
+            "workload": {"keys": ["k"]},
+            "duration_ms": 30_000,
+            **config,
+        },
+        "faults": {"partitions": [{"target": "client-1", "start_ms": 1_000, "end_ms": 2_000}]},
+        "version": TRACE_VERSION,
+    }
+
+
+def _sync(msg: str, t: int, client: str, grants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    body = {"type": "sync", "v": 1, "clientId": client, "grants": grants}
+    return [
+        {
+            "t": t,
+            "kind": "send",
+            "msg": msg,
+            "src": client,
+            "dst": "holder:k",
+            "method": "permits",
+            "body": body,
+        },
+        {"t": t + 5, "kind": "deliver", "msg": msg, "dst": "holder:k", "method": "permits"},
+    ]
+
+
+def _round(t: int, granted: int, groups: dict[str, Any], limit: int = 4) -> dict[str, Any]:
+    usage = {"limit": limit, "granted": granted, "leased": 0, "available": 0, "groups": groups}
+    return {"t": t, "kind": "round", "holder": "holder:k", "requested": 0, "granted": 0, "usage": usage}
+
+
+def _enqueue(t: int, item: str) -> dict[str, Any]:
+    return {"t": t, "kind": "enqueue", "client": "c1", "item": item, "key": "k", "group": "g"}
+
+
+def _admit(t: int, item: str, grant: str) -> dict[str, Any]:
+    return {
+        "t": t,
+        "kind": "admit",
+        "client": "c1",
+        "item": item,
+        "key": "k",
+        "group": "g",
+        "grant": grant,
+        "lease": None,
+    }
+
+
+HAND_EVENTS: list[dict[str, Any]] = [
+    _enqueue(0, "i1"),
+    _enqueue(0, "i2"),
+    _enqueue(0, "i2"),  # a duplicated submit: enqueued once
+    _enqueue(0, "i3"),
+    _round(2_000, 2, {"g": {"granted": 2}}),
+    {
+        "t": 2_000,
+        "kind": "grant",
+        "holder": "holder:k",
+        "client": "c1",
+        "grant": "G1",
+        "group": "g",
+        "permits": 2,
+    },
+    _admit(2_010, "i1", "G1"),
+    _admit(2_010, "i2", "G1"),
+    # i3 was never claimed under G1; a requeue moves a claiming item back to queued: still waiting.
+    {"t": 2_020, "kind": "requeue", "client": "c1", "item": "i3", "key": "k"},
+    *_sync("m1", 3_000, "c1", [{"grantId": "G1", "claimed": 2, "released": 1}]),
+    {"t": 3_005, "kind": "release", "client": "c1", "item": "i1"},
+    # The same report again, and a forged one from another client: neither frees anything.
+    *_sync("m2", 4_000, "c1", [{"grantId": "G1", "claimed": 2, "released": 1}]),
+    *_sync("m3", 4_100, "c2", [{"grantId": "G1", "claimed": 2, "released": 2}]),
+    {"t": 4_200, "kind": "drop", "msg": "m3", "leg": "reply", "reason": "lost"},
+    {"t": 5_000, "kind": "operator", "action": "limit", "key": "k", "limit": 2},
+    _round(6_000, 2, {"g": {"granted": 2, "limit": 3}}, limit=2),
+    {
+        "t": 6_000,
+        "kind": "grant",
+        "holder": "holder:k",
+        "client": "c1",
+        "grant": "G2",
+        "group": "g",
+        "permits": 1,
+    },
+    {
+        "t": 16_000,
+        "kind": "grant_reclaimed",
+        "holder": "holder:k",
+        "grantId": "G2",
+        "clientId": "c1",
+        "group": "g",
+        "permits": 1,
+    },
+    {"t": 20_000, "kind": "evict", "object": "holder:k", "calls": 0, "live": True},
+    *_sync("m4", 21_000, "c1", [{"grantId": "G1", "claimed": 2, "released": 2}]),
+    {"t": 21_010, "kind": "release", "client": "c1", "item": "i2"},
+]
+
+
+def test_series_of_a_hand_written_trace() -> None:
+    data = series(_header(), HAND_EVENTS)
+    assert data.seed == 7
+    assert data.end_ms == 30_000
+    assert data.mode == "none"
+    [key] = data.keys
+    assert key.key == "k"
+    # Three distinct items wait; two are admitted; the requeue changes nothing.
+    assert key.waiting == ((0, 3), (2_010, 1))
+    assert key.in_use == ((0, 0), (2_010, 2), (3_005, 1), (21_010, 0))
+    # The round's snapshot, then the sync's release (the replayed and forged ones free nothing),
+    # the next round, the alarm's reclaim of G2's unclaimed permit, and the last release.
+    assert key.granted == ((0, 0), (2_000, 2), (3_005, 1), (6_000, 2), (16_000, 1), (21_005, 0))
+    assert key.leased == ((0, 0),)
+    assert key.limit == ((0, 4), (5_000, 2))
+    assert key.ceiling is None
+    assert key.grant_pool is None
+    [group] = key.groups
+    assert group.granted == key.granted
+    # The round reported a group limit at 6 s; the eviction forgot it.
+    assert group.limit == ((0, None), (6_000, 3), (20_000, None))
+    kinds = [(m.t_ms, m.kind) for m in key.marks]
+    assert (4_200, "reply lost") in kinds
+    assert (5_000, "limit changed") in kinds
+    assert (16_000, "permits reclaimed") in kinds
+    assert (20_000, "holder evicted") in kinds
+    [band] = data.bands
+    assert (band.start_ms, band.end_ms, band.target) == (1_000, 2_000, "client-1")
+    assert band.concerns("k")
+
+
+def test_value_at_reads_the_last_change_at_an_instant() -> None:
+    steps = ((0, 1), (5, 3), (9, 0))
+    assert [value_at(steps, t) for t in (0, 4, 5, 8, 9, 100)] == [1, 1, 3, 3, 0, 0]
+
+
+def test_over_mode_ceiling_and_under_mode_grant_pool() -> None:
+    over = _header(holder={"limit": 10, "leases": {"provisioning": "over", "amount": 0.5}})
+    under = _header(holder={"limit": 10, "leases": {"provisioning": "under", "amount": 3}})
+    limit_change = [{"t": 1_000, "kind": "operator", "action": "limit", "key": "k", "limit": 4}]
+    [over_key] = series(over, limit_change).keys
+    [under_key] = series(under, limit_change).keys
+    assert over_key.ceiling == ((0, 15), (1_000, 6))
+    assert under_key.grant_pool == ((0, 7), (1_000, 1))  # the reserve never takes the last permit
+
+
+def _committed_rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """(t, grant rows' permits - released, lease footprint) after every holder commit."""
+    seen: list[tuple[int, int, int]] = []
+    original = invariants.Monitor.committed
+
+    def committed(self: invariants.Monitor, key: str, holder: Any) -> None:
+        store = holder.holder.store
+        granted = sum(total for _, total in store.grant_totals().values())
+        seen.append((self.sim.now(), granted, store.leased_footprint()))
+        original(self, key, holder)
+
+    monkeypatch.setattr(invariants.Monitor, "committed", committed)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("config", "plan"),
+    [
+        (
+            WorldConfig(duration_ms=120_000),
+            FaultPlan(
+                reply_loss=0.08,
+                duplicate=0.1,
+                evictions=(Eviction("holder:acct", 40_000),),
+                limit_changes=(LimitChange(60_000, 5),),
+            ),
+        ),
+        (
+            WorldConfig(
+                duration_ms=120_000,
+                holder=HolderSpec(leases=LeaseSpec("over", 0.5, permits_per_lease=3)),
+            ),
+            FaultPlan(request_loss=0.05, reply_loss=0.1, reorder=0.2, reorder_ms=1_000),
+        ),
+    ],
+    ids=["strict-evicted", "over-reordered"],
+)
+def test_derived_usage_equals_the_holders_rows_after_every_commit(
+    monkeypatch: pytest.MonkeyPatch, config: WorldConfig, plan: FaultPlan
+) -> None:
+    """Syncs and reclaims emit no usage: the derived series must still match the committed rows."""
+    truth = _committed_rows(monkeypatch)
+    run = run_world(config, plan, seed=11)
+    assert run.result.outcome == "completed", run.result
+    [key] = series(run.trace.header, list(run.trace.events())).keys
+    last_at: dict[int, tuple[int, int]] = {}
+    for t, granted, leased in truth:
+        last_at[t] = (granted, leased)
+    assert len(last_at) > 50
+    for t, (granted, leased) in sorted(last_at.items()):
+        assert (value_at(key.granted, t), value_at(key.leased, t)) == (granted, leased), t
+
+
+def test_in_use_matches_the_monitors_oracle(example: Any) -> None:
+    [key] = series(example.trace.header, list(example.trace.events())).keys
+    assert key.in_use[-1][1] == example.monitor.in_use["acct"]
+    assert max(v for _, v in key.in_use) <= 8
+
+
+def test_plot_trace_writes_a_png(tmp_path: Path, example: Any) -> None:
+    from sim.plot import plot_trace
+
+    events = list(example.trace.events())
+    plain, grouped = tmp_path / "plain.png", tmp_path / "grouped.png"
+    plot_trace(example.trace.header, events, plain, title="example")
+    plot_trace(example.trace.header, events, grouped, per_group=True)
+    assert plain.stat().st_size > 20_000
+    width, height = _png_size(plain)
+    grouped_width, grouped_height = _png_size(grouped)
+    assert width == grouped_width
+    assert grouped_height > height  # one more panel per group
+
+
+def test_semsim_plot_writes_the_file(
+    tmp_path: Path, example: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, out = tmp_path / "t.jsonl", tmp_path / "t.png"
+    example.trace.write(trace)
+    assert main(["plot", str(trace), "-o", str(out)]) == 0
+    assert _png_size(out)[0] > 0
+    assert str(out) in capsys.readouterr().out
+    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png"), "--per-group"]) == 0
+
+
+def test_a_trace_of_a_quiet_run_is_a_valid_plot(tmp_path: Path) -> None:
+    """Nothing happened: the plot shows the limit and says there were no faults."""
+    trace, out = tmp_path / "quiet.jsonl", tmp_path / "quiet.png"
+    trace.write_text(json.dumps(_header()) + "\n")
+    assert main(["plot", str(trace), "-o", str(out)]) == 0
+    assert _png_size(out)[0] > 0
+
+
+def test_a_run_stopped_by_a_violation_ends_at_it() -> None:
+    events = [
+        _enqueue(100, "i1"),
+        {"t": 2_500, "kind": "violation", "invariant": "ceiling", "finding": None, "detail": "k: usage"},
+    ]
+    data = series(_header(), events)
+    assert data.end_ms == 2_500
+    assert [m.kind for m in data.keys[0].marks] == ["violation"]
+
+
+def _header_line(**changes: Any) -> str:
+    header = _header()
+    header.update(changes)
+    return json.dumps(header)
+
+
+BAD_TRACES = {
+    "not-json": "this is not json\n",
+    "empty": "",
+    "no-header": json.dumps({"t": 0, "kind": "round"}) + "\n",
+    "wrong-version": _header_line(version=99) + "\n",
+    "no-config": _header_line(config=None) + "\n",
+    "no-limit": _header_line(config={"holder": {}}) + "\n",
+    "no-key": _header_line(config={"holder": {"limit": 3}, "workload": {"keys": []}}) + "\n",
+    "bad-event-time": _header_line() + "\n" + json.dumps({"t": -1, "kind": "round"}) + "\n",
+    "malformed-round": _header_line() + "\n" + json.dumps({"t": 5, "kind": "round", "holder": "holder:k"}),
+    "bad-provisioning": _header_line(
+        config={"holder": {"limit": 3, "leases": {"provisioning": "sideways"}}, "workload": {"keys": ["k"]}}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TRACES))
+def test_a_bad_trace_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    trace, out = tmp_path / "bad.jsonl", tmp_path / "bad.png"
+    trace.write_text(BAD_TRACES[case])
+    assert main(["plot", str(trace), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("semsim plot: error: ")
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert str(trace) in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "directory"])
+def test_a_missing_or_directory_trace_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    trace = tmp_path / "nowhere.jsonl"
+    if case == "directory":
+        trace.mkdir()
+    assert main(["plot", str(trace), "-o", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("semsim plot: error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert str(trace) in err
+
+
+def test_an_unwritable_output_exits_2_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps(_header()) + "\n")
+    assert main(["plot", str(trace), "-o", str(tmp_path / "no" / "such" / "dir.png")]) == 2
+    assert "no directory" in capsys.readouterr().err
+
+
+def test_plot_error_is_a_value_error() -> None:
+    with pytest.raises(PlotError, match=r"config\.holder\.limit"):
+        series({"config": {"holder": {"limit": "ten"}}}, [])

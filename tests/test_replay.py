@@ -1,0 +1,414 @@
+"""``semsim replay``: recorded traffic through the holder model, invariants checked, errors named."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict
+from semaphore_core.store import HolderStore
+from sim import replay as replay_module
+from sim.cli import main
+from sim.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange, Window
+from sim.replay import (
+    example_traffic,
+    read_traffic,
+    record_traffic,
+    replay,
+    traffic_from_trace,
+    write_traffic,
+)
+from sim.workload import Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "traffic.jsonl"
+SAFETY_CHECKED = ("ceiling", "group_ceiling", "reports_monotone", "durable")
+
+
+def _write(tmp_path: Path, records: list[dict[str, Any]], name: str = "traffic.jsonl") -> Path:
+    path = tmp_path / name
+    write_traffic(records, path)
+    return path
+
+
+def _request(t: int, client: str, group: str, count: int, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "request",
+        "v": 1,
+        "clientId": client,
+        "demand": [{"group": group, "count": count, "oldestAt": t}] if count else [],
+        "grants": extra.pop("grants", []),
+    }
+    body.update(extra)
+    return {"t": t, "kind": "request", "body": body}
+
+
+def _sync(t: int, client: str, grants: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"t": t, "kind": "sync", "body": {"type": "sync", "v": 1, "clientId": client, "grants": grants}}
+
+
+def _report(grant_id: str, claimed: int, released: int) -> dict[str, Any]:
+    return {"grantId": grant_id, "claimed": claimed, "released": released}
+
+
+# --- the shipped example ---------------------------------------------------------------------
+
+
+def test_the_example_replays_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "all held" in out
+    assert "VIOLATED" not in out
+
+
+def test_the_example_is_what_its_generator_records() -> None:
+    """examples/traffic.jsonl is reproducible: ``write_traffic(example_traffic(), path)``."""
+    recorded = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+    assert recorded == example_traffic()
+    kinds = {record["kind"] for record in recorded}
+    assert {"config", "request", "sync", "round", "limit"} <= kinds
+    clients = {r["body"]["clientId"] for r in recorded if r["kind"] in ("request", "sync")}
+    groups = {d["group"] for r in recorded if r["kind"] == "request" for d in r["body"]["demand"]}
+    assert len(clients) == 3
+    assert groups == {"wf-1", "wf-2"}
+    assert any("leases" in r["body"] for r in recorded if r["kind"] == "request")  # a lease-capable client
+    assert any(rep["released"] > 0 for r in recorded if r["kind"] == "sync" for rep in r["body"]["grants"])
+
+
+def test_the_summary_matches_a_direct_holder_run() -> None:
+    """Drive ``Holder`` by hand with the example's lines; replay's numbers must be the same."""
+    records = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+    config = records[0]
+    limit = {"value": config["limit"]}
+    ids = iter(range(1, 10_000))
+    holder = Holder(
+        sqlite3.connect(":memory:"),
+        HolderConfig(
+            limit=lambda: limit["value"],
+            round_wait_ms=config["roundWaitMs"],
+            round_period_ms=config["roundPeriodMs"],
+            grant_timeout_ms=config["grantTimeoutMs"],
+            leases=LeaseOptions(provisioning=Strict(), permits_per_lease=config["leases"]["permitsPerLease"]),
+        ),
+        new_id=lambda: f"{config['idPrefix']}{next(ids)}",
+    )
+    pending: list[dict[str, Any]] = []
+    rounds = grants = granted_permits = leases = leased_permits = reclaimed = peak = 0
+    for record in records[1:]:
+        t, kind = record["t"], record["kind"]
+        if kind == "request":
+            pending.append(record["body"])
+        elif kind == "round":
+            outcome = holder.round(pending, t)
+            pending = []
+            rounds += 1
+            for reply in outcome.replies:
+                grants += len(reply.grants)
+                granted_permits += sum(g.permits for g in reply.grants)
+            for event in outcome.events:
+                if isinstance(event, LeaseGranted):
+                    leases += 1
+                    leased_permits += event.permits
+            reclaimed += sum(getattr(e, "permits", 0) for e in outcome.events if e.type == "grant_reclaimed")
+        elif kind == "sync":
+            holder.sync(record["body"], t)
+        elif kind == "reclaim":
+            reclaimed += sum(e.permits for e in holder.reclaim_expired(t))
+        elif kind == "limit":
+            limit["value"] = record["limit"]
+        usage = holder.usage(t)
+        peak = max(peak, usage.granted + usage.leased)
+    summary = replay(read_traffic(EXAMPLE)).summary
+    assert (summary.rounds, summary.grants, summary.granted_permits) == (rounds, grants, granted_permits)
+    assert (summary.leases, summary.leased_permits) == (leases, leased_permits)
+    assert summary.reclaimed_permits == reclaimed
+    assert summary.peak_usage == peak
+    final = holder.usage(records[-1]["t"])
+    assert (summary.final_granted, summary.final_leased) == (final.granted, final.leased)
+
+
+# --- recording a simulation ------------------------------------------------------------------
+
+
+def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
+    """Evictions, duplicates, reordering, lost replies, operator changes: the replayed holder
+    issues the same ids and ends with the same rows, and finds the same holder-side violations
+    (F2, tolerated in the run) that the simulation's monitor found."""
+    config = WorldConfig(
+        duration_ms=200_000,
+        holder=HolderSpec(leases=LeaseSpec("under", 0.3, permits_per_lease=3)),
+        workload=Workload(clients=3, plain_clients=1),
+    )
+    plan = FaultPlan(
+        request_loss=0.03,
+        reply_loss=0.05,
+        duplicate=0.05,
+        delay_ms=50,
+        reorder=0.05,
+        reorder_ms=100,
+        partitions=(Window("client-0", 38_000, 48_000),),
+        evictions=(Eviction("holder:acct", 76_000), Eviction("client-1", 90_000)),
+        alarm_failure=0.3,
+        limit_changes=(LimitChange(100_000, 5),),
+        group_limit_changes=(GroupLimitChange(50_000, "acct", "wf-1", 2),),
+    )
+    run = run_world(config, plan, seed=3, tolerated=frozenset({"F1", "F2", "F3", "F4"}))
+    assert run.result.outcome == "completed"
+    records = record_traffic(run)
+    assert {"evict", "groupLimit", "limit", "round", "sync", "request"} <= {r["kind"] for r in records}
+    result = replay(read_traffic(_write_tmp(records)))
+
+    store = HolderStore(run.world.holders["acct"].storage)
+    assert result.grants == tuple(store.list_grants())
+    assert result.leases == tuple(store.list_leases())
+    events = list(run.trace.events())
+    assert result.summary.rounds == sum(1 for e in events if e["kind"] == "round")
+    assert result.summary.grants == sum(1 for e in events if e["kind"] == "grant")
+    assert result.summary.leases == sum(1 for e in events if e["kind"] == "lease_granted")
+    simulated = [
+        (e["t"], e["invariant"], e["finding"])
+        for e in events
+        if e["kind"] == "violation" and e["invariant"] in SAFETY_CHECKED
+    ]
+    assert simulated  # the plan reaches F2
+    assert [(v.t_ms, v.invariant, v.finding) for v in result.violations] == simulated
+
+
+def _write_tmp(records: list[dict[str, Any]]) -> Path:
+    import tempfile
+
+    directory = Path(tempfile.mkdtemp(prefix="semsim-replay-"))
+    return _write(directory, records)
+
+
+def test_a_trace_with_several_keys_needs_a_key() -> None:
+    run = run_world(
+        WorldConfig(duration_ms=10_000, workload=Workload(clients=1, keys=("a", "b"))), FaultPlan(), seed=1
+    )
+    with pytest.raises(ValueError, match="name one"):
+        record_traffic(run)
+    header, events = run.trace.header, list(run.trace.events())
+    assert traffic_from_trace(header, events, "b")[0]["key"] == "b"
+    with pytest.raises(ValueError, match="no holder key 'c'"):
+        traffic_from_trace(header, events, "c")
+
+
+# --- hand-written traffic --------------------------------------------------------------------
+
+
+def test_replayed_reordered_and_forged_reports_free_capacity_once(tmp_path: Path) -> None:
+    """c1 holds a grant of 2 and releases 1; the same report again, an older one, and another
+    client's forged "released 2" must leave exactly 1 permit charged: c2 then gets 1, not 2."""
+    grant = "acct/g-1"
+    records = [
+        {"kind": "config", "key": "acct", "limit": 2},
+        _request(0, "c1", "g", 2),  # round at 1000: grant acct/g-1 of 2
+        _sync(2_000, "c1", [_report(grant, 2, 1)]),
+        _sync(3_000, "c1", [_report(grant, 2, 1)]),  # replayed
+        _sync(3_500, "c1", [_report(grant, 2, 0)]),  # reordered: an older report
+        _sync(4_000, "c2", [_report(grant, 2, 2)]),  # forged by another client
+        _request(5_000, "c2", "g", 2, grants=[_report(grant, 2, 2)]),  # and again, in a request
+    ]
+    result = replay(read_traffic(_write(tmp_path, records)))
+    assert result.violations == ()
+    summary = result.summary
+    assert summary.rounds == 2
+    assert summary.granted_permits == 3  # 2 to c1, then only 1 to c2
+    assert summary.peak_usage == 2
+    assert dict(summary.report_results)["not_found"] == 2
+    # c2 never claims its permit: the alarm reclaims it (after the last line, the holder's due
+    # work runs out); c1's unreleased permit stays charged, exactly once.
+    assert (summary.reclaimed_permits, summary.final_granted) == (1, 1)
+    [g1] = result.grants
+    assert (g1.grant_id, g1.client_id, g1.permits, g1.claimed, g1.released) == (grant, "c1", 2, 2, 1)
+
+
+def test_auto_schedule_batches_like_the_holder_object_and_runs_the_alarm(tmp_path: Path) -> None:
+    records = [
+        {"kind": "config", "key": "acct", "limit": 5, "roundWaitMs": 1_000, "roundPeriodMs": 2_000},
+        _request(0, "c1", "g", 1),
+        _request(500, "c2", "g", 1),  # joins the round at 1000 (round_wait after the first)
+        _request(1_000, "c3", "g", 1),  # arrives as that round fires: the next, at 3000
+        _sync(1_500, "c1", [_report("acct/g-1", 1, 0)]),  # c1 claims; c2 never does
+        _sync(20_000, "c1", [_report("acct/g-1", 1, 1)]),
+    ]
+    result = replay(read_traffic(_write(tmp_path, records)))
+    summary = result.summary
+    assert summary.rounds == 2
+    assert summary.grants == 3
+    # c2's and c3's unclaimed permits come back at their claim deadlines (1000 + 10000, 3000 + 10000).
+    assert summary.reclaim_passes == 2
+    assert summary.reclaimed_permits == 2
+    assert (summary.final_granted, summary.final_leased) == (0, 0)
+    assert result.violations == ()
+
+
+def test_an_eviction_loses_waiting_requests_and_keeps_every_row(tmp_path: Path) -> None:
+    records = [
+        {"kind": "config", "key": "acct", "limit": 3, "groupLimits": {"g": 2}},
+        _request(0, "c1", "g", 3),  # round at 1000: 2 (the group limit)
+        _request(1_500, "c2", "g", 1),
+        {"t": 2_000, "kind": "evict"},  # before c2's round (due at 3000): c2's request is lost
+        _request(4_000, "c2", "g", 1),
+        {"t": 9_000, "kind": "groupLimit", "group": "g", "limit": None},
+        {"t": 9_000, "kind": "limit", "limit": 2},
+    ]
+    result = replay(read_traffic(_write(tmp_path, records)))
+    summary = result.summary
+    assert (summary.evictions, summary.requests_lost, summary.limit_changes) == (1, 1, 2)
+    assert summary.rounds == 2
+    assert summary.granted_permits == 2  # the group limit survived the eviction: c2 got nothing
+    assert result.violations == ()
+
+
+F1_TRAFFIC: list[dict[str, Any]] = [
+    {
+        "kind": "config",
+        "key": "acct",
+        "limit": 5,
+        "leases": {
+            "provisioning": {"mode": "strict"},
+            "permitsPerLease": 3,
+            "limitedGroups": "withinGroupLimit",
+        },
+        "groupLimits": {"g1": 2},
+    },
+    _request(0, "L0", "g1", 1, leases=[]),  # round at 1000: grant 1, lease 1 (the group's room)
+    _request(2_000, "L1", "g1", 1, leases=[]),  # round at 3000: another grant; g1 holds 2 + 1 > 2
+]
+
+
+def test_known_finding_f1_is_reported_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, F1_TRAFFIC)
+    assert main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    [violation] = [line for line in out.splitlines() if line.startswith("VIOLATED")]
+    assert violation.startswith(f"VIOLATED group_ceiling at {path}:3, t=3000 ms")
+    assert "known finding F1" in violation
+    assert "2 granted + 1 leased > group limit 2" in violation
+    [found] = replay(read_traffic(path)).violations
+    assert (found.invariant, found.finding, found.lines) == ("group_ceiling", "F1", (3,))
+
+
+def test_with_the_f1_fix_the_same_traffic_is_clean(tmp_path: Path) -> None:
+    fixed = [{**F1_TRAFFIC[0], "fixes": ["group-ceiling-counts-leases"]}, *F1_TRAFFIC[1:]]
+    assert main(["replay", str(_write(tmp_path, fixed))]) == 0
+
+
+def test_an_explicit_schedule_runs_rounds_only_at_round_lines(tmp_path: Path) -> None:
+    records = [
+        {"kind": "config", "key": "acct", "limit": 2, "schedule": "explicit"},
+        _request(0, "c1", "g", 2),
+        _request(100, "c2", "g", 2),
+        {"t": 50_000, "kind": "round"},
+        {"t": 60_000, "kind": "reclaim"},
+    ]
+    summary = replay(read_traffic(_write(tmp_path, records))).summary
+    assert (summary.rounds, summary.granted_permits, summary.reclaim_passes) == (1, 2, 1)
+    assert summary.reclaimed_permits == 2  # no alarm ran on its own in between
+    assert summary.peak_at_ms == 50_000
+
+
+# --- malformed files -------------------------------------------------------------------------
+
+CONFIG = json.dumps({"kind": "config", "key": "acct", "limit": 3})
+REQUEST = json.dumps(_request(0, "c1", "g", 1))
+
+BAD_FILES: dict[str, tuple[str, str]] = {
+    "not-json": (CONFIG + "\n{not json\n", ":2: not JSON"),
+    "not-an-object": (CONFIG + "\n[1, 2]\n", ":2: each line must be a JSON object"),
+    "no-config": (REQUEST + "\n", ":1: the first line must be the holder's config"),
+    "second-config": (CONFIG + "\n" + CONFIG + "\n", ":2: only the first line is a config line"),
+    "unknown-kind": (CONFIG + '\n{"t": 0, "kind": "lunch"}\n', ':2: unknown kind "lunch"'),
+    "unknown-field": (
+        CONFIG + '\n{"t": 0, "kind": "evict", "why": 1}\n',
+        ":2: a evict line has no field 'why'",
+    ),
+    "time-backwards": (
+        CONFIG + "\n" + json.dumps(_request(500, "c", "g", 1)) + "\n" + REQUEST + "\n",
+        ":3: time goes backwards (0 ms after 500 ms)",
+    ),
+    "no-time": (CONFIG + '\n{"kind": "evict"}\n', ":2: t must be an integer >= 0"),
+    "float-time": (CONFIG + '\n{"t": 1.5, "kind": "evict"}\n', ":2: t must be an integer >= 0"),
+    "malformed-body": (
+        CONFIG + '\n{"t": 0, "kind": "request", "body": {"type": "request", "v": 1, "clientId": "c"}}\n',
+        ":2: Malformed semaphore message",
+    ),
+    "negative-count": (
+        CONFIG + "\n" + json.dumps(_request(0, "c", "g", -1)) + "\n",
+        ":2: Malformed semaphore message",
+    ),
+    "body-kind-mismatch": (
+        CONFIG + "\n" + json.dumps({**_sync(0, "c", []), "kind": "request"}) + "\n",
+        ":2: a request line's body must be a wire request",
+    ),
+    "round-in-auto": (
+        CONFIG + '\n{"t": 0, "kind": "round"}\n',
+        ':2: round lines need "schedule": "explicit"',
+    ),
+    "bad-limit-line": (CONFIG + '\n{"t": 0, "kind": "limit", "limit": -1}\n', ":2: limit must be an integer"),
+    "unknown-config-field": (
+        json.dumps({"kind": "config", "key": "acct", "limit": 3, "limt": 4}) + "\n",
+        ":1: config: unknown field 'limt'",
+    ),
+    "bad-provisioning": (
+        json.dumps({"kind": "config", "key": "a", "limit": 3, "leases": {"provisioning": {"mode": "x"}}}),
+        ":1: leases.provisioning must be",
+    ),
+    "unknown-fix": (
+        json.dumps({"kind": "config", "key": "a", "limit": 3, "fixes": ["make-it-fast"]}),
+        ":1: fixes: unknown fix 'make-it-fast'",
+    ),
+    "zero-period": (
+        json.dumps({"kind": "config", "key": "a", "limit": 3, "roundPeriodMs": 0}),
+        ":1: config.roundPeriodMs must be an integer >= 1",
+    ),
+    "empty": ("\n\n", ": empty: a traffic file starts with a config line"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_malformed_file_exits_2_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    text, expected = BAD_FILES[case]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    assert main(["replay", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing was replayed
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"semsim replay: error: {path}{expected}"), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", ["missing", "directory"])
+def test_a_missing_or_directory_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    path = tmp_path / "traffic.jsonl"
+    if case == "directory":
+        path.mkdir()
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"semsim replay: error: {path}: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_oversized_files_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "big.jsonl"
+    path.write_text(CONFIG + "\n" + "\n".join(json.dumps({"t": i, "kind": "reclaim"}) for i in range(10)))
+    monkeypatch.setattr(replay_module, "MAX_TRAFFIC_LINES", 5)
+    assert main(["replay", str(path)]) == 2
+    assert "11 lines is more than the 5 replay reads" in capsys.readouterr().err
+    monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 100)
+    assert main(["replay", str(path)]) == 2
+    assert "bytes is more than the 100 replay reads" in capsys.readouterr().err
