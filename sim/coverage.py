@@ -29,6 +29,7 @@ EXPECTED: Final = (
     "fault:release_loss",
     "fault:limit_change",
     "fault:group_limit_change",
+    "fault:forged_report",
     "blocked:limit",
     "blocked:group_limit",
     "grant_expired",
@@ -80,6 +81,8 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
             counts["fault:duplicate"] += 1
         elif kind == "fault" and event.get("fault") == "evict":
             counts["fault:eviction"] += 1
+        elif kind == "fault" and event.get("fault") == "forged_report":
+            counts["fault:forged_report"] += 1
         elif kind == "evict":
             if event["object"].startswith("holder:") and event.get("calls", 0) > 0:
                 counts["eviction_with_requests_waiting"] += 1

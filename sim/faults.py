@@ -132,6 +132,8 @@ class FaultPlan:
     alarm_retries: int = 6
     #: Probability a job's completion notice to its client is lost.
     release_loss: float = 0.0
+    #: A forging client (``sim.forger``) sends reports that lie with this probability (0: none).
+    forged_reports: float = 0.0
     #: The operator's changes during the run.
     limit_changes: tuple[LimitChange, ...] = ()
     group_limit_changes: tuple[GroupLimitChange, ...] = ()
@@ -140,7 +142,15 @@ class FaultPlan:
     faults_until_ms: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        for name in ("request_loss", "reply_loss", "duplicate", "reorder", "alarm_failure", "release_loss"):
+        for name in (
+            "request_loss",
+            "reply_loss",
+            "duplicate",
+            "reorder",
+            "alarm_failure",
+            "release_loss",
+            "forged_reports",
+        ):
             _probability(name, getattr(self, name))
         for name in ("delay_ms", "reorder_ms"):
             value = getattr(self, name)

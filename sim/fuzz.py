@@ -19,7 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import attrs
 from hypothesis import HealthCheck, Phase, given, settings
@@ -36,6 +36,8 @@ KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4"})
 #: Where failing cases are written unless told otherwise.
 DEFAULT_OUT: Final = Path("semsim-failures")
 CASE_FORMAT: Final = "semsim-case/1"
+#: Runs spent shrinking a failure before the best case so far is kept (a run costs ~0.3 s).
+SHRINK_BUDGET: Final = 150
 MAX_CASE_BYTES: Final = 1_000_000
 
 
@@ -122,6 +124,7 @@ def case_length(case: Case) -> int:
             faults.reorder,
             faults.alarm_failure,
             faults.release_loss,
+            faults.forged_reports,
             faults.evict_holders_every_ms,
         )
         if value
@@ -236,6 +239,11 @@ def _failure_type(name: str) -> type[_Failed]:
     return _FAILURE_TYPES[name]
 
 
+def _raise_failure(report: RunReport) -> NoReturn:
+    # One raise site: Hypothesis tells failures apart by type and by where they were raised.
+    raise _failure_type(report.failure_name)(report.detail)
+
+
 def fixes_arg(text: str) -> tuple[str, ...]:
     """``--fixes``: '' (the reference), 'all', or names from KNOWN_FIXES."""
     if text == "all":
@@ -260,6 +268,7 @@ def campaign(
     tolerated: frozenset[str] | None = None,
     on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
     shrink: bool = True,
+    shrink_budget: int = SHRINK_BUDGET,
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
@@ -270,6 +279,7 @@ def campaign(
     assert runs >= 1, runs
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
     result = Campaign()
+    failed: dict[Case, RunReport] = {}
 
     @settings(
         max_examples=runs,
@@ -284,6 +294,14 @@ def campaign(
     @hypothesis_seed(seed)
     @given(cases(fixes))
     def one(case: Case) -> None:
+        known = failed.get(case)
+        if known is not None:
+            # Hypothesis replays failing cases; answer from memory (a run is deterministic),
+            # and keep the one replayed last: the minimal case it reports.
+            result.failure = known
+            _raise_failure(known)
+        if result.failure is not None and result.shrink_runs >= shrink_budget:
+            return  # out of shrinking budget: nothing new fails, so the shrinker stops
         report, _ = run_case(case, allowed)
         shrinking = result.failure is not None
         if shrinking:
@@ -292,10 +310,10 @@ def campaign(
             result.add(report)
         if on_run is not None:
             on_run(result, report, shrinking)
-        if report.failed:
-            if result.failure is None or report.failure_name == result.failure.failure_name:
-                result.failure = report
-            raise _failure_type(report.failure_name)(report.detail)
+        if report.failed and (result.failure is None or report.failure_name == result.failure.failure_name):
+            # While shrinking, only the same failure counts: shrinking keeps the invariant.
+            failed[case] = result.failure = report
+            _raise_failure(report)
 
     try:
         one()

@@ -101,6 +101,7 @@ class HolderObject:
         )
         self.engine.register(_Reclaim(self.holder, self.engine))
         self.engine.faults_until_ms = env.faults_until_ms
+        self.monitor = monitor
         if monitor is not None:
             self.engine.on_commit = lambda: monitor.committed(key, self)
         self._pending: list[_Pending] = []
@@ -185,6 +186,8 @@ class HolderObject:
                 entry.done.set()
             return
         self.engine.after_commit()
+        if self.monitor is not None:
+            self.monitor.round_served(self.key, [p.request for p in pending], outcome.replies)
         for entry, reply in zip(pending, outcome.replies, strict=True):
             for grant in reply.grants:
                 self.ctx.sim.event(

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from semaphore_core.config import LeaseOptions, Over, Under, budgets
+from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
 
 if TYPE_CHECKING:
@@ -57,8 +58,14 @@ DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 PROGRESS_WINDOW_MS: Final = 30_000
 
 
-class InvariantViolation(Exception):
-    """A CONTRACT invariant failed. ``finding`` names the known finding that explains it, if any."""
+class InvariantViolation(BaseException):
+    """A CONTRACT invariant failed. ``finding`` names the known finding that explains it, if any.
+
+    A ``BaseException``, like ``trio.Cancelled``: it must stop the whole run
+    from wherever it is raised, and no handler's ``except Exception`` (the
+    platform reporting a handler failure to its caller, the engine's alarm
+    fallback, a failed round) may turn it into an ordinary error reply.
+    """
 
     def __init__(
         self,
@@ -245,6 +252,13 @@ class Monitor:
             before = old.get("grants", {}).get(grant_id)
             if before is not None and (claimed < before[4] or released < before[5] or permits > before[3]):
                 self.fail("reports_monotone", f"{key}: grant {grant_id} moved back: {before} -> {row}")
+            if before is not None and claimed > before[4] and self.sim.now() >= row[7]:
+                # Permits unclaimed at the deadline are the alarm's to take back: a claim
+                # accepted after it keeps them from coming back.
+                self.fail(
+                    "reclaimed",
+                    f"{key}: grant {grant_id} claimed {before[4]} -> {claimed} after its deadline {row[7]}",
+                )
         for lease_id, row in new["leases"].items():
             _, _, _, permits, released, _, _, retired = row
             if released > permits:
@@ -265,7 +279,9 @@ class Monitor:
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
         in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
-        if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, state.obj.storage):
+        under = state.env.leases is not None and isinstance(state.env.leases.provisioning, Under)
+        running = _lease_in_use(self._clients, key) if under and self._clients is not None else 0
+        if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
             self._starved_since.pop(key, None)  # every permit in use at this moment: not starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
         if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
@@ -277,6 +293,34 @@ class Monitor:
             # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
             finding = "F3" if granted + leased >= in_use else None
             self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+
+    def round_served(
+        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
+    ) -> None:
+        """``progress``, oldest first: no younger demand gets permits while older waits on the limit.
+
+        The allocator serves demand oldest first; once the limit stops one demand it
+        stops every later one, so a grant to younger demand in the same round means
+        the order was not kept.
+        """
+        blocked = [
+            demand.oldest_at
+            for request, reply in zip(requests, replies, strict=True)
+            for demand in request.demand
+            if any(b.group == demand.group and b.reason == "limit" for b in reply.blocked)
+        ]
+        if not blocked:
+            return
+        oldest_blocked = min(blocked)
+        for request, reply in zip(requests, replies, strict=True):
+            granted = {grant.group for grant in reply.grants}
+            for demand in request.demand:
+                if demand.group in granted and demand.oldest_at > oldest_blocked:
+                    self.fail(
+                        "progress",
+                        f"{key}: {request.client_id}'s demand in {demand.group} (oldest {demand.oldest_at}) "
+                        f"was granted while demand from {oldest_blocked} waited on the limit",
+                    )
 
     def released(self, key: str, group: str) -> None:
         self.in_use[key] -= 1
@@ -332,7 +376,7 @@ class Monitor:
             )
             waiting = _waiting(clients, key, only=servable)
             leaked = self._leaked_seen[key] = _leaked(state.obj.storage, known)
-            capacity = _capacity(state.env, state.obj.storage)
+            capacity = _capacity(state.env, _lease_in_use(clients, key))
             # Busy: what the holder still counts for grants (a release not yet reported,
             # a grant on its way to be claimed: latency, not starvation), what leases
             # actually run, and the documented leak. Idle lease headroom is not busy.
@@ -368,7 +412,7 @@ class Monitor:
         """
         if key in self._starved_since and self._clients is not None:
             busy = self._busy(key, state, self._clients, self._leaked_seen.get(key, 0))
-            if busy >= _capacity(state.env, state.obj.storage):
+            if busy >= _capacity(state.env, _lease_in_use(self._clients, key)):
                 del self._starved_since[key]
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
@@ -476,17 +520,18 @@ def _leases(conn: Any) -> list[Any]:
         return []
 
 
-def _capacity(env: Env, conn: Any) -> int:
+def _capacity(env: Env, leases_running: int) -> int:
     """The permits the mode offers waiting demand: the limit, except under ``Under``.
 
     Under's reserve is for leases only (by design): plain clients can use the
-    grants' pool alone, and a reserve no lease holds serves nobody yet.
+    grants' pool alone, and reserve a lease holds but does not draw serves
+    nobody else, so only the lease permits actually running count.
     """
     options = env.leases
     if options is None or not isinstance(options.provisioning, Under):
         return env.limit
     pools = budgets(options.provisioning, env.limit)
-    return pools.grants + min(pools.leases, HolderStore(conn).leased_footprint())
+    return pools.grants + min(pools.leases, leases_running)
 
 
 def _caps(holder: DurableObject) -> dict[str, int]:
@@ -514,15 +559,19 @@ def _waiting(clients: Mapping[str, DurableObject], key: str, only: frozenset[str
 
 
 def _idle_headroom(clients: Mapping[str, DurableObject], key: str) -> int:
-    """Undrawn permits of live leases held by clients with nothing queued in the lease's group."""
+    """Undrawn permits of live leases held by clients with nothing queued for the key (finding F4).
+
+    Only such a client never asks the holder anything, so never hears
+    ``contended``; a client with queued items asks every round and must
+    return the idle headroom of its other groups when told.
+    """
     total = 0
     for obj in clients.values():
         for (undrawn,) in _select(
             obj.storage,
             "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
             "l.retired = 0 AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
-            "durability_semaphore_queue_items i WHERE i.key = l.key AND i.grp = l.grp "
-            "AND i.status = 'queued')",
+            "durability_semaphore_queue_items i WHERE i.key = l.key AND i.status = 'queued')",
             (key,),
         ):
             total += undrawn
@@ -555,11 +604,10 @@ def _granted_by_group(conn: Any, now: int) -> dict[str, int]:
 
 def _accounted(conn: Any, now: int) -> tuple[int, int]:
     """Holder-accounted usage read straight from a holder's storage (no live instance needed)."""
-    store = HolderStore(conn)
-    try:
-        totals = store.grant_totals()
-    except sqlite3.OperationalError:
+    if not _built(conn):
         return 0, 0
+    store = HolderStore(conn)
+    totals = store.grant_totals()
     unreclaimed = store.unreclaimed_by_group(now)
     granted = sum(total for _, total in totals.values()) - sum(unreclaimed.values())
     return granted, store.leased_footprint()

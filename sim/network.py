@@ -24,6 +24,8 @@ from sim.timers import Signal
 
 DEFAULT_LATENCY_MS: Final = 5
 DEFAULT_TIMEOUT_MS: Final = 5_000
+#: How late a duplicate may arrive after the original (at least), so stale copies are replayed.
+DUPLICATE_LAG_MS: Final = 5_000
 
 
 class RpcError(Exception):
@@ -98,7 +100,10 @@ class Network:
         lost = bool(loss) and rng.random() < loss
         duplicate = None
         if plan.duplicate and rng.random() < plan.duplicate:
-            duplicate = self._latency_ms + rng.randint(0, max(plan.delay_ms, plan.reorder_ms, 1))
+            # A duplicate may arrive much later than the original: a replayed, stale message.
+            duplicate = self._latency_ms + rng.randint(
+                0, max(plan.delay_ms, plan.reorder_ms, DUPLICATE_LAG_MS)
+            )
         return _Fate(lost=lost, delay_ms=delay, duplicate_delay_ms=duplicate)
 
     def _loss(self, lost: bool, leg: str, src: str, dst: str, method: str, sender: str) -> str | None:

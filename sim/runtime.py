@@ -64,8 +64,11 @@ class Limits:
             raise ValueError(f"limits must be positive, got {self}")
 
 
-class StepLimitReached(Exception):
-    """The run recorded more trace events than its step limit allows."""
+class StepLimitReached(BaseException):
+    """The run recorded more trace events than its step limit allows.
+
+    A ``BaseException`` so that no handler's ``except Exception`` swallows it.
+    """
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
 from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.faults import FaultPlan
+from sim.forger import forge
 from sim.holder_object import Env, HolderObject
 from sim.invariants import Monitor
 from sim.jobs import Jobs
@@ -234,6 +235,18 @@ def _build(
         world.clients[name] = obj
         nursery.start_soon(arrivals, sim, network, config.workload, name, index, name=f"workload.{name}")
 
+    if faults.forged_reports:
+        for key in config.workload.keys:
+            nursery.start_soon(
+                forge,
+                sim,
+                network,
+                world.holder_name(key),
+                config.workload.groups[0],
+                faults.forged_reports,
+                faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms,
+                name=f"forger.{key}",
+            )
     nursery.start_soon(_scheduled_faults, sim, world, faults, name="faults")
     return world
 
