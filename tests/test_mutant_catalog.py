@@ -1,0 +1,333 @@
+"""Every catalogued mutant is real, and leaves no trace once its block ends.
+
+A mutant that changes nothing would score as "survived" and blame the
+fuzzer for a bug that was never planted. So each mutant has a scripted
+scenario on a ``Holder`` (no simulator) whose observable result (a reply, a
+usage, a row) is pinned twice: the faithful value, and the value the planted
+bug must produce. The scenario runs before, inside and after the ``with``
+block, which also shows the original behaviour comes back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict, Under
+from semaphore_core.store import HolderStore
+from sim.mutant_catalog import MUTANTS, Mutant, mutant
+from tests.helpers import holder, ids, request, sync
+
+TTL = 60_000
+
+
+def _leasing(limit: int = 10, provisioning: Any = None, **options: Any) -> Holder:
+    options.setdefault("ttl_ms", TTL)
+    return holder(limit=limit, leases=LeaseOptions(provisioning=provisioning or Strict(), **options))
+
+
+def _grant_id(reply: dict[str, Any], index: int = 0) -> str:
+    return str(reply["grants"][index]["grantId"])
+
+
+def _lease_id(reply: dict[str, Any], index: int = 0) -> str:
+    return str(reply["leases"][index]["leaseId"])
+
+
+def _grants(reply: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(g["group"], g["permits"]) for g in reply["grants"]]
+
+
+def _results(reply: dict[str, Any]) -> list[tuple[int, str]]:
+    return [(r["claimed"], r["status"]) for r in reply["grantResults"]]
+
+
+# --- one scenario per mutant ---------------------------------------------------------------
+
+
+def report_lowers_high_water() -> object:
+    """A replayed older report (released 0) after a newer one (released 2): what stays charged."""
+    h = holder(limit=5)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    grant = _grant_id(reply)
+    h.sync(sync("a", [(grant, 4, 2)]), now=10)
+    h.sync(sync("a", [(grant, 4, 0)]), now=20)
+    return h.usage(20).granted
+
+
+def released_not_clamped_to_claimed() -> object:
+    """A report releasing 3 of a grant with only 2 claimed."""
+    h = holder(limit=5)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    h.sync(sync("a", [(_grant_id(reply), 2, 3)]), now=10)
+    return h.usage(10).granted
+
+
+def reclaim_takes_claimed() -> object:
+    """Two of four permits claimed in time; the alarm reclaims at the deadline."""
+    h = holder(limit=4, grant_timeout_ms=1_000)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    h.sync(sync("a", [(_grant_id(reply), 2, 0)]), now=10)
+    h.reclaim_expired(now=1_000)
+    return h.usage(1_000).granted
+
+
+def strict_forgets_lease_footprint() -> object:
+    """A 6-permit lease and a 1-permit grant under limit 10: what a plain client gets next."""
+    h = _leasing(limit=10, permits_per_lease=6)
+    h.run_round([request("a", [("g", 1, 0)], leases=[])], now=0)
+    [second] = h.run_round([request("b", [("g", 9, 1)])], now=100)
+    return _grants(second)
+
+
+def under_reserve_takes_last_permit() -> object:
+    """Limit 1, reserve 5: a plain client's demand."""
+    h = _leasing(limit=1, provisioning=Under(reserve=5))
+    [reply] = h.run_round([request("p", [("g", 3, 0)])], now=0)
+    return _grants(reply)
+
+
+def unknown_lease_debt_dropped() -> object:
+    """A ghost lease with 4 permits running is reported; the size of the fresh lease."""
+    h = _leasing(limit=10)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[("ghost", 7, 3)])], now=0)
+    return [lease["permits"] for lease in reply["leases"][1:]]
+
+
+def expired_lease_footprint_dropped() -> object:
+    """A 4-permit lease expires unreported; the footprint still charged after the next round."""
+    h = _leasing(limit=10, permits_per_lease=4)
+    h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    h.run_round([request("a", leases=[])], now=TTL)
+    return h.usage(TTL).leased
+
+
+def oldest_first_reversed() -> object:
+    """Two clients want the whole limit; which one gets it."""
+    h = holder(limit=3)
+    late, early = h.run_round([request("late", [("g", 3, 50)]), request("early", [("g", 3, 10)])], now=100)
+    return {"late": _grants(late), "early": _grants(early)}
+
+
+def group_ceiling_ignored() -> object:
+    """A group capped at 2 asks for 5."""
+    h = holder(limit=10, group_limit=lambda g: 2 if g == "small" else None)
+    [reply] = h.run_round([request("a", [("small", 5, 0)])], now=0)
+    return _grants(reply)
+
+
+def claim_window_not_enforced() -> object:
+    """One permit claimed in time, then a claim of all four at the deadline (before any reclaim)."""
+    h = holder(limit=5, grant_timeout_ms=1_000)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    grant = _grant_id(reply)
+    h.sync(sync("a", [(grant, 1, 0)]), now=500)
+    return _results(h.sync(sync("a", [(grant, 4, 0)]), now=1_000))
+
+
+def alarm_armed_before_round_writes() -> object:
+    """What the before-commit hook (the simulator arms the alarm there) sees of a round's grant."""
+    seen: list[int | None] = []
+    conn = sqlite3.connect(":memory:")
+    h = Holder(
+        conn,
+        HolderConfig(limit=5, grant_timeout_ms=1_000),
+        new_id=ids(),
+        before_commit=lambda c: seen.append(HolderStore(c).next_pending_at()),
+    )
+    h.run_round([request("a", [("g", 2, 0)])], now=0)
+    return seen
+
+
+def reports_after_allocation() -> object:
+    """A client releases its 3 permits and asks for 3 more in the same round."""
+    h = holder(limit=3)
+    [first] = h.run_round([request("a", [("g", 3, 0)])], now=0)
+    grant = _grant_id(first)
+    [second] = h.run_round([request("a", [("g", 3, 1)], grants=[(grant, 3, 3)])], now=100)
+    return {"grants": _grants(second), "results": _results(second)}
+
+
+def limit_off_by_one() -> object:
+    h = holder(limit=3)
+    [reply] = h.run_round([request("a", [("g", 5, 0)])], now=0)
+    return _grants(reply)
+
+
+def contended_never_set() -> object:
+    """Three lease-capable clients, two permits: the youngest gets nothing, so every reply is contended."""
+    h = _leasing(limit=2)
+    replies = h.run_round(
+        [request(c, [("g", 0, t)], leases=[]) for c, t in (("young", 9), ("old", 1), ("mid", 5))], now=0
+    )
+    return [r.get("contended", False) for r in replies]
+
+
+def alarm_latest_deadline() -> object:
+    """Grants with deadlines 1000 and 1500, both unclaimed: when the alarm is due."""
+    h = holder(limit=5, grant_timeout_ms=1_000)
+    h.run_round([request("a", [("g", 1, 0)])], now=0)
+    h.run_round([request("b", [("g", 1, 0)])], now=500)
+    return h.next_alarm_at()
+
+
+def retired_report_shrinks_to_released() -> object:
+    """A client retires its lease having drawn 3 and released 1: the footprint left."""
+    h = _leasing(limit=10)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    h.sync(sync("a", leases=[(_lease_id(reply), 3, 1, True)]), now=10)
+    return h.usage(10).leased
+
+
+@attrs.frozen
+class Scenario:
+    run: Callable[[], object]
+    faithful: object
+    mutated: object
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "report-lowers-high-water": Scenario(report_lowers_high_water, 2, 4),
+    "released-not-clamped-to-claimed": Scenario(released_not_clamped_to_claimed, 2, 1),
+    "reclaim-takes-claimed": Scenario(reclaim_takes_claimed, 2, 0),
+    "strict-forgets-lease-footprint": Scenario(strict_forgets_lease_footprint, [("g", 3)], [("g", 9)]),
+    "under-reserve-takes-last-permit": Scenario(under_reserve_takes_last_permit, [("g", 1)], []),
+    "unknown-lease-debt-dropped": Scenario(unknown_lease_debt_dropped, [6], [10]),
+    "expired-lease-footprint-dropped": Scenario(expired_lease_footprint_dropped, 4, 0),
+    "oldest-first-reversed": Scenario(
+        oldest_first_reversed,
+        {"late": [], "early": [("g", 3)]},
+        {"late": [("g", 3)], "early": []},
+    ),
+    "group-ceiling-ignored": Scenario(group_ceiling_ignored, [("small", 2)], [("small", 5)]),
+    "claim-window-not-enforced": Scenario(claim_window_not_enforced, [(1, "expired")], [(4, "ok")]),
+    "alarm-armed-before-round-writes": Scenario(alarm_armed_before_round_writes, [1_000], [None]),
+    "reports-after-allocation": Scenario(
+        reports_after_allocation,
+        {"grants": [("g", 3)], "results": [(3, "ok")]},
+        {"grants": [], "results": [(3, "ok")]},
+    ),
+    "limit-off-by-one": Scenario(limit_off_by_one, [("g", 3)], [("g", 4)]),
+    "contended-never-set": Scenario(contended_never_set, [True] * 3, [False] * 3),
+    "alarm-latest-deadline": Scenario(alarm_latest_deadline, 1_000, 1_500),
+    "retired-report-shrinks-to-released": Scenario(retired_report_shrinks_to_released, 2, 0),
+}
+
+
+# --- the catalog's shape -----------------------------------------------------------------------
+
+
+def test_the_catalog_has_at_least_fourteen_uniquely_named_mutants() -> None:
+    names = [m.name for m in MUTANTS]
+    assert len(names) >= 14
+    assert len(set(names)) == len(names)
+
+
+def test_every_mutant_has_a_scenario_and_every_scenario_a_mutant() -> None:
+    assert sorted(SCENARIOS) == sorted(m.name for m in MUTANTS)
+
+
+def test_mutant_finds_by_name() -> None:
+    assert mutant("limit-off-by-one") is next(m for m in MUTANTS if m.name == "limit-off-by-one")
+
+
+def test_an_unknown_name_is_a_value_error_listing_the_names() -> None:
+    with pytest.raises(ValueError, match="unknown mutant 'nope'") as caught:
+        mutant("nope")
+    assert all(m.name in str(caught.value) for m in MUTANTS)
+
+
+@pytest.mark.parametrize(("name", "description"), [("Not Kebab", "x"), ("ok-name", ""), ("ok", "a\nb")])
+def test_names_are_kebab_case_and_descriptions_one_line(name: str, description: str) -> None:
+    with pytest.raises(ValueError, match="mutant's"):
+        Mutant(name, description, MUTANTS[0].patch)
+
+
+# --- each mutant is real, and is undone ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_mutant_changes_what_it_claims_and_the_original_comes_back(name: str) -> None:
+    scenario = SCENARIOS[name]
+    assert scenario.faithful != scenario.mutated
+    assert scenario.run() == scenario.faithful
+    with mutant(name).patch():
+        assert scenario.run() == scenario.mutated
+    assert scenario.run() == scenario.faithful
+
+
+def _bindings() -> dict[tuple[str, str], object]:
+    """Every attribute of every project module, and of every class defined in one."""
+    seen: dict[tuple[str, str], object] = {}
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or module_name.split(".")[0] not in ("semaphore_core", "sim"):
+            continue
+        for attr, value in vars(module).items():
+            seen[module_name, attr] = value
+            if isinstance(value, type) and value.__module__ == module_name:
+                for member, member_value in vars(value).items():
+                    seen[f"{module_name}.{attr}", member] = member_value
+    return seen
+
+
+def _changed(before: dict[tuple[str, str], object]) -> set[tuple[str, str]]:
+    after = _bindings()
+    return {key for key in before.keys() | after.keys() if before.get(key) is not after.get(key)}
+
+
+@pytest.mark.parametrize("mutant_", MUTANTS, ids=lambda m: m.name)
+def test_the_patch_rebinds_only_the_holders_code_and_restores_every_binding(mutant_: Mutant) -> None:
+    before = _bindings()
+    with mutant_.patch():
+        changed = _changed(before)
+    assert changed, "the patch rebound nothing"
+    # The checkers read sim.invariants' own names, HolderStore and Holder.usage: never mutated.
+    assert not any(module.startswith("sim.invariants") for module, _ in changed)
+    assert not any(module == "semaphore_core.store.HolderStore" for module, _ in changed)
+    assert ("semaphore_core.holder.Holder", "usage") not in changed
+    assert _changed(before) == set()
+
+
+def test_a_block_that_raises_is_restored_too() -> None:
+    before = _bindings()
+    with pytest.raises(RuntimeError, match="boom"), mutant("limit-off-by-one").patch():
+        raise RuntimeError("boom")
+    assert _changed(before) == set()
+    assert limit_off_by_one() == [("g", 3)]
+
+
+def test_mutants_nest_and_unwind_in_order() -> None:
+    before = _bindings()
+    with mutant("limit-off-by-one").patch(), mutant("group-ceiling-ignored").patch():
+        h = holder(limit=3, group_limit=lambda g: 1)
+        [reply] = h.run_round([request("a", [("g", 9, 0)])], now=0)
+        assert _grants(reply) == [("g", 4)]  # both bugs at once: no group cap, one extra permit
+        assert limit_off_by_one() == [("g", 4)]
+    assert _changed(before) == set()
+    assert group_ceiling_ignored() == [("small", 2)]
+
+
+@pytest.fixture
+def _missing_target() -> Iterator[None]:
+    import semaphore_core.holder as holder_module
+
+    original = vars(holder_module)["allocate"]
+    delattr(holder_module, "allocate")  # the second target: the first is patched, then must be undone
+    try:
+        yield
+    finally:
+        setattr(holder_module, "allocate", original)  # noqa: B010
+
+
+@pytest.mark.usefixtures("_missing_target")
+def test_a_missing_target_fails_loudly_and_undoes_what_it_did() -> None:
+    before = _bindings()
+    missing = r"semaphore_core\.holder\.allocate does not exist"
+    with pytest.raises(AttributeError, match=missing), mutant("limit-off-by-one").patch():
+        pass  # pragma: no cover
+    assert _changed(before) == set()
