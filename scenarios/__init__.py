@@ -22,6 +22,7 @@ import attrs
 
 from scenarios import alarms, eviction, grants, leases, limits, modes
 from scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
+from sim.strategies import Case
 
 __all__ = [
     "SCENARIOS",
@@ -30,6 +31,7 @@ __all__ = [
     "Outcome",
     "Scenario",
     "ScenarioResult",
+    "fuzz_examples",
     "run_scenario",
 ]
 
@@ -48,3 +50,16 @@ def _registry(builders: Iterable[Callable[[], Scenario]]) -> dict[str, Scenario]
 SCENARIOS: dict[str, Scenario] = _registry(
     (*eviction.ALL, *grants.ALL, *limits.ALL, *alarms.ALL, *leases.ALL, *modes.ALL)
 )
+
+
+def fuzz_examples(fixes: tuple[str, ...] = ()) -> list[Case]:
+    """Every scenario's world, fault plan and seed as a fuzz case (with ``fixes``): campaigns run
+    these first, so a protocol change that breaks an invariant in a documented story is caught at once."""
+    return [
+        Case(
+            config=attrs.evolve(s.config, holder=attrs.evolve(s.config.holder, fixes=fixes)),
+            faults=s.faults,
+            seed=s.seed,
+        )
+        for s in SCENARIOS.values()
+    ]

@@ -106,7 +106,7 @@ class ClientObject:
         if released is not None:
             self.sim.event("release", client=self.ctx.name, item=item)
             if self.monitor is not None:
-                self.monitor.released(*released)
+                self.monitor.released(*released, client=self.ctx.name)
             self._poke()
 
     # --- the loop ------------------------------------------------------------------------
@@ -239,7 +239,9 @@ class ClientObject:
             lease=admission.lease_id,
         )
         if self.monitor is not None:
-            self.monitor.admitted(admission.key, admission.group, admission.lease_id is not None)
+            self.monitor.admitted(
+                admission.key, admission.group, admission.lease_id is not None, client=self.ctx.name
+            )
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
         self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
 

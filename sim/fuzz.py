@@ -17,12 +17,13 @@ import json
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import attrs
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import example as hypothesis_example
 from hypothesis import seed as hypothesis_seed
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
@@ -269,12 +270,14 @@ def campaign(
     on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
     shrink: bool = True,
     shrink_budget: int = SHRINK_BUDGET,
+    examples: Sequence[Case] = (),
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
     ``on_run(campaign, report, shrinking)`` is called after every run (the
     progress line). Every draw derives from ``seed``, so the same arguments
-    give the same campaign in the same environment.
+    give the same campaign in the same environment. ``examples`` run first,
+    as they are (Hypothesis's explicit examples): the named scenarios, say.
     """
     assert runs >= 1, runs
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
@@ -288,7 +291,7 @@ def campaign(
         derandomize=False,
         print_blob=False,
         report_multiple_bugs=False,
-        phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+        phases=[Phase.explicit, Phase.generate, Phase.shrink] if shrink else [Phase.explicit, Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
     @hypothesis_seed(seed)
@@ -315,6 +318,8 @@ def campaign(
             failed[case] = result.failure = report
             _raise_failure(report)
 
+    for example in reversed(examples):
+        one = hypothesis_example(case=example)(one)
     try:
         one()
     except _Failed:
@@ -366,7 +371,11 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a directory")
     variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
-    print(f"semsim fuzz: {args.runs} runs, seed {args.seed}, {variant}")
+    print(f"semsim fuzz: the named scenarios, then {args.runs} runs, seed {args.seed}, {variant}")
+    from scenarios import fuzz_examples
+
+    examples = fuzz_examples(fixes)
+    total = args.runs + len(examples)  # the named scenarios run first
     started = wall_clock()
     interactive = not args.quiet and sys.stderr.isatty()
 
@@ -379,15 +388,15 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             )
         else:
             line = (
-                f"[{_bar(state.runs, args.runs)}] {state.runs}/{args.runs} runs, "
+                f"[{_bar(state.runs, total)}] {state.runs}/{total} runs, "
                 f"{state.sim_ms / 3_600_000:.2f} sim-h, findings {sum(state.findings.values())}"
             )
         if interactive:
             print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
-        elif shrinking or state.runs % 10 == 0 or state.runs == args.runs:
+        elif shrinking or state.runs % 10 == 0 or state.runs == total:
             print(line, file=sys.stderr, flush=True)
 
-    result = campaign(args.runs, args.seed, fixes, on_run=progress)
+    result = campaign(args.runs, args.seed, fixes, on_run=progress, examples=examples)
     if interactive:
         print(file=sys.stderr)
     print_summary(result, wall_clock() - started)

@@ -169,6 +169,9 @@ class Monitor:
         #: Oracle: permits in use per holder key, and per (key, group) (admitted, not yet released).
         self.in_use: Counter[str] = Counter()
         self.in_use_by_group: Counter[tuple[str, str]] = Counter()
+        self.in_use_by_client: Counter[tuple[str, str]] = Counter()
+        #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
+        self.clients: Mapping[str, DurableObject] | None = None
         #: What the reference documents and does not count as a violation, by name.
         self.documented: Counter[str] = Counter()
         self._holders: dict[str, _HolderState] = {}
@@ -237,6 +240,7 @@ class Monitor:
                     f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
                 )
         self._conservative(key, usage.granted + usage.leased)
+        self._conservative_per_client(key, holder.ctx.storage)
         self._round_was_full(key, state)
 
     def _monotone(
@@ -271,10 +275,11 @@ class Monitor:
 
     # --- what clients do -------------------------------------------------------------------
 
-    def admitted(self, key: str, group: str, through_lease: bool) -> None:
+    def admitted(self, key: str, group: str, through_lease: bool, client: str = "") -> None:
         """A client admitted an item of ``key``: one more permit actually in use."""
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
+        self.in_use_by_client[key, client] += 1
         state = self._holders[key]
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
@@ -322,10 +327,51 @@ class Monitor:
                         f"was granted while demand from {oldest_blocked} waited on the limit",
                     )
 
-    def released(self, key: str, group: str) -> None:
+    def released(self, key: str, group: str, client: str = "") -> None:
         self.in_use[key] -= 1
         self.in_use_by_group[key, group] -= 1
+        self.in_use_by_client[key, client] -= 1
         assert self.in_use[key] >= 0, key
+        assert self.in_use_by_client[key, client] >= 0, (key, client)
+
+    def _conservative_per_client(self, key: str, conn: Any) -> None:
+        """Each running item's own grant or lease is still charged for it: slack elsewhere hides nothing."""
+        if self.clients is None or not any(n > 0 for (k, _), n in self.in_use_by_client.items() if k == key):
+            return
+        now = self.sim.now()
+        grants = {
+            grant_id: int(charged)
+            for grant_id, charged in _select(
+                conn,
+                "SELECT grant_id, CASE WHEN claimed < permits AND expires_at <= ? THEN claimed "
+                "ELSE permits END - released FROM durability_semaphore_grants",
+                (now,),
+            )
+        }
+        leases = {
+            lease_id: int(charged)
+            for lease_id, charged in _select(
+                conn, "SELECT lease_id, permits - released FROM durability_semaphore_leases"
+            )
+        }
+        for name, obj in sorted(self.clients.items()):
+            for grant_id, lease_id, running in _select(
+                obj.storage,
+                "SELECT grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
+                "WHERE key = ? AND status = 'running' "
+                "GROUP BY grant_id, lease_id ORDER BY grant_id, lease_id",
+                (key,),
+            ):
+                what, charged = (
+                    ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))
+                )
+                if charged < running:
+                    self.fail(
+                        "conservative",
+                        f"{key}: {name} runs {running} items on {what} {lease_id or grant_id} "
+                        f"but the holder charges it {charged}",
+                        key=key,
+                    )
 
     def _conservative(self, key: str, accounted: int) -> None:
         if accounted < self.in_use[key]:

@@ -19,6 +19,7 @@ from typing import Final
 
 import attrs
 
+from scenarios import fuzz_examples
 from semaphore_core.fixes import ALL_FIXES
 from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length
 from sim.mutant_catalog import MUTANTS, Mutant, mutant
@@ -42,6 +43,11 @@ WHY_IT_CAN_SURVIVE: Final = {
         "Needs a grant partly claimed at its deadline. The queue client claims a whole grant "
         "(permits <= demand <= queued items); only the F3 fix's clamped claims leave part of a "
         "grant unclaimed, and only when a limit falls while a grant is in flight."
+    ),
+    "reports-after-allocation": (
+        "Applying reports after allocating only delays reuse: a permit released in a report "
+        "is handed out one round (2 s) later. The clamps still hold, so no safety invariant "
+        "breaks, and progress judges 30-second windows, where a round's delay is cadence."
     ),
     "contended-never-set": (
         "Idle lease headroom that contended would have returned is what finding F4 is about, so "
@@ -86,7 +92,9 @@ def try_mutant(
         ("every fix", tuple(sorted(ALL_FIXES)), frozenset[str]()),
     ):
         with candidate.patch():
-            result = campaign(runs, seed, fixes=fixes, tolerated=tolerated, on_run=progress)
+            result = campaign(
+                runs, seed, fixes=fixes, tolerated=tolerated, on_run=progress, examples=fuzz_examples(fixes)
+            )
         runs_total += result.runs
         if result.failure is not None:
             caught_in = variant
@@ -115,6 +123,7 @@ def markdown(results: Sequence[MutantResult], runs: int, seed: int) -> str:
         f"suite's campaigns with the `ci` budget ({runs} runs each, seed {seed}) must break an",
         "invariant: first the faithful reference with its known findings tolerated, then,",
         "if the mutant survived it, the variant with every fix, where nothing is tolerated.",
+        "Each campaign first runs the named scenarios' worlds as explicit examples.",
         "Runs to kill count both campaigns. Steps are the shrunk counterexample's plan",
         f"steps (target: at most {MAX_COUNTEREXAMPLE_STEPS}).",
         "",

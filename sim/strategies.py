@@ -62,7 +62,8 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
     if mode != "none":
         leases = LeaseSpec(
             provisioning=mode,  # type: ignore[arg-type]
-            amount=draw(st.one_of(st.integers(0, 4), st.sampled_from([0.25, 0.5]))),
+            # A ratio of 1.0 asks for the whole limit: under mode must still keep one permit for grants.
+            amount=draw(st.one_of(st.integers(0, 4), st.sampled_from([0.25, 0.5, 1.0]))),
             permits_per_lease=draw(st.integers(1, 4)),
             ttl_ms=draw(st.sampled_from([20_000, 60_000])),
             max_groups=draw(st.integers(1, 2)),

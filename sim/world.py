@@ -219,6 +219,7 @@ def _build(
         obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
         obj.monitor = monitor
         monitor.attach(key, obj, env)
+        monitor.clients = world.clients
         network.register(name, obj)
         world.holders[key] = obj
         world.envs[key] = env

@@ -23,6 +23,7 @@ import attrs
 import pytest
 from hypothesis import settings
 
+from scenarios import SCENARIOS, fuzz_examples
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.coverage import missing
 from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
@@ -55,18 +56,19 @@ def _fail_with_replay(name: str, campaign_result: Campaign, tolerated: frozenset
 
 @pytest.fixture(scope="module")
 def reference() -> Campaign:
-    return campaign(RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS)
+    return campaign(RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS, examples=fuzz_examples())
 
 
 @pytest.fixture(scope="module")
 def fixed() -> Campaign:
-    return campaign(RUNS, SEED, fixes=tuple(sorted(ALL_FIXES)), tolerated=frozenset())
+    fixes = tuple(sorted(ALL_FIXES))
+    return campaign(RUNS, SEED, fixes=fixes, tolerated=frozenset(), examples=fuzz_examples(fixes))
 
 
 def test_the_reference_breaks_invariants_only_through_its_known_findings(reference: Campaign) -> None:
     if reference.failure is not None:
         _fail_with_replay("reference", reference, KNOWN_FINDINGS)
-    assert reference.runs == RUNS
+    assert reference.runs == RUNS + len(SCENARIOS)
     # The campaign meets the reference's findings, and reports them by name.
     assert set(reference.findings) <= KNOWN_FINDINGS
     assert reference.findings, "a ci campaign on the reference should meet its known findings"
@@ -75,7 +77,7 @@ def test_the_reference_breaks_invariants_only_through_its_known_findings(referen
 def test_the_variant_with_every_fix_breaks_no_invariant(fixed: Campaign) -> None:
     if fixed.failure is not None:
         _fail_with_replay("fixed", fixed, frozenset())
-    assert fixed.runs == RUNS
+    assert fixed.runs == RUNS + len(SCENARIOS)
     assert not fixed.findings
 
 
