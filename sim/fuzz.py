@@ -25,6 +25,7 @@ import attrs
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import example as hypothesis_example
 from hypothesis import seed as hypothesis_seed
+from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.coverage import EXPECTED, coverage, missing
@@ -271,6 +272,7 @@ def campaign(
     shrink: bool = True,
     shrink_budget: int = SHRINK_BUDGET,
     examples: Sequence[Case] = (),
+    database: ExampleDatabase | None = None,
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
@@ -286,7 +288,8 @@ def campaign(
 
     @settings(
         max_examples=runs,
-        database=None,
+        # With a database (the dev and nightly profiles), failures found before replay first.
+        database=database,
         deadline=None,
         derandomize=False,
         print_blob=False,

@@ -36,8 +36,8 @@ MAX_COUNTEREXAMPLE_STEPS: Final = 15
 WHY_IT_CAN_SURVIVE: Final = {
     "unknown-lease-debt-dropped": (
         "A lease the holder never knew is charged only against one round's lease budget; no "
-        "honest client reports one (the holder never forgets a lease still in use), and the "
-        "forger's fake leases run no work, so no invariant sees the missing charge."
+        "honest client reports one (the holder never forgets a lease still in use), the forger "
+        "forges grant reports only, and a fake lease runs no work: no invariant sees the charge."
     ),
     "reclaim-takes-claimed": (
         "Needs a grant partly claimed at its deadline. The queue client claims a whole grant "

@@ -31,8 +31,10 @@ from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case,
 ROOT = Path(__file__).resolve().parent.parent
 FAILURES = ROOT / ".semsim-failures"
 FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
-#: Each campaign runs the profile's ``max_examples`` (150 under ``ci``).
-RUNS = settings().max_examples
+#: Each campaign runs the profile's ``max_examples`` (150 under ``ci``) and uses its example
+#: database (none under ``ci``; ``.hypothesis-db/`` under ``dev`` and ``nightly``).
+PROFILE = settings()
+RUNS = PROFILE.max_examples
 SEED = 20261129
 
 
@@ -56,13 +58,22 @@ def _fail_with_replay(name: str, campaign_result: Campaign, tolerated: frozenset
 
 @pytest.fixture(scope="module")
 def reference() -> Campaign:
-    return campaign(RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS, examples=fuzz_examples())
+    return campaign(
+        RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS, examples=fuzz_examples(), database=PROFILE.database
+    )
 
 
 @pytest.fixture(scope="module")
 def fixed() -> Campaign:
     fixes = tuple(sorted(ALL_FIXES))
-    return campaign(RUNS, SEED, fixes=fixes, tolerated=frozenset(), examples=fuzz_examples(fixes))
+    return campaign(
+        RUNS,
+        SEED,
+        fixes=fixes,
+        tolerated=frozenset(),
+        examples=fuzz_examples(fixes),
+        database=PROFILE.database,
+    )
 
 
 def test_the_reference_breaks_invariants_only_through_its_known_findings(reference: Campaign) -> None:
