@@ -65,12 +65,17 @@ def test_the_required_stories_are_all_there() -> None:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_every_scenario_holds_its_documented_outcome(name: str) -> None:
+def test_every_scenario_holds_its_documented_outcome_and_its_plot_renders(name: str, tmp_path: Path) -> None:
     result = run_scenario(SCENARIOS[name])
     assert result.failures == ()
     assert result.run.result.outcome == "completed"
     assert result.expectations
     assert all(outcome.held for outcome in result.expectations)
+    from sim.plot import plot_trace
+
+    out = tmp_path / f"{name}.png"
+    plot_trace(result.run.trace.header, list(result.run.trace.events()), out, title=name)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_scenario_is_deterministic() -> None:
