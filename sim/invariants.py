@@ -179,8 +179,6 @@ class Monitor:
         self._starved_since: dict[str, int] = {}
         self._leaked_seen: dict[str, int] = {}
         self._dropped_alarms: set[str] = set()
-        #: The clients, once the quiet period's progress sampling has begun.
-        self._clients: Mapping[str, DurableObject] | None = None
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
@@ -284,10 +282,10 @@ class Monitor:
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
         in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
-        under = state.env.leases is not None and isinstance(state.env.leases.provisioning, Under)
-        running = _lease_in_use(self._clients, key) if under and self._clients is not None else 0
-        if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
-            self._starved_since.pop(key, None)  # every permit in use at this moment: not starved
+        if key in self._starved_since and self.clients is not None:
+            running = _lease_in_use(self.clients, key)
+            if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
+                del self._starved_since[key]  # every permit in use at this moment: not starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
         if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
             if through_lease:
@@ -407,7 +405,6 @@ class Monitor:
         between a release and the next claim is latency, not starvation.
         """
         now = self.sim.now()
-        self._clients = clients
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             caps = _caps(state.obj)
@@ -456,9 +453,9 @@ class Monitor:
         The holder allocates once per round: permits released between rounds wait
         for the next one. That is the protocol's cadence, not starvation.
         """
-        if key in self._starved_since and self._clients is not None:
-            busy = self._busy(key, state, self._clients, self._leaked_seen.get(key, 0))
-            if busy >= _capacity(state.env, _lease_in_use(self._clients, key)):
+        if key in self._starved_since and self.clients is not None:
+            busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
+            if busy >= _capacity(state.env, _lease_in_use(self.clients, key)):
                 del self._starved_since[key]
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
