@@ -9,6 +9,13 @@ a time; each report on its grants is, with the plan's ``forged_reports``
 probability, one of those lies (otherwise honest). It runs no work, so the
 oracle of permits in use never counts it; once the faults stop it reports
 every grant honestly released, so it leaves nothing charged behind.
+
+It forgets a grant only when the holder has *acknowledged* an honest report
+that releases all of it (or answered ``not_found``). A report can be lost,
+and a later report can be a lie: dropping a grant by its local mark alone
+would leave it charged forever, which ``capacity_returns`` reports as a
+leak that is the forger's, not the protocol's (the queue client had the
+same mistake, see docs/FINDINGS.md, "Found in semsim itself").
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ async def forge(sim: Sim, network: Network, holder: str, group: str, rate: float
     while sim.now() < until_ms:
         await sim.sleep(PERIOD_MS)
         reports = []
+        #: Grants whose report in this message honestly releases every permit.
+        releasing_all: list[str] = []
         for grant_id, (permits, claimed, released) in sorted(grants.items()):
             if rng.random() < rate:
                 lie, report = _lie(rng, grant_id, permits, claimed, released)
@@ -45,17 +54,18 @@ async def forge(sim: Sim, network: Network, holder: str, group: str, rate: float
                 released = min(permits, released + 1)
                 grants[grant_id] = (permits, claimed, released)
                 reports.append({"grantId": grant_id, "claimed": claimed, "released": released})
+                if released >= permits:
+                    releasing_all.append(grant_id)
         reply = await _ask(network, holder, group, reports, sim.now(), demand=len(grants) < MAX_GRANTS)
         if reply is None:
-            continue
+            continue  # lost, or lost its reply: nothing is known to have been applied
         for result in reply.get("grantResults", ()):
             if result["status"] == "not_found":
                 grants.pop(result["grantId"], None)
+        for grant_id in releasing_all:
+            grants.pop(grant_id, None)  # the holder applied the full release: settled
         for grant in reply.get("grants", ()):
             grants[grant["grantId"]] = (grant["permits"], 0, 0)
-        for grant_id, (permits, _, released) in list(grants.items()):
-            if released >= permits:
-                del grants[grant_id]
     # Quiet period: report every grant claimed and released, until the holder has none left.
     while grants:
         reports = [
