@@ -14,7 +14,8 @@ Entries due at the same millisecond run in the order they were scheduled
 (the heap is keyed by ``(time, sequence)``), so the simulation never
 depends on how Trio breaks deadline ties; tasks woken together still run
 in the order the seeded scheduler picks. Parked tasks stay cancellable
-(eviction cancels them like any Trio task).
+(eviction cancels them like any Trio task), and a task cancelled after it
+was woken but before it ran stops there (see ``_fenced``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Timers:
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+        await _fenced()
 
     async def drive(self) -> None:
         """The one task that sleeps, until the earliest entry, and runs what is due."""
@@ -127,4 +129,19 @@ class Signal:
         await trio.lowlevel.wait_task_rescheduled(abort)
         if timer is not None:
             timer.cancelled = True
+        await _fenced()
         return self.is_set
+
+
+async def _fenced() -> None:
+    """Raise ``Cancelled`` if the task's scope was cancelled after it was woken.
+
+    A task woken by a timer or a signal is runnable until the scheduler gets
+    to it; if another task woken in the same batch cancels it first (an
+    eviction due at the same millisecond as the instance's round timer), Trio
+    still resumes it normally and it would run up to its next checkpoint: a
+    dead instance committing a round after its eviction. This makes the
+    cancellation take effect at once. It does not yield when the task was not
+    cancelled, so it changes nothing else.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
