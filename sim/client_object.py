@@ -240,7 +240,11 @@ class ClientObject:
         )
         if self.monitor is not None:
             self.monitor.admitted(
-                admission.key, admission.group, admission.lease_id is not None, client=self.ctx.name
+                admission.key,
+                admission.group,
+                admission.lease_id is not None,
+                client=self.ctx.name,
+                grant=admission.grant_id,
             )
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
         self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)

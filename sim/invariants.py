@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import LeaseOptions, Over, Under, budgets
+from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
 
@@ -156,6 +157,10 @@ class _HolderState:
     usage: tuple[int, int] = (0, 0)
     groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
     rows: dict[str, dict[str, tuple[Any, ...]]] = attrs.Factory(dict)
+    #: Per grant, each accepted claim as (claimed total after it, the limit when it committed).
+    claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
+    #: Per grant, how many items clients admitted through it.
+    admitted: Counter[str] = attrs.Factory(Counter)
 
 
 class Monitor:
@@ -226,6 +231,7 @@ class Monitor:
 
         rows = _rows(holder.ctx.storage)
         self._monotone(key, state.rows, rows)
+        _record_claims(state, rows, usage.limit)
         state.rows = rows
 
         pending = store.next_pending_at()
@@ -273,12 +279,16 @@ class Monitor:
 
     # --- what clients do -------------------------------------------------------------------
 
-    def admitted(self, key: str, group: str, through_lease: bool, client: str = "") -> None:
-        """A client admitted an item of ``key``: one more permit actually in use."""
+    def admitted(
+        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+    ) -> None:
+        """A client admitted an item of ``key`` (through ``grant`` or a lease): one more permit in use."""
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
         state = self._holders[key]
+        if grant is not None:
+            state.admitted[grant] += 1
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
         in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
@@ -292,6 +302,14 @@ class Monitor:
                 # Documented: a lease keeps drawing until its client hears it was retired.
                 self.documented["lease_draw_after_limit_lowered"] += 1
                 self.sim.event("documented", invariant="real_ceiling", name="lease_draw_after_limit_lowered")
+                return
+            claimed_under = None if grant is None else _claim_limit(state, grant)
+            if claimed_under is not None and claimed_under > limit:
+                # The holder accepted this permit's claim before the limit fell; only the
+                # acknowledgement came late (a lost reply, a retried report). Permits claimed
+                # are never revoked: the lowered-limit rule starts from what was committed.
+                self.documented["claimed_before_limit_lowered"] += 1
+                self.sim.event("documented", invariant="real_ceiling", name="claimed_before_limit_lowered")
                 return
             # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
             finding = "F3" if granted + leased >= in_use else None
@@ -408,9 +426,10 @@ class Monitor:
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             caps = _caps(state.obj)
-            # A capped group is servable while neither the clients nor the holder's
-            # grant accounting (releases not yet reported) has it at its cap.
-            charged = _granted_by_group(state.obj.storage, now) if caps else {}
+            # A capped group is servable while neither the clients nor what the holder
+            # charges against the cap (grants with releases not yet reported and, where
+            # the holder counts them, the group's leases) has it at its cap.
+            charged = self._charged_against_caps(state, now) if caps else {}
             servable = frozenset(
                 group
                 for group in sorted(_waiting_by_group(clients, key))
@@ -442,6 +461,24 @@ class Monitor:
                     f"{leaked} leaked, {idle} idle lease headroom)",
                     finding,
                 )
+
+    def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
+        """Per group, the permits the holder's grant pass counts against a group limit.
+
+        Grants always; with ``within_group_limit`` and the F1 fix, the group's
+        lease footprint too (a lease lost in a reply, the documented leak, can
+        then hold a capped group shut for good).
+        """
+        charged = Counter(_granted_by_group(state.obj.storage, now))
+        options = state.env.leases
+        if (
+            options is not None
+            and options.limited_groups == "within_group_limit"
+            and GROUP_CEILING_COUNTS_LEASES in state.env.fixes
+        ):
+            for group, (_, footprint) in _lease_totals(state.obj.storage).items():
+                charged[group] += footprint
+        return charged
 
     def _busy(self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], leaked: int) -> int:
         granted, _ = _accounted(state.obj.storage, self.sim.now())
@@ -634,6 +671,32 @@ def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
         "grants": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_grants")},
         "leases": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_leases")},
     }
+
+
+def _record_claims(state: _HolderState, rows: dict[str, dict[str, tuple[Any, ...]]], limit: int) -> None:
+    """Note every claim this commit accepted, with the limit it was accepted under."""
+    before = state.rows.get("grants", {})
+    for grant_id, row in rows["grants"].items():
+        claimed = row[4]
+        old = before.get(grant_id)
+        if claimed > (old[4] if old is not None else 0):
+            state.claims.setdefault(grant_id, []).append((claimed, limit))
+
+
+def _claim_limit(state: _HolderState, grant_id: str) -> int | None:
+    """The limit in force when the holder accepted the claim covering the latest admission through
+    ``grant_id`` (None if no accepted claim covers it)."""
+    admitted = state.admitted[grant_id]
+    for claimed, limit in state.claims.get(grant_id, ()):
+        if claimed >= admitted:
+            return limit
+    return None
+
+
+def _lease_totals(conn: Any) -> dict[str, tuple[int, int]]:
+    if not _built(conn):
+        return {}
+    return HolderStore(conn).lease_totals()
 
 
 def _granted_by_group(conn: Any, now: int) -> dict[str, int]:
