@@ -30,6 +30,7 @@ from hypothesis.database import ExampleDatabase
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.coverage import EXPECTED, coverage, missing
 from sim.faults import FaultPlan
+from sim.inputs import InputError, read_text
 from sim.strategies import Case, cases
 from sim.world import WorldConfig, WorldRun, run_world
 
@@ -164,13 +165,9 @@ def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunRep
 def load_case(path: Path) -> tuple[Case, frozenset[str]]:
     """A case written by :func:`save_case` (or by hand) and the findings it tolerates."""
     try:
-        if path.stat().st_size > MAX_CASE_BYTES:
-            raise CaseFileError(f"{path}: larger than the {MAX_CASE_BYTES} bytes a case may hold")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise CaseFileError(f"{path}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise CaseFileError(f"{path}: not UTF-8 text") from None
+        data = json.loads(read_text(path, MAX_CASE_BYTES, "a case file"))
+    except InputError as error:
+        raise CaseFileError(str(error)) from None
     except json.JSONDecodeError as error:
         raise CaseFileError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(data, dict):

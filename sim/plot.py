@@ -833,6 +833,13 @@ def _draw_group(ax: Any, group: GroupSeries, data: PlotData, prefix: str, intege
 # --- the command ------------------------------------------------------------------------
 
 
+def image_formats() -> list[str]:
+    """The file extensions matplotlib can write here (``png``, ``svg``, ``pdf``, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """``semsim plot TRACE.jsonl -o F.png [--per-group]``.
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from sim.inputs import InputError, read_text
+
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.
 MAX_TRACE_BYTES: Final = 512 * 1024 * 1024
@@ -73,14 +75,9 @@ class Trace:
 def read_trace(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A trace file's header and events; raises TraceError naming the line that is wrong."""
     try:
-        size = path.stat().st_size
-        if size > MAX_TRACE_BYTES:
-            raise TraceError(f"{path}: {size} bytes is larger than the {MAX_TRACE_BYTES} a trace may hold")
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not UTF-8 text") from None
+        text = read_text(path, MAX_TRACE_BYTES, "a trace")
+    except InputError as error:
+        raise TraceError(str(error)) from None
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise TraceError(f"{path}: empty: a trace starts with a header line")

@@ -1,0 +1,130 @@
+"""Reading users' files and checking where output goes, before any work starts.
+
+Every file semsim reads (a case, a traffic recording, a trace) and every
+file it writes (a trace, a plot, a table, a campaign's cases) goes through
+here, so the rules are the same everywhere:
+
+- An input must be a regular file no larger than its bound. The bound is
+  enforced by how much is read, not by ``st_size`` alone: a device, a pipe
+  or ``/proc`` file reports size 0 and would otherwise be read without end
+  (``semsim replay /dev/zero`` once grew to 13 GB). Non-regular files are
+  refused before a byte is read.
+- An output path is checked before the run it would record: its directory
+  exists and accepts a new file, it is not a directory, and a plot's
+  extension is one matplotlib can write. Nothing is left behind by the
+  check itself.
+
+Errors are :class:`InputError` (a ``ValueError``) with a one-line message
+naming the path; the command line turns them into exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+#: Bytes read at a time; a file is read until it ends or passes its bound.
+_CHUNK_BYTES: Final = 1 << 20
+
+
+class InputError(ValueError):
+    """A file semsim was asked to read or write cannot be used; the message names it."""
+
+
+def read_text(path: Path, max_bytes: int, what: str) -> str:
+    """The UTF-8 text of the regular file ``path``, refusing anything larger than ``max_bytes``.
+
+    ``what`` names the kind of file in messages ("a case file", "a trace").
+    """
+    assert max_bytes > 0, max_bytes
+    try:
+        # Non-blocking, so opening a FIFO with no writer returns at once (and is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not {what}") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{path}: is a directory, not {what}")
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: not a regular file; {what} must be one")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, min(_CHUNK_BYTES, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise InputError(f"{path}: larger than the {max_bytes:,} bytes {what} may hold")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+
+
+def check_output_file(path: Path, option: str, formats: Iterable[str] | None = None) -> Path:
+    """Fail now, before a long run, if ``path`` cannot be written; returns ``path``.
+
+    ``option`` names the flag in messages (``--plot``). With ``formats``,
+    the file's extension must be one of them (a plot's image formats).
+    The check opens the file for appending, which changes no content, and
+    removes it again if it did not exist.
+    """
+    if formats is not None:
+        suffix = path.suffix.lower().lstrip(".")
+        known = sorted(set(formats))
+        if suffix not in known:
+            shown = f"'.{suffix}'" if suffix else "no extension"
+            raise InputError(
+                f"{option} {path}: {shown} is not an image format; use one of: {', '.join(known)}"
+            )
+    if path.is_dir():
+        raise InputError(f"{option} {path}: is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: no directory {parent}")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise InputError(f"{option} {path}: cannot write: {error.strerror or error}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+    return path
+
+
+def check_output_dir(path: Path, option: str) -> Path:
+    """Fail now if files cannot be created in directory ``path`` (made later, when needed).
+
+    The nearest existing ancestor must be a directory that accepts a new
+    entry; the check makes and removes a probe there.
+    """
+    probe_in = path
+    while not probe_in.exists():
+        if probe_in.parent == probe_in:
+            break
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise InputError(f"{option} {path}: {probe_in} is not a directory")
+    probe = probe_in / f".semsim-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError as error:
+        reason = error.strerror or error
+        raise InputError(f"{option} {path}: cannot create files in {probe_in}: {reason}") from None
+    probe.rmdir()
+    return path
