@@ -58,6 +58,10 @@ def lease_heartbeat() -> Scenario:
     The client gets a grant and a 4-permit lease (ttl 20 s) at 2.010 s, draws 2 items from
     the lease at 5 s with no round trip, and runs them for 60 s: three lifetimes. Its reports
     every half lifetime keep the lease alive; the holder never retires it.
+
+    The story ends with client 0 idle and its lease's undrawn permits still charged: it has
+    nothing to ask, so it never hears ``contended``. That is finding F4 (docs/FINDINGS.md),
+    which ``capacity_returns`` reports; this story tolerates it.
     """
     config = WorldConfig(
         holder=HolderSpec(limit=10, leases=LeaseSpec(permits_per_lease=4, ttl_ms=TTL_MS)),
@@ -112,6 +116,7 @@ def lease_heartbeat() -> Scenario:
         config=config,
         faults=FaultPlan(),
         check=Check(judge),
+        tolerated=frozenset({"F4"}),
     )
 
 
@@ -147,6 +152,10 @@ def unreported_lease_retired() -> Scenario:
     and is cut off from 6 s to 50 s. The first round after the lease expires (client 1 keeps
     asking) retires it, and it stays counted in full: client 1 gets nothing until client 0
     is heard from again, though client 0's jobs ended at 35 s.
+
+    The story ends with client 0 idle and its lease's undrawn permits still charged: it has
+    nothing to ask, so it never hears ``contended``. That is finding F4 (docs/FINDINGS.md),
+    which ``capacity_returns`` reports; this story tolerates it.
     """
 
     def judge(run: WorldRun, expect: Expect) -> None:
@@ -190,6 +199,7 @@ def unreported_lease_retired() -> Scenario:
         config=_cut_off_lease(),
         faults=FaultPlan(drops=(CUT_OFF,)),
         check=Check(judge),
+        tolerated=frozenset({"F4"}),
     )
 
 
@@ -203,6 +213,10 @@ def retired_report_settles() -> Scenario:
     0 gets through after 50 s, the holder tells it the lease is retired, the client reports
     it retired with what it drew (2, all released), the holder settles it, and the capacity
     goes to client 1 and to client 0's new item.
+
+    The story ends with client 0 idle and its lease's undrawn permits still charged: it has
+    nothing to ask, so it never hears ``contended``. That is finding F4 (docs/FINDINGS.md),
+    which ``capacity_returns`` reports; this story tolerates it.
     """
     late = Arrival(at_ms=30_000, client=0, count=1, duration_ms=5_000)
 
@@ -256,6 +270,7 @@ def retired_report_settles() -> Scenario:
         config=_cut_off_lease((late,)),
         faults=FaultPlan(drops=(CUT_OFF,)),
         check=Check(judge),
+        tolerated=frozenset({"F4"}),
     )
 
 
@@ -280,7 +295,6 @@ def lease_lost_in_reply() -> Scenario:
             ),
         ),
         duration_ms=120_000,
-        check_liveness=True,
     )
     lost = Drop(leg="reply", start_ms=0, end_ms=3_000, src="client-0", dst=HOLDER, method="permits")
 

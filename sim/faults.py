@@ -163,6 +163,36 @@ class FaultPlan:
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
             raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")
 
+    def random(self) -> bool:
+        """Whether the plan has faults that may strike at any moment (rates, periodic evictions)."""
+        return bool(
+            self.request_loss
+            or self.reply_loss
+            or self.duplicate
+            or self.delay_ms
+            or self.reorder
+            or self.alarm_failure
+            or self.release_loss
+            or self.forged_reports
+            or self.evict_holders_every_ms is not None
+        )
+
+    def quiet_from_ms(self, duration_ms: int) -> int:
+        """When the last fault of this plan is over, in a run whose story lasts ``duration_ms``.
+
+        Random faults stop at ``faults_until_ms``, or at ``duration_ms`` when
+        the plan does not say; scheduled ones at their last time or window end.
+        """
+        ends = [0]
+        if self.random():
+            ends.append(duration_ms if self.faults_until_ms is None else self.faults_until_ms)
+        ends += [window.end_ms for window in self.partitions]
+        ends += [drop.end_ms for drop in self.drops]
+        ends += [eviction.at_ms for eviction in self.evictions]
+        ends += [change.at_ms for change in self.limit_changes]
+        ends += [change.at_ms for change in self.group_limit_changes]
+        return min(duration_ms, max(ends))
+
     def active(self, t_ms: int) -> bool:
         """Whether random faults still apply at ``t_ms``."""
         return self.faults_until_ms is None or t_ms < self.faults_until_ms

@@ -184,6 +184,8 @@ class Monitor:
         self._starved_since: dict[str, int] = {}
         self._leaked_seen: dict[str, int] = {}
         self._dropped_alarms: set[str] = set()
+        #: When a client last admitted or released an item (a run that settles slowly still moves).
+        self.last_moved_ms = 0
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
@@ -286,6 +288,7 @@ class Monitor:
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
+        self.last_moved_ms = self.sim.now()
         state = self._holders[key]
         if grant is not None:
             state.admitted[grant] += 1
@@ -344,6 +347,7 @@ class Monitor:
                     )
 
     def released(self, key: str, group: str, client: str = "") -> None:
+        self.last_moved_ms = self.sim.now()
         self.in_use[key] -= 1
         self.in_use_by_group[key, group] -= 1
         self.in_use_by_client[key, client] -= 1
@@ -425,26 +429,9 @@ class Monitor:
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            caps = _caps(state.obj)
-            # A capped group is servable while neither the clients nor what the holder
-            # charges against the cap (grants with releases not yet reported and, where
-            # the holder counts them, the group's leases) has it at its cap.
-            charged = self._charged_against_caps(state, now) if caps else {}
-            servable = frozenset(
-                group
-                for group in sorted(_waiting_by_group(clients, key))
-                if group not in caps
-                or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
-            )
-            waiting = _waiting(clients, key, only=servable)
-            leaked = self._leaked_seen[key] = _leaked(state.obj.storage, known)
-            capacity = _capacity(state.env, _lease_in_use(clients, key))
-            # Busy: what the holder still counts for grants (a release not yet reported,
-            # a grant on its way to be claimed: latency, not starvation), what leases
-            # actually run, and the documented leak. Idle lease headroom is not busy.
-            busy = self._busy(key, state, clients, leaked)
-            starved = waiting > 0 and busy < capacity
-            if not starved:
+            waiting, busy, capacity, leaked = self._starvation(key, state, clients, known, now)
+            self._leaked_seen[key] = leaked
+            if not (waiting > 0 and busy < capacity):
                 self._starved_since.pop(key, None)
                 continue
             since = self._starved_since.setdefault(key, now)
@@ -461,6 +448,88 @@ class Monitor:
                     f"{leaked} leaked, {idle} idle lease headroom)",
                     finding,
                 )
+
+    def _starvation(
+        self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], known: set[str], now: int
+    ) -> tuple[int, int, int, int]:
+        """(items waiting that the holder could serve, permits busy, capacity, permits leaked) now."""
+        caps = _caps(state.obj)
+        # A capped group is servable while neither the clients nor what the holder
+        # charges against the cap (grants with releases not yet reported and, where
+        # the holder counts them, the group's leases) has it at its cap.
+        charged = self._charged_against_caps(state, now) if caps else {}
+        servable = frozenset(
+            group
+            for group in sorted(_waiting_by_group(clients, key))
+            if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
+        )
+        waiting = _waiting(clients, key, only=servable)
+        leaked = _leaked(state.obj.storage, known)
+        capacity = _capacity(state.env, _lease_in_use(clients, key))
+        # Busy: what the holder still counts for grants (a release not yet reported,
+        # a grant on its way to be claimed: latency, not starvation), what leases
+        # actually run, and the documented leak. Idle lease headroom is not busy.
+        busy = self._busy(key, state, clients, leaked)
+        return waiting, busy, capacity, leaked
+
+    # --- settling, once the story is over -------------------------------------------------
+
+    def outstanding(self, clients: Mapping[str, DurableObject]) -> int:
+        """Items queued, being claimed or running on any client, for any key."""
+        return sum(
+            n
+            for obj in clients.values()
+            for (n,) in _select(
+                obj.storage,
+                "SELECT count(*) FROM durability_semaphore_queue_items "
+                "WHERE status IN ('queued', 'claiming', 'running')",
+            )
+        )
+
+    def settled(self, clients: Mapping[str, DurableObject]) -> bool:
+        """Whether nothing more can happen: liveness can be judged.
+
+        No client runs or is claiming anything or has changes the holder has not
+        acknowledged, and no key has items waiting that the holder could serve
+        with room to serve them (what stays queued waits on a limit of 0, a
+        capped group, or the documented leak).
+        """
+        if any(self.in_use.values()) or _unreported(clients) or _claiming(clients):
+            return False
+        now = self.sim.now()
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            waiting, busy, capacity, _ = self._starvation(key, state, clients, known, now)
+            if waiting > 0 and busy < capacity:
+                return False
+        return True
+
+    def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
+        """The run is stuck, or too slow, after the faults stopped: ``progress`` fails.
+
+        Attributed to F4 when every key with work waiting is held up by idle lease
+        headroom (the finding's own starvation); otherwise no finding explains it.
+        """
+        now = self.sim.now()
+        known = _known_leases(clients)
+        finding = None
+        held_up = []
+        for key, state in sorted(self._holders.items()):
+            waiting, busy, capacity, _ = self._starvation(key, state, clients, known, now)
+            if waiting:
+                idle = _idle_headroom(clients, key)
+                held_up.append(bool(idle) and busy + idle >= capacity)
+        if held_up and all(held_up) and not any(self.in_use.values()):
+            finding = "F4"
+        self.sim.event("liveness_cut_short", finding=finding)
+        self.fail(
+            "progress",
+            f"the run did not settle: {now - quiet_from_ms} ms after the faults stopped, "
+            f"{self.outstanding(clients)} items are still queued, claiming or running "
+            f"({sum(self.in_use.values())} running) and nothing was admitted or released "
+            f"for {now - moved_ms} ms" + ("; reports are unacknowledged" if _unreported(clients) else ""),
+            finding,
+        )
 
     def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
         """Per group, the permits the holder's grant pass counts against a group limit.
@@ -496,11 +565,13 @@ class Monitor:
                 del self._starved_since[key]
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
-        """``capacity_returns`` and ``reclaimed`` once quiet; the documented leak is counted by name.
+        """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
 
-        ``capacity_returns`` is judged only when every client has drained (nothing
-        queued, nothing running): an overloaded run still has work in flight.
+        Called once :meth:`settled` holds: nothing runs and every change has been
+        reported, so whatever the holder still charges, apart from the documented
+        leak, is capacity that did not come back.
         """
+        assert self.settled(clients), "finish() judges a settled run"
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
@@ -522,13 +593,6 @@ class Monitor:
                     "reclaimed",
                     f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
                 )
-            if _waiting(clients, key) or self.in_use[key]:
-                self.sim.event("liveness_skipped", key=key, reason="clients still have work")
-                continue
-            if _unreported(clients):
-                # The last releases are still on their way to the holder.
-                self.sim.event("liveness_skipped", key=key, reason="clients still have reports to send")
-                continue
             granted, leased = _accounted(state.obj.storage, now)
             leaked = _leaked(state.obj.storage, known)
             self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
@@ -570,6 +634,16 @@ def _unreported(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has changes the holder has not acknowledged yet."""
     return any(
         _select(obj.storage, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
+        for obj in clients.values()
+    )
+
+
+def _claiming(clients: Mapping[str, DurableObject]) -> bool:
+    """Whether any client has items admitted to a claim it has not heard back about."""
+    return any(
+        _select(
+            obj.storage, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1"
+        )
         for obj in clients.values()
     )
 

@@ -98,7 +98,6 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
         ),
         client=ClientSettings(finished_check_ms=20_000),
         duration_ms=fault_phase_ms + QUIET_MS,
-        check_liveness=True,
     )
 
 

@@ -21,7 +21,7 @@ from sim.durable import DurableObject, Factory
 from sim.faults import FaultPlan
 from sim.forger import forge
 from sim.holder_object import Env, HolderObject
-from sim.invariants import Monitor
+from sim.invariants import PROGRESS_WINDOW_MS, Monitor
 from sim.jobs import Jobs
 from sim.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime import Limits, RunResult, Sim, run
@@ -30,6 +30,8 @@ from sim.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
+#: The longest a run may go on past ``duration_ms`` to settle (virtual time).
+MAX_SETTLE_MS = 6 * 3_600_000
 
 
 @attrs.frozen
@@ -95,11 +97,10 @@ class WorldConfig:
     holder: HolderSpec = attrs.field(factory=HolderSpec)
     workload: Workload = attrs.field(factory=Workload)
     client: ClientSettings = attrs.field(factory=ClientSettings)
+    #: How long the story lasts: arrivals stop here, and so do faults the plan does not stop
+    #: sooner. The run goes on past it until it settles, for liveness (see ``run_world``).
     duration_ms: int = 3_600_000
     latency_ms: int = DEFAULT_LATENCY_MS
-    #: Judge liveness (capacity_returns, progress, reclaimed) when the run ends; needs a
-    #: fault plan with ``faults_until_ms`` and a quiet period long enough for work to finish.
-    check_liveness: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True)
@@ -186,23 +187,58 @@ def run_world(
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
     """
+    check_plan(config, faults)
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = SEMSIM_VERSION
+    quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
+    # Random faults stop at the quiet point when the plan does not stop them sooner.
+    if faults.faults_until_ms is None:
+        faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
     built: list[World] = []
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
             world = _build(sim, config, faults, nursery, Monitor(sim, tolerated))
             built.append(world)
-            if config.check_liveness and faults.faults_until_ms is not None:
-                nursery.start_soon(_watch_progress, sim, world, faults.faults_until_ms, name="progress")
-            await sim.sleep_until(config.duration_ms)
-            if config.check_liveness:
-                world.monitor.finish(world.clients)
+            await _judge_liveness(sim, world, config, quiet_from_ms)
             nursery.cancel_scope.cancel()
 
-    result = run(seed, main, trace, limits or Limits(time_limit_ms=config.duration_ms + 1))
+    bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
+    result = run(seed, main, trace, bound)
     return WorldRun(trace=trace, result=result, world=built[0])
+
+
+def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
+    """A plan's faults must happen within the run's story: ValueError naming the field otherwise.
+
+    Liveness is judged once every fault has stopped, so nothing may be
+    scheduled after ``duration_ms`` (the run may go on past it to settle).
+    """
+    end = config.duration_ms
+    if faults.faults_until_ms is not None and faults.faults_until_ms > end:
+        raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
+    for name in ("partitions", "drops"):
+        for index, window in enumerate(getattr(faults, name)):
+            if window.end_ms > end:
+                raise ValueError(
+                    f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
+                )
+    for name in ("evictions", "limit_changes", "group_limit_changes"):
+        for index, entry in enumerate(getattr(faults, name)):
+            if entry.at_ms >= end:
+                raise ValueError(
+                    f"faults.{name}[{index}].at_ms ({entry.at_ms}) is not before duration_ms ({end})"
+                )
+    for index, arrival in enumerate(config.workload.script):
+        if arrival.at_ms >= end:
+            raise ValueError(
+                f"config.workload.script[{index}].at_ms ({arrival.at_ms}) is not before duration_ms ({end})"
+            )
+        if arrival.client >= config.workload.clients:
+            raise ValueError(
+                f"config.workload.script[{index}].client ({arrival.client}) names no client: "
+                f"there are {config.workload.clients}"
+            )
 
 
 def _build(
@@ -224,6 +260,8 @@ def _build(
         world.holders[key] = obj
         world.envs[key] = env
 
+    # No new work after the story: what is left must drain for liveness to be judged.
+    workload = attrs.evolve(config.workload, until_ms=min(config.workload.until_ms, config.duration_ms))
     for index, name in enumerate(config.workload.client_names()):
         settings = attrs.evolve(config.client, lease_capable=not config.workload.is_plain(index))
         obj = DurableObject(
@@ -234,7 +272,7 @@ def _build(
         )
         network.register(name, obj)
         world.clients[name] = obj
-        nursery.start_soon(arrivals, sim, network, config.workload, name, index, name=f"workload.{name}")
+        nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
 
     if faults.forged_reports:
         for key in config.workload.keys:
@@ -252,12 +290,65 @@ def _build(
     return world
 
 
-async def _watch_progress(sim: Sim, world: World, quiet_from_ms: int) -> None:
-    """Once the faults stopped, sample the ``progress`` condition every few seconds."""
+async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_from_ms: int) -> None:
+    """Every run's liveness: ``progress`` from the quiet point, the rest once the run settles.
+
+    From ``quiet_from_ms`` (every fault has stopped) ``progress`` is sampled
+    every few seconds. The story ends at ``duration_ms`` (no new work after
+    it); the run then goes on, if it must, until it settles (no client has
+    anything running, claiming or unreported, and nothing waits that the
+    holder could serve), and at least ``min_quiet_ms`` after the quiet point,
+    so an orphaned grant has had its deadline and the alarm's delay. Then
+    ``capacity_returns`` and ``reclaimed`` are judged.
+
+    A run that has not settled is a ``progress`` violation when nothing was
+    admitted or released for ``stall_ms`` (work that moves, however slowly,
+    is not stuck), or once it has gone ``MAX_SETTLE_MS`` past the story.
+    """
+    monitor = world.monitor
+    judge_from = max(config.duration_ms, quiet_from_ms + min_quiet_ms(config))
+    stall = stall_ms(config)
     await sim.sleep_until(quiet_from_ms)
     while True:
-        world.monitor.sample_progress(world.clients)
-        await sim.sleep(PROGRESS_SAMPLE_MS)
+        now = sim.now()
+        monitor.sample_progress(world.clients)
+        if now >= judge_from and monitor.settled(world.clients):
+            monitor.finish(world.clients)
+            return
+        moved = max(monitor.last_moved_ms, quiet_from_ms)
+        if now >= config.duration_ms and (now - moved >= stall or now >= config.duration_ms + MAX_SETTLE_MS):
+            # Raises, unless a finding this run tolerates explains it: then the run ends here.
+            monitor.unsettled(world.clients, quiet_from_ms, moved)
+            return
+        wake = now + PROGRESS_SAMPLE_MS
+        for at in (config.duration_ms, judge_from):
+            if now < at < wake:
+                wake = at
+        await sim.sleep_until(wake)
+
+
+def min_quiet_ms(config: WorldConfig) -> int:
+    """How long after the quiet point liveness is judged at the earliest.
+
+    Long enough for a grant orphaned just before it to pass its claim
+    deadline and the alarm's delay, and for one whole ``progress`` window.
+    """
+    holder = config.holder
+    reclaim_ms = holder.grant_timeout_ms + holder.alarm_min_delay_ms
+    return max(PROGRESS_WINDOW_MS, reclaim_ms) + holder.round_period_ms
+
+
+def stall_ms(config: WorldConfig) -> int:
+    """How long an unsettled run may go without one admission or release before it is stuck.
+
+    The longest item, a claim's round trips and a grant's deadline, and the
+    clients' check for completion notices that were lost: any work still
+    outstanding moves within that.
+    """
+    longest = max([config.workload.duration_ms[1], *(a.duration_ms for a in config.workload.script)])
+    holder, client = config.holder, config.client
+    claim_ms = holder.round_wait_ms + 2 * holder.round_period_ms + holder.grant_timeout_ms
+    return longest + claim_ms + 2 * client.rpc_timeout_ms + client.finished_check_ms + min_quiet_ms(config)
 
 
 def _holder_factory(env: Env, key: str, monitor: Monitor) -> Factory:
@@ -287,8 +378,9 @@ async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
         add(eviction.at_ms, functools.partial(_evict, sim, objects, eviction.target))
     every = faults.evict_holders_every_ms
     if every is not None:
-        # Up to the run's own time limit; the world's main ends the run before that.
-        for t in range(every, sim.limits.time_limit_ms, every):
+        # Until the faults stop (the run's effective plan always says when).
+        assert faults.faults_until_ms is not None
+        for t in range(every, faults.faults_until_ms, every):
             for obj in world.holders.values():
                 add(t, functools.partial(_evict, sim, objects, obj.name))
     for change in faults.limit_changes:

@@ -85,7 +85,7 @@ def test_a_missing_case_file_and_bad_options_exit_2(
     assert main(["fuzz", "--fixes", "nope"]) == EXIT_USAGE
     assert main(["fuzz", "--trace", str(tmp_path / "t.jsonl")]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert "cannot read" in err
+    assert "missing.json: no such file" in err
     assert "unknown fix 'nope'" in err
     assert "--trace goes with --replay" in err
     for argv in (["fuzz", "--runs", "0"], ["fuzz", "--seed", "x"]):

@@ -77,7 +77,7 @@ def test_an_unknown_mutant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 
 
 def _forged_world() -> tuple[WorldConfig, FaultPlan]:
-    config = WorldConfig(duration_ms=180_000, holder=HolderSpec(limit=10), check_liveness=True)
+    config = WorldConfig(duration_ms=180_000, holder=HolderSpec(limit=10))
     return config, FaultPlan(forged_reports=0.5, faults_until_ms=90_000)
 
 
