@@ -57,11 +57,16 @@ class PlotError(ValueError):
 
 @attrs.frozen
 class Mark:
-    """Something that happened at one instant, drawn as a tick: ``kind`` names its row."""
+    """Something that happened at one instant, drawn as a tick: ``kind`` names its row.
+
+    A violation's ``label`` names what broke, ``invariant (finding)``, and its
+    ``detail`` is the monitor's text.
+    """
 
     t_ms: int
     kind: str
     detail: str = ""
+    label: str = ""
 
 
 @attrs.frozen
@@ -520,8 +525,10 @@ def _apply(
     elif kind == "violation":
         detail = str(event.get("detail", ""))
         target = next((k for k in sorted(keys) if detail.startswith(f"{k}:")), None)
+        finding = event.get("finding")
+        label = str(event.get("invariant")) + ("" if finding is None else f" ({finding})")
         for s in keys.values() if target is None else [keys[target]]:
-            s.marks.append(Mark(t, "violation", f"{event.get('invariant')}: {detail}"))
+            s.marks.append(Mark(t, "violation", detail, label))
 
 
 def _scaled(limits: Steps, of: Any) -> Steps:

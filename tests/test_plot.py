@@ -280,7 +280,8 @@ def test_a_run_stopped_by_a_violation_ends_at_it() -> None:
     ]
     data = series(_header(), events)
     assert data.end_ms == 2_500
-    assert [m.kind for m in data.keys[0].marks] == ["violation"]
+    [mark] = data.keys[0].marks
+    assert (mark.kind, mark.label, mark.detail) == ("violation", "ceiling", "k: usage")
 
 
 def _header_line(**changes: Any) -> str:
