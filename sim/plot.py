@@ -1,8 +1,9 @@
 """Usage plots: what a trace says the holder accounted, and what clients really ran, over time.
 
 ``series(header, events)`` turns a trace (sim/trace.py) into step series per
-holder key, and is pure so tests can check the numbers; ``plot_trace`` draws
-them; ``cmd_plot`` is ``semsim plot``.
+holder key, and is pure so tests can check the numbers; ``build_figure`` draws
+them (a matplotlib Figure, outside pyplot), ``plot_trace`` saves that figure;
+``cmd_plot`` is ``semsim plot``.
 
 Where each series comes from (a trace has no "usage" line after every
 commit, so some of it is derived; the derivation is exact for the holder's
@@ -40,11 +41,14 @@ import argparse
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
+
+if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
+    from matplotlib.figure import Figure
 
 HOLDER_PREFIX: Final = "holder:"
 #: A step series: ``(t_ms, value)`` points; each value holds until the next point.
@@ -593,6 +597,8 @@ _MARK_ROWS: Final = (
     ("limit changed", "D", "#111111"),
     ("violation", "*", "#e60000"),
 )
+#: Height of the figure's header band (title and explanation), in inches.
+_HEADER_IN: Final = 0.62
 _GRANTED = "#5b8fd9"
 _LEASED = "#f5b041"
 _IN_USE = "#1e8449"
@@ -614,20 +620,38 @@ def plot_trace(
     *,
     title: str | None = None,
     per_group: bool = False,
-) -> None:
-    """Render the usage of a trace to ``path`` (PNG): one block of panels per holder key.
+) -> Figure:
+    """Render the usage of a trace to ``path`` (PNG, or any format :func:`image_formats` lists).
+
+    Returns the figure it saved (see :func:`build_figure`), already laid out.
+    """
+    fig = build_figure(header, events, title=title, per_group=per_group)
+    fig.savefig(path, dpi=fig.dpi)
+    return fig
+
+
+def build_figure(
+    header: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    per_group: bool = False,
+) -> Figure:
+    """The usage of a trace as a figure: one block of panels per holder key.
 
     Each block: holder accounting against the limit and the permits actually
     in use; waiting demand; a strip of what went wrong (evictions, lost
     messages, alarms, limit changes, violations); with ``per_group``, one
     panel per group. Partitions are shaded across every panel.
+
+    The figure is not attached to pyplot (nothing global changes, nothing to
+    close); its layout is constrained, so every label stays inside it once drawn.
     """
     data = series(header, events)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
@@ -639,14 +663,16 @@ def plot_trace(
             layout += [("group", key, group) for group in key.groups]
     heights = {"usage": 3.2, "waiting": 1.3, "marks": 1.6, "group": 2.0}
     ratios = [heights[kind] for kind, _, _ in layout]
-    fig, axes = plt.subplots(
-        len(layout),
-        1,
-        sharex=True,
-        figsize=(13, 0.9 + sum(ratios)),
-        gridspec_kw={"height_ratios": ratios, "hspace": 0.35},
-        squeeze=False,
+    height_in = _HEADER_IN + 0.3 + sum(ratios)
+    # The header (title and explanation) is placed by hand in the top band; the
+    # constrained layout fits the panels, their titles, labels and legends below it.
+    fig = Figure(
+        figsize=(13, height_in),
+        dpi=90,
+        layout=ConstrainedLayoutEngine(rect=(0, 0, 1, 1 - _HEADER_IN / height_in), h_pad=0.06),
     )
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(layout), 1, sharex=True, gridspec_kw={"height_ratios": ratios}, squeeze=False)
     end_s = data.end_ms / 1000
     for (kind, key, group), ax in zip(layout, axes[:, 0], strict=True):
         ax.set_xlim(0, end_s)
@@ -678,28 +704,53 @@ def plot_trace(
             _draw_group(ax, group, data, prefix, MaxNLocator)
     axes[-1, 0].set_xlabel("simulated time (s)")
     scenario = f"{title} — " if title else ""
-    fig.suptitle(
+    fig.text(
+        0.01,
+        1 - 0.12 / height_in,
         f"semsim: {scenario}seed {data.seed}   ({_mode_label(data.mode)})",
-        x=0.01,
-        y=1 - 0.12 / (0.9 + sum(ratios)),
         va="top",
-        ha="left",
         fontsize=12,
         fontweight="bold",
     )
     fig.text(
         0.01,
-        1 - 0.42 / (0.9 + sum(ratios)),
+        1 - 0.40 / height_in,
         "Stacked areas: permits the holder has charged (committed rows). Green line: permits clients "
         "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
         "under the limit.",
+        va="top",
         fontsize=8.5,
         color="#444444",
     )
-    height_in = 0.9 + sum(ratios)
-    fig.subplots_adjust(left=0.11, right=0.80, top=1 - 0.85 / height_in, bottom=0.5 / height_in)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _fit_labels(fig)
+    return fig
+
+
+#: Labels that hang beside a point of their panel, and move to its other side if they do not fit.
+_SIDE_LABELS: Final = ("limit-label",)
+
+
+def _fit_labels(fig: Figure) -> None:
+    """Move every side label that would leave its axes to the other side of its point.
+
+    A label's side is chosen before the layout is known; once laid out, one
+    that crosses the edge of its panel (a change near the end of the run)
+    is mirrored onto the side that has room. The layout is redone when the
+    figure is saved.
+    """
+    from matplotlib.text import Annotation
+
+    labels = [a for a in fig.findobj(Annotation) if a.get_gid() in _SIDE_LABELS]
+    if not labels:
+        return
+    fig.draw_without_rendering()
+    for label in labels:
+        extent = label.get_window_extent()
+        box = label.axes.get_window_extent() if label.axes is not None else fig.bbox
+        dx, dy = label.xyann
+        if (extent.x1 > box.x1 and dx > 0) or (extent.x0 < box.x0 and dx < 0):
+            label.xyann = (-dx, dy)
+            label.set_horizontalalignment("right" if dx > 0 else "left")
 
 
 def _mode_label(mode: str) -> str:
@@ -759,12 +810,17 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str) -> None:
             color="#922b21",
         )
     for (_, before), (t, after) in itertools.pairwise(key.limit):
+        # After the change (before it, if there is no room: see _fit_labels), just above the
+        # new level if it fell, below it if it rose.
         ax.annotate(
             f"limit {before} → {after}",
             (t / 1000, after),
-            xytext=(4, 4 if after < before else -12),
+            xytext=(4, 3 if after < before else -3),
             textcoords="offset points",
+            ha="left",
+            va="bottom" if after < before else "top",
             fontsize=8,
+            gid="limit-label",
         )
     ax.set_ylabel("permits")
     ax.set_title(f"{prefix}holder accounting vs permits actually in use", loc="left", fontsize=10)
