@@ -1,8 +1,12 @@
 """Usage plots: what a trace says the holder accounted, and what clients really ran, over time.
 
 ``series(header, events)`` turns a trace (sim/trace.py) into step series per
-holder key, and is pure so tests can check the numbers; ``plot_trace`` draws
-them; ``cmd_plot`` is ``semsim plot``.
+holder key, and is pure so tests can check the numbers; ``build_figure`` draws
+them (a matplotlib Figure, outside pyplot), ``plot_trace`` saves that figure;
+``cmd_plot`` is ``semsim plot``. A run that breaks an invariant stops at the
+violation: the time axis then extends past it, and each violation is a red
+line named in the accounting panel (invariant, finding, detail) and a star in
+the strip.
 
 Where each series comes from (a trace has no "usage" line after every
 commit, so some of it is derived; the derivation is exact for the holder's
@@ -40,11 +44,14 @@ import argparse
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
+
+if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
+    from matplotlib.figure import Figure
 
 HOLDER_PREFIX: Final = "holder:"
 #: A step series: ``(t_ms, value)`` points; each value holds until the next point.
@@ -57,11 +64,16 @@ class PlotError(ValueError):
 
 @attrs.frozen
 class Mark:
-    """Something that happened at one instant, drawn as a tick: ``kind`` names its row."""
+    """Something that happened at one instant, drawn as a tick: ``kind`` names its row.
+
+    A violation's ``label`` names what broke, ``invariant (finding)``, and its
+    ``detail`` is the monitor's text.
+    """
 
     t_ms: int
     kind: str
     detail: str = ""
+    label: str = ""
 
 
 @attrs.frozen
@@ -520,8 +532,10 @@ def _apply(
     elif kind == "violation":
         detail = str(event.get("detail", ""))
         target = next((k for k in sorted(keys) if detail.startswith(f"{k}:")), None)
+        finding = event.get("finding")
+        label = str(event.get("invariant")) + ("" if finding is None else f" ({finding})")
         for s in keys.values() if target is None else [keys[target]]:
-            s.marks.append(Mark(t, "violation", f"{event.get('invariant')}: {detail}"))
+            s.marks.append(Mark(t, "violation", detail, label))
 
 
 def _scaled(limits: Steps, of: Any) -> Steps:
@@ -584,8 +598,16 @@ _MARK_ROWS: Final = (
     ("alarm dropped", "X", "#922b21"),
     ("permits reclaimed", "^", "#17a589"),
     ("limit changed", "D", "#111111"),
-    ("violation", "*", "#e60000"),
 )
+#: Violations: a row of the strip per kind (after the rows above), a red star, a red line.
+_VIOLATION = "#e60000"
+#: How far (a fraction of the run) the time axis extends past a violation, so it lies inside.
+VIOLATION_MARGIN: Final = 0.04
+#: Violation kinds named in the accounting panel, top down; more are counted in one line.
+_VIOLATION_LABELS: Final = 4
+#: Height of the figure's header band (title and explanation), in inches.
+_HEADER_IN: Final = 0.62
+_AFTER_RUN = "#efefef"
 _GRANTED = "#5b8fd9"
 _LEASED = "#f5b041"
 _IN_USE = "#1e8449"
@@ -600,6 +622,21 @@ def _xy(steps: Iterable[tuple[int, int | None]], end_ms: int) -> tuple[list[floa
     return xs, [*ys, ys[-1]]
 
 
+def x_limits(data: PlotData) -> tuple[float, float]:
+    """The seconds the plots show: the run, widened so that every violation lies well inside.
+
+    A run that breaks an invariant stops at it, so its violation would sit on
+    the axes' edge: the axis then extends past the first and last violation
+    by :data:`VIOLATION_MARGIN` of the run.
+    """
+    end_s = data.end_ms / 1000
+    times = [m.t_ms / 1000 for key in data.keys for m in key.marks if m.kind == "violation"]
+    if not times:
+        return 0.0, end_s
+    margin = VIOLATION_MARGIN * end_s
+    return min(0.0, min(times) - margin), max(end_s, max(times) + margin)
+
+
 def plot_trace(
     header: Mapping[str, Any],
     events: Sequence[Mapping[str, Any]],
@@ -607,20 +644,39 @@ def plot_trace(
     *,
     title: str | None = None,
     per_group: bool = False,
-) -> None:
-    """Render the usage of a trace to ``path`` (PNG): one block of panels per holder key.
+) -> Figure:
+    """Render the usage of a trace to ``path`` (PNG, or any format :func:`image_formats` lists).
+
+    Returns the figure it saved (see :func:`build_figure`), already laid out.
+    """
+    fig = build_figure(header, events, title=title, per_group=per_group)
+    fig.savefig(path, dpi=fig.dpi)
+    return fig
+
+
+def build_figure(
+    header: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    per_group: bool = False,
+) -> Figure:
+    """The usage of a trace as a figure: one block of panels per holder key.
 
     Each block: holder accounting against the limit and the permits actually
     in use; waiting demand; a strip of what went wrong (evictions, lost
     messages, alarms, limit changes, violations); with ``per_group``, one
-    panel per group. Partitions are shaded across every panel.
+    panel per group. Partitions are shaded across every panel; violations are
+    red vertical lines, named in the accounting panel and in the strip.
+
+    The figure is not attached to pyplot (nothing global changes, nothing to
+    close); its layout is constrained, so every label stays inside it once drawn.
     """
     data = series(header, events)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
@@ -632,29 +688,35 @@ def plot_trace(
             layout += [("group", key, group) for group in key.groups]
     heights = {"usage": 3.2, "waiting": 1.3, "marks": 1.6, "group": 2.0}
     ratios = [heights[kind] for kind, _, _ in layout]
-    fig, axes = plt.subplots(
-        len(layout),
-        1,
-        sharex=True,
-        figsize=(13, 0.9 + sum(ratios)),
-        gridspec_kw={"height_ratios": ratios, "hspace": 0.35},
-        squeeze=False,
+    height_in = _HEADER_IN + 0.3 + sum(ratios)
+    # The header (title and explanation) is placed by hand in the top band; the
+    # constrained layout fits the panels, their titles, labels and legends below it.
+    fig = Figure(
+        figsize=(13, height_in),
+        dpi=90,
+        layout=ConstrainedLayoutEngine(rect=(0, 0, 1, 1 - _HEADER_IN / height_in), h_pad=0.06),
     )
-    end_s = data.end_ms / 1000
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(layout), 1, sharex=True, gridspec_kw={"height_ratios": ratios}, squeeze=False)
+    xlim = x_limits(data)
     for (kind, key, group), ax in zip(layout, axes[:, 0], strict=True):
-        ax.set_xlim(0, end_s)
+        ax.set_xlim(*xlim)
         ax.grid(True, axis="y", alpha=0.3)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         for band in data.bands:
             if not band.concerns(key.key):
                 continue
             ax.axvspan(band.start_ms / 1000, band.end_ms / 1000, color="#c0392b", alpha=0.10, lw=0)
+        if xlim[1] > data.end_ms / 1000:
+            ax.axvspan(data.end_ms / 1000, xlim[1], color=_AFTER_RUN, lw=0, zorder=0)
         for mark in key.marks:
             if mark.kind == "holder evicted" and kind != "marks":
                 ax.axvline(mark.t_ms / 1000, color="#c0392b", lw=0.9, ls="--", alpha=0.7)
+        for t_ms in sorted({m.t_ms for m in key.marks if m.kind == "violation"}):
+            ax.axvline(t_ms / 1000, color=_VIOLATION, lw=1.2, alpha=0.8, zorder=4, gid="violation-line")
         prefix = f"key '{key.key}': "
         if kind == "usage":
-            _draw_usage(ax, key, data, prefix)
+            _draw_usage(ax, key, data, prefix, xlim)
         elif kind == "waiting":
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
             xs, ys = _xy(key.waiting, data.end_ms)
@@ -665,34 +727,59 @@ def plot_trace(
             ax.set_title(f"{prefix}demand: items enqueued and not yet admitted", loc="left", fontsize=10)
             ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
         elif kind == "marks":
-            _draw_marks(ax, key, data, prefix, Line2D, Patch)
+            _draw_marks(ax, key, data, prefix, xlim, Line2D, Patch)
         else:
             assert group is not None
             _draw_group(ax, group, data, prefix, MaxNLocator)
     axes[-1, 0].set_xlabel("simulated time (s)")
     scenario = f"{title} — " if title else ""
-    fig.suptitle(
+    fig.text(
+        0.01,
+        1 - 0.12 / height_in,
         f"semsim: {scenario}seed {data.seed}   ({_mode_label(data.mode)})",
-        x=0.01,
-        y=1 - 0.12 / (0.9 + sum(ratios)),
         va="top",
-        ha="left",
         fontsize=12,
         fontweight="bold",
     )
     fig.text(
         0.01,
-        1 - 0.42 / (0.9 + sum(ratios)),
+        1 - 0.40 / height_in,
         "Stacked areas: permits the holder has charged (committed rows). Green line: permits clients "
         "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
         "under the limit.",
+        va="top",
         fontsize=8.5,
         color="#444444",
     )
-    height_in = 0.9 + sum(ratios)
-    fig.subplots_adjust(left=0.11, right=0.80, top=1 - 0.85 / height_in, bottom=0.5 / height_in)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _fit_labels(fig)
+    return fig
+
+
+#: Labels that hang beside a point of their panel, and move to its other side if they do not fit.
+_SIDE_LABELS: Final = ("limit-label", "violation-label")
+
+
+def _fit_labels(fig: Figure) -> None:
+    """Move every side label that would leave its axes to the other side of its point.
+
+    A label's side is chosen before the layout is known; once laid out, one
+    that crosses the edge of its panel (a change near the end of the run)
+    is mirrored onto the side that has room. The layout is redone when the
+    figure is saved.
+    """
+    from matplotlib.text import Annotation
+
+    labels = [a for a in fig.findobj(Annotation) if a.get_gid() in _SIDE_LABELS]
+    if not labels:
+        return
+    fig.draw_without_rendering()
+    for label in labels:
+        extent = label.get_window_extent()
+        box = label.axes.get_window_extent() if label.axes is not None else fig.bbox
+        dx, dy = label.xyann
+        if (extent.x1 > box.x1 and dx > 0) or (extent.x0 < box.x0 and dx < 0):
+            label.xyann = (-dx, dy)
+            label.set_horizontalalignment("right" if dx > 0 else "left")
 
 
 def _mode_label(mode: str) -> str:
@@ -721,7 +808,7 @@ def _stack_charged(ax: Any, granted: Steps, leased: Steps, end: int) -> tuple[li
     return by_granted, by_leased
 
 
-def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str) -> None:
+def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tuple[float, float]) -> None:
     end = data.end_ms
     by_granted, by_leased = _stack_charged(ax, key.granted, key.leased, end)
     lx, ly = _xy(key.limit, end)
@@ -738,7 +825,9 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str) -> None:
     ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label="in use by clients\n(admitted, not released)")
     accounted = [g + leased_ for g, leased_ in zip(by_granted, by_leased, strict=True)]
     top = max(top, *accounted, *uy)
-    ax.set_ylim(0, top * 1.12 + 1)
+    labelled = min(len(_violations(key)), _VIOLATION_LABELS + 1)
+    # Room above the data for the violations' labels, which hang from the top of the panel.
+    ax.set_ylim(0, (top * 1.12 + 1) * (1 + 0.16 * labelled))
     for band in data.bands:
         if not band.concerns(key.key):
             continue
@@ -752,16 +841,83 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str) -> None:
             color="#922b21",
         )
     for (_, before), (t, after) in itertools.pairwise(key.limit):
+        # After the change (before it, if there is no room: see _fit_labels), just above the
+        # new level if it fell, below it if it rose.
         ax.annotate(
             f"limit {before} → {after}",
             (t / 1000, after),
-            xytext=(4, 4 if after < before else -12),
+            xytext=(4, 3 if after < before else -3),
             textcoords="offset points",
+            ha="left",
+            va="bottom" if after < before else "top",
             fontsize=8,
+            gid="limit-label",
         )
+    _label_violations(ax, key, xlim)
     ax.set_ylabel("permits")
     ax.set_title(f"{prefix}holder accounting vs permits actually in use", loc="left", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+
+
+def _right_half(x: float, xlim: tuple[float, float]) -> bool:
+    """Whether ``x`` lies in the right half of the axis: its labels then go to its left."""
+    return x - xlim[0] > (xlim[1] - xlim[0]) / 2
+
+
+def _violations(key: KeySeries) -> list[tuple[str, list[Mark]]]:
+    """A key's violations by label (``invariant (finding)``), in the order each first happened."""
+    kinds: dict[str, list[Mark]] = {}
+    for mark in key.marks:
+        if mark.kind == "violation":
+            kinds.setdefault(mark.label, []).append(mark)
+    return list(kinds.items())
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+#: Vertical step between stacked violation labels (two lines of 8 pt text in a box), in points.
+_VIOLATION_LABEL_STEP: Final = 28
+
+
+def _label_violations(ax: Any, key: KeySeries, xlim: tuple[float, float]) -> None:
+    """Name each kind of violation next to its first line, stacked down from the panel's top."""
+    kinds = _violations(key)
+    for row, (label, marks) in enumerate(kinds[:_VIOLATION_LABELS]):
+        first = marks[0]
+        x = first.t_ms / 1000
+        left = _right_half(x, xlim)
+        times = f" ×{len(marks)}, first at {x:g} s" if len(marks) > 1 else f" at {x:g} s"
+        ax.annotate(
+            f"violated: {label}{times}\n{_shorten(first.detail, 64)}",
+            (x, 1.0),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(-6 if left else 6, -5 - row * _VIOLATION_LABEL_STEP),
+            textcoords="offset points",
+            ha="right" if left else "left",
+            va="top",
+            fontsize=8,
+            color="#a00000",
+            bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": _VIOLATION, "lw": 0.8, "alpha": 0.92},
+            zorder=6,
+            gid="violation-label",
+        )
+    more = len(kinds) - _VIOLATION_LABELS
+    if more > 0:
+        ax.annotate(
+            f"and {more} more violated invariant{'s' if more > 1 else ''} (see the strip below)",
+            (1.0, 1.0),
+            xycoords="axes fraction",
+            xytext=(-6, -5 - _VIOLATION_LABELS * _VIOLATION_LABEL_STEP),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="#a00000",
+            zorder=6,
+            gid="violation-label",
+        )
 
 
 def _merge(a: Steps, b: Steps) -> list[tuple[int, int, int]]:
@@ -770,25 +926,61 @@ def _merge(a: Steps, b: Steps) -> list[tuple[int, int, int]]:
     return [(t, value_at(a, t) or 0, value_at(b, t) or 0) for t in times]
 
 
-def _draw_marks(ax: Any, key: KeySeries, data: PlotData, prefix: str, line2d: Any, patch: Any) -> None:
-    rows = [row for row in _MARK_ROWS if any(m.kind == row[0] for m in key.marks)]
-    ax.set_title(f"{prefix}what happened (faults, alarms, operator)", loc="left", fontsize=10)
+def _draw_marks(
+    ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tuple[float, float], line2d: Any, patch: Any
+) -> None:
+    #: (tick label, times in s, marker, colour, is a violation): one row per kind, one per violation.
+    rows: list[tuple[str, list[float], str, str, bool]] = [
+        (
+            f"{name} ({_count(key, name)})",
+            [m.t_ms / 1000 for m in key.marks if m.kind == name],
+            marker,
+            color,
+            False,
+        )
+        for name, marker, color in _MARK_ROWS
+        if any(m.kind == name for m in key.marks)
+    ]
+    rows += [
+        (f"violated: {label} ×{len(marks)}", [m.t_ms / 1000 for m in marks], "*", _VIOLATION, True)
+        for label, marks in _violations(key)
+    ]
+    what = "faults, alarms, operator, violations" if _violations(key) else "faults, alarms, operator"
+    ax.set_title(f"{prefix}what happened ({what})", loc="left", fontsize=10)
     ax.grid(False)
     if not rows:
         ax.set_yticks([])
         ax.text(0.5, 0.5, "no faults, alarms or limit changes", transform=ax.transAxes, ha="center")
-    for index, (name, marker, color) in enumerate(rows):
-        times = [m.t_ms / 1000 for m in key.marks if m.kind == name]
-        ax.scatter(times, [index] * len(times), marker=marker, color=color, s=30, lw=1.2, zorder=3)
+    for index, (_, times, marker, color, violation) in enumerate(rows):
+        if violation:
+            # Big, above the violation's line, and never clipped: the run may end on it.
+            ax.scatter(
+                times,
+                [index] * len(times),
+                marker=marker,
+                color=color,
+                edgecolors="#7b0000",
+                s=110,
+                lw=0.6,
+                zorder=5,
+                clip_on=False,
+                gid="violation-marker",
+            )
+        else:
+            ax.scatter(times, [index] * len(times), marker=marker, color=color, s=30, lw=1.2, zorder=3)
         ax.axhline(index, color="#dddddd", lw=0.6, zorder=1)
     if rows:
-        ax.set_yticks(range(len(rows)), [f"{name} ({_count(key, name)})" for name, _, _ in rows], fontsize=8)
+        ax.set_yticks(range(len(rows)), [label for label, *_ in rows], fontsize=8)
         ax.set_ylim(len(rows) - 0.5, -0.5)
     handles = []
     if any(band.concerns(key.key) for band in data.bands):
         handles.append(patch(color="#c0392b", alpha=0.15, label="partition (shaded)"))
     if any(m.kind == "holder evicted" for m in key.marks):
         handles.append(line2d([], [], color="#c0392b", lw=0.9, ls="--", label="holder evicted"))
+    if any(m.kind == "violation" for m in key.marks):
+        handles.append(line2d([], [], color=_VIOLATION, lw=1.2, alpha=0.8, label="invariant violated"))
+    if xlim[1] > data.end_ms / 1000:
+        handles.append(patch(color=_AFTER_RUN, label="after the run ended"))
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
 

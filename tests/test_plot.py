@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 from pathlib import Path
@@ -280,7 +281,8 @@ def test_a_run_stopped_by_a_violation_ends_at_it() -> None:
     ]
     data = series(_header(), events)
     assert data.end_ms == 2_500
-    assert [m.kind for m in data.keys[0].marks] == ["violation"]
+    [mark] = data.keys[0].marks
+    assert (mark.kind, mark.label, mark.detail) == ("violation", "ceiling", "k: usage")
 
 
 def _header_line(**changes: Any) -> str:
@@ -346,3 +348,136 @@ def test_an_unwritable_output_exits_2_before_reading(
 def test_plot_error_is_a_value_error() -> None:
     with pytest.raises(PlotError, match=r"config\.holder\.limit"):
         series({"config": {"holder": {"limit": "ten"}}}, [])
+
+
+# --- a run that stops at a violation ------------------------------------------------------
+
+F3_CASE = Path(__file__).parent / "fixtures" / "findings" / "F3-claim-after-the-limit-fell.json"
+
+
+def _shown_texts(fig: Any) -> list[Any]:
+    """The text artists a reader sees: visible, non-empty, in a visible axes (if any)."""
+    from matplotlib.text import Text
+
+    return [
+        text
+        for text in fig.findobj(Text)
+        if text.get_visible() and text.get_text().strip() and (text.axes is None or text.axes.get_visible())
+    ]
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    return bool(
+        outer.x0 <= inner.x0 and inner.x1 <= outer.x1 and outer.y0 <= inner.y0 and inner.y1 <= outer.y1
+    )
+
+
+def _by_gid(fig: Any, gid: str) -> list[Any]:
+    return list(fig.findobj(lambda artist: artist.get_gid() == gid))
+
+
+def test_a_violation_is_drawn_inside_the_axes_and_named(tmp_path: Path) -> None:
+    """F3 stops the run at its real_ceiling violation: the plot must still show and name it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from sim.fuzz import load_case, run_case
+    from sim.plot import plot_trace
+
+    case, _ = load_case(F3_CASE)
+    report, run = run_case(case, tolerated=frozenset())
+    assert (report.outcome, report.invariant, report.finding) == ("violation", "real_ceiling", "F3")
+    assert run is not None
+    events = list(run.trace.events())
+    [violation] = [e for e in events if e["kind"] == "violation"]
+    assert violation["t"] == events[-1]["t"]  # the run ended at it
+
+    out = tmp_path / "f3.png"
+    fig = plot_trace(run.trace.header, events, out)
+    assert _png_size(out) == (int(fig.bbox.width), int(fig.bbox.height))  # the figure saved
+    assert isinstance(fig.canvas, FigureCanvasAgg)
+    renderer = fig.canvas.get_renderer()
+
+    [marker] = _by_gid(fig, "violation-marker")
+    ax = marker.axes
+    [(x, y)] = marker.get_offsets()
+    assert x == violation["t"] / 1000
+    left, right = ax.get_xlim()
+    assert left < x < right
+    # Drawn whole: the star (its size is an area in points²) lies inside the axes, so no clip cuts it.
+    cx, cy = ax.transData.transform((x, y))
+    radius = (marker.get_sizes()[0] ** 0.5) / 2 * fig.dpi / 72
+    box = ax.get_window_extent(renderer)
+    assert box.x0 < cx - radius
+    assert cx + radius < box.x1
+    assert box.y0 < cy - radius
+    assert cy + radius < box.y1
+
+    labels = _by_gid(fig, "violation-label")
+    assert labels
+    for label in labels:
+        assert "real_ceiling (F3)" in label.get_text()
+        assert _inside(label.get_window_extent(renderer), label.axes.get_window_extent(renderer))
+    [limit] = _by_gid(fig, "limit-label")
+    assert limit.get_text() == "limit 4 → 1"
+    assert _inside(limit.get_window_extent(renderer), limit.axes.get_window_extent(renderer))
+
+    outside = [
+        (text.get_text(), text.get_window_extent(renderer))
+        for text in _shown_texts(fig)
+        if not _inside(text.get_window_extent(renderer), fig.bbox)
+    ]
+    assert not outside
+
+
+def _violation(t: int, invariant: str, finding: str | None, detail: str) -> dict[str, Any]:
+    return {"t": t, "kind": "violation", "invariant": invariant, "finding": finding, "detail": detail}
+
+
+#: Tolerated findings are recorded and the run goes on; the last violation stops it.
+SEVERAL_VIOLATIONS: list[dict[str, Any]] = [
+    *HAND_EVENTS[:6],
+    _violation(3_000, "ceiling", "F1", "k: granted 5 > limit 4"),
+    _violation(9_000, "reports_monotone", "F2", "k: grant G1 moved back: claimed 2 -> 1"),
+    _violation(12_000, "ceiling", "F1", "k: granted 6 > limit 4"),
+    _violation(12_000, "ceiling", "F1", "k: granted 6 > limit 4"),
+    {"t": 14_000, "kind": "operator", "action": "limit", "key": "k", "limit": 2},
+    _violation(14_500, "real_ceiling", None, "k: 3 permits in use > limit 2 " + "and a long tail " * 8),
+]
+
+
+def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
+    from sim.plot import plot_trace, x_limits
+
+    assert x_limits(series(_header(), HAND_EVENTS)) == (0.0, 30.0)  # no violation: just the run
+    data = series(_header(), SEVERAL_VIOLATIONS)
+    assert data.end_ms == 14_500
+    [key] = data.keys
+    assert [m.label for m in key.marks if m.kind == "violation"] == [
+        "ceiling (F1)",
+        "reports_monotone (F2)",
+        "ceiling (F1)",
+        "ceiling (F1)",
+        "real_ceiling",
+    ]
+    left, right = x_limits(data)
+    assert left < 3.0
+    assert right > 14.5
+
+    fig = plot_trace(_header(), SEVERAL_VIOLATIONS, tmp_path / "several.png")
+    labels = sorted(_by_gid(fig, "violation-label"), key=lambda label: -label.get_window_extent().y1)
+    assert [label.get_text().splitlines()[0] for label in labels] == [
+        "violated: ceiling (F1) ×3, first at 3 s",
+        "violated: reports_monotone (F2) at 9 s",
+        "violated: real_ceiling at 14.5 s",
+    ]
+    assert labels[-1].get_text().endswith("…")  # a long detail is shortened
+    extents = [label.get_window_extent() for label in labels]
+    for label, extent in zip(labels, extents, strict=True):
+        assert _inside(extent, label.axes.get_window_extent())
+    for upper, lower in itertools.pairwise(extents):
+        assert not upper.overlaps(lower)
+    markers = _by_gid(fig, "violation-marker")
+    assert [len(marker.get_offsets()) for marker in markers] == [3, 1, 1]  # rows of the strip, per kind
+    # One line per instant with a violation, on each of the key's three panels.
+    assert len(_by_gid(fig, "violation-line")) == 3 * 4
+    assert not [t.get_text() for t in _shown_texts(fig) if not _inside(t.get_window_extent(), fig.bbox)]
