@@ -61,6 +61,7 @@ from semaphore_core import (
 from semaphore_core.numbers import as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
+from sim.inputs import InputError, read_text
 from sim.invariants import ceiling_rule, group_ceiling_rule
 
 if TYPE_CHECKING:
@@ -290,16 +291,11 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
 def read_traffic(path: Path) -> Traffic:
     """Parse and validate a whole traffic file; raises TrafficError naming the file and line."""
     try:
-        if path.is_dir():
-            raise TrafficError(f"{path}: is a directory, not a traffic file")
-        size = path.stat().st_size
-        if size > MAX_TRAFFIC_BYTES:
-            raise TrafficError(f"{path}: {size} bytes is more than the {MAX_TRAFFIC_BYTES} replay reads")
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TrafficError(f"{path}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise TrafficError(f"{path}: not UTF-8 text") from None
+        # Refuses devices, pipes and directories unread, and stops reading past the bound
+        # (``st_size`` is 0 for ``/dev/zero``, which once grew replay to 13 GB).
+        text = read_text(path, MAX_TRAFFIC_BYTES, "a traffic file")
+    except InputError as error:
+        raise TrafficError(str(error)) from None
     numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not numbered:
         raise TrafficError(

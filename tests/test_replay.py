@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -411,4 +415,62 @@ def test_oversized_files_are_refused(
     assert "11 lines is more than the 5 replay reads" in capsys.readouterr().err
     monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 100)
     assert main(["replay", str(path)]) == 2
-    assert "bytes is more than the 100 replay reads" in capsys.readouterr().err
+    assert "larger than the 100 bytes a traffic file may hold" in capsys.readouterr().err
+
+
+# --- what replay reads ----------------------------------------------------------------------
+
+
+def _refused(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Replay ``path``: it must exit 2 with one line naming it on stderr, nothing replayed."""
+    assert main(["replay", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    assert len(captured.err.splitlines()) == 1, captured.err
+    err = captured.err.strip()
+    assert err.startswith(f"semsim replay: error: {path}"), err
+    return err
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang, if the body blocks (on a pipe with no writer, say)."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_device_is_refused_before_a_byte_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/zero says it holds 0 bytes and never ends: reading it once grew replay to 13 GB.
+    err = _refused(Path("/dev/zero"), capsys)
+    assert err == "semsim replay: error: /dev/zero: not a regular file; a traffic file must be one"
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "traffic.jsonl"
+    os.mkfifo(fifo)
+    with _deadline(10):
+        err = _refused(fifo, capsys)
+    assert err == f"semsim replay: error: {fifo}: not a regular file; a traffic file must be one"
+
+
+def test_the_byte_bound_holds_where_the_size_on_disk_says_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = Path("/proc/self/status")  # a regular file whose size, to stat, is 0
+    if not proc.is_file() or proc.stat().st_size != 0 or len(proc.read_bytes()) <= 64:
+        pytest.skip("needs Linux /proc")
+    monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 64)
+    err = _refused(proc, capsys)
+    assert err == f"semsim replay: error: {proc}: larger than the 64 bytes a traffic file may hold"
