@@ -38,7 +38,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -58,7 +60,7 @@ from semaphore_core import (
     Strict,
     Under,
 )
-from semaphore_core.numbers import as_safe_int
+from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
 from sim.inputs import InputError, read_text
@@ -103,14 +105,44 @@ _CONFIG_FIELDS: Final = frozenset(
         "idPrefix",
     }
 )
-_LEASE_FIELDS: Final = frozenset(
-    {"provisioning", "permitsPerLease", "ttlMs", "maxGroups", "maxClientsPerGroup", "limitedGroups"}
-)
+#: The config's timing fields -> ``HolderConfig``'s names (and the leases' numbers -> ``LeaseOptions``').
+_HOLDER_NUMBERS: Final = {
+    "roundWaitMs": "round_wait_ms",
+    "roundPeriodMs": "round_period_ms",
+    "grantTimeoutMs": "grant_timeout_ms",
+}
+_LEASE_NUMBERS: Final = {
+    "permitsPerLease": "permits_per_lease",
+    "ttlMs": "ttl_ms",
+    "maxGroups": "max_groups",
+    "maxClientsPerGroup": "max_clients_per_group",
+}
+_LEASE_FIELDS: Final = frozenset({"provisioning", "limitedGroups", *_LEASE_NUMBERS})
 _LIMITED_GROUPS: Final = {"exclude": "exclude", "withinGroupLimit": "within_group_limit"}
+#: The largest ratio whose product with any safe limit is a finite number of permits.
+MAX_RATIO: Final = sys.float_info.max / MAX_SAFE_INTEGER
+#: Error messages are cut to this many characters: a value may be megabytes long.
+MAX_MESSAGE_CHARS: Final = 1_000
+
+
+#: What ``str.splitlines`` (and a terminal) would break a message at.
+_LINE_BREAKS: Final = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class TrafficError(ValueError):
-    """A traffic file is unreadable or malformed; the message names the file and line."""
+    """A traffic file is unreadable or malformed; the message names the file and line.
+
+    The message is one line of bounded length whatever the file held (a group
+    name with a newline, a limit that is a megabyte of text).
+    """
+
+    def __init__(self, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            cut = len(message) - MAX_MESSAGE_CHARS
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({cut:,} more characters)"
+        super().__init__(
+            "".join(c.encode("unicode_escape").decode("ascii") if c in _LINE_BREAKS else c for c in message)
+        )
 
 
 # --- the file -----------------------------------------------------------------------------
@@ -162,18 +194,63 @@ def _safe_int(value: object, what: str, minimum: int = 0) -> int:
     return as_int
 
 
-def _amount(value: object, what: str) -> int | Ratio:
-    if isinstance(value, Mapping):
-        if set(value) != {"ratio"}:
-            raise ValueError(f'{what} must be an integer or {{"ratio": number}}, got {json.dumps(value)}')
-        ratio = value["ratio"]
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float):
-            raise ValueError(f"{what}.ratio must be a number, got {json.dumps(ratio)}")
-        return Ratio(float(ratio))
-    return _safe_int(value, what)
+def _at_most_safe(name: str, value: object) -> None:
+    """Refuse an integer the core accepted past 2^53 - 1, which no JSON number from the reference
+    can be: ``LeaseOptions`` and ``Under``/``Over`` bound only their delays, and a lease of 10^20
+    permits would overflow the store's integers mid-replay."""
+    if isinstance(value, int) and value > MAX_SAFE_INTEGER:
+        raise ValueError(f"{name} must be at most {MAX_SAFE_INTEGER}, got {value!r}")
+
+
+def _amount(value: object, what: str) -> object:
+    """An absolute amount (for ``Under``/``Over`` to judge) or ``{"ratio": x}`` as a ``Ratio``."""
+    if not isinstance(value, Mapping):
+        return value
+    if set(value) != {"ratio"}:
+        raise ValueError(f'{what} must be an integer or {{"ratio": number}}, got {json.dumps(value)}')
+    ratio = value["ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+        raise ValueError(f"{what}.ratio must be a number, got {json.dumps(ratio)}")
+    try:
+        share: Ratio | None = Ratio(float(ratio))  # finite and >= 0, or SemaphoreConfigError
+    except OverflowError:  # an integer past the largest double
+        share = None
+    # scaled() floors limit * ratio: past this it is infinite and the round would fail.
+    if share is None or not math.isfinite(MAX_SAFE_INTEGER * share.value):
+        raise ValueError(
+            f"{what}.ratio must be at most {MAX_RATIO:g} (the limit times it must be a finite number "
+            f"of permits), got {json.dumps(ratio)}"
+        )
+    return share
+
+
+_PROVISIONING_SHAPES: Final = (
+    '{"mode": "strict"}, {"mode": "under", "reserve": N} or {"mode": "over", "extra": N} '
+    '(N an integer or {"ratio": x})'
+)
+
+
+def _provisioning(value: object) -> Strict | Under | Over:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"leases.provisioning must be an object, got {json.dumps(value)}")
+    mode = value.get("mode")
+    if mode not in ("strict", "under", "over"):
+        raise ValueError(f"leases.provisioning must be {_PROVISIONING_SHAPES}; got mode {json.dumps(mode)}")
+    if mode == "strict" and set(value) == {"mode"}:
+        return Strict()
+    if mode == "under" and set(value) == {"mode", "reserve"}:
+        under = Under(reserve=_amount(value["reserve"], "leases.provisioning.reserve"))
+        _at_most_safe("leases.provisioning.reserve", under.reserve)
+        return under
+    if mode == "over" and set(value) == {"mode", "extra"}:
+        over = Over(extra=_amount(value["extra"], "leases.provisioning.extra"))
+        _at_most_safe("leases.provisioning.extra", over.extra)
+        return over
+    raise ValueError(f"leases.provisioning must be {_PROVISIONING_SHAPES}, got {json.dumps(value)}")
 
 
 def _lease_options(value: object) -> LeaseOptions | None:
+    """``leases`` -> ``LeaseOptions``, which judges the numbers (absent ones take its defaults)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -181,38 +258,46 @@ def _lease_options(value: object) -> LeaseOptions | None:
     unknown = sorted(set(value) - _LEASE_FIELDS)
     if unknown:
         raise ValueError(f"leases: unknown field {unknown[0]!r} (known: {', '.join(sorted(_LEASE_FIELDS))})")
-    provisioning = value.get("provisioning", {"mode": "strict"})
-    if not isinstance(provisioning, Mapping):
-        raise ValueError(f"leases.provisioning must be an object, got {json.dumps(provisioning)}")
-    mode = provisioning.get("mode")
-    chosen: Strict | Under | Over
-    if mode == "strict" and set(provisioning) == {"mode"}:
-        chosen = Strict()
-    elif mode == "under" and set(provisioning) == {"mode", "reserve"}:
-        chosen = Under(reserve=_amount(provisioning["reserve"], "leases.provisioning.reserve"))
-    elif mode == "over" and set(provisioning) == {"mode", "extra"}:
-        chosen = Over(extra=_amount(provisioning["extra"], "leases.provisioning.extra"))
-    else:
-        raise ValueError(
-            'leases.provisioning must be {"mode": "strict"}, {"mode": "under", "reserve": N} or '
-            f'{{"mode": "over", "extra": N}} (N an integer or {{"ratio": x}}), got {json.dumps(provisioning)}'
-        )
+    numbers = {name: value[field] for field, name in _LEASE_NUMBERS.items() if field in value}
     limited = value.get("limitedGroups", "exclude")
-    if limited not in _LIMITED_GROUPS:
+    if not isinstance(limited, str) or limited not in _LIMITED_GROUPS:
         raise ValueError(
             f'leases.limitedGroups must be "exclude" or "withinGroupLimit", got {json.dumps(limited)}'
         )
-    return LeaseOptions(
-        provisioning=chosen,
-        permits_per_lease=value.get("permitsPerLease", 64),
-        ttl_ms=value.get("ttlMs", 1_800_000),
-        max_groups=value.get("maxGroups", 100),
-        max_clients_per_group=value.get("maxClientsPerGroup", 100),
+    options = LeaseOptions(
+        provisioning=_provisioning(value.get("provisioning", {"mode": "strict"})),
         limited_groups=_LIMITED_GROUPS[limited],  # type: ignore[arg-type]
+        **numbers,
     )
+    for name in ("permits_per_lease", "max_groups", "max_clients_per_group"):
+        _at_most_safe(f"leases.{name}", getattr(options, name))
+    return options
+
+
+def _group_limits(value: object) -> tuple[tuple[str, int], ...]:
+    """Each group's answer from the ``groupLimit`` callback; null (or no entry) is no limit."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ValueError(f"config.groupLimits must be an object or null, got {json.dumps(value)}")
+    limits = []
+    for group, limit in sorted(value.items()):
+        if limit is None:
+            continue
+        as_int = as_safe_int(limit)
+        if as_int is None or as_int < 0:
+            raise ValueError(
+                f"config.groupLimits[{json.dumps(group)}] must be null or an integer >= 0 and at most "
+                f"{MAX_SAFE_INTEGER}, got {json.dumps(limit)}"
+            )
+        limits.append((group, as_int))
+    return tuple(limits)
 
 
 def _config(record: Mapping[str, Any]) -> TrafficConfig:
+    """Line 1. The holder's numbers are judged by ``HolderConfig``/``LeaseOptions`` themselves, so
+    replay accepts what the core accepts and refuses the rest with the core's messages; this
+    checks only what the core cannot see (names, shapes, the file's own fields)."""
     if record.get("kind") != "config":
         raise ValueError('the first line must be the holder\'s config ({"kind": "config", ...})')
     unknown = sorted(set(record) - _CONFIG_FIELDS)
@@ -221,10 +306,11 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
     key = record.get("key")
     if not isinstance(key, str) or not key:
         raise ValueError(f"config.key must be a non-empty string, got {json.dumps(key)}")
-    group_limits = record.get("groupLimits") or {}
-    if not isinstance(group_limits, Mapping):
-        raise ValueError(f"config.groupLimits must be an object, got {json.dumps(group_limits)}")
-    fixes = record.get("fixes") or []
+    if "limit" not in record:
+        raise ValueError("config needs 'limit': the deployment's limit, a non-negative safe integer")
+    fixes = record.get("fixes")
+    if fixes is None:
+        fixes = []
     if not isinstance(fixes, list) or not all(isinstance(f, str) for f in fixes):
         raise ValueError(f"config.fixes must be a list of fix names, got {json.dumps(fixes)}")
     schedule = record.get("schedule", "auto")
@@ -233,23 +319,24 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
     id_prefix = record.get("idPrefix", f"{key}/g-")
     if not isinstance(id_prefix, str):
         raise ValueError(f"config.idPrefix must be a string, got {json.dumps(id_prefix)}")
-    config = TrafficConfig(
+    group_limits = _group_limits(record.get("groupLimits"))
+    timing = {name: record[field] for field, name in _HOLDER_NUMBERS.items() if field in record}
+    holder = HolderConfig(
+        limit=record["limit"], leases=_lease_options(record.get("leases")), fixes=frozenset(fixes), **timing
+    )
+    assert isinstance(holder.limit, int)  # HolderConfig refused anything else
+    return TrafficConfig(
         key=key,
-        limit=_safe_int(record.get("limit"), "config.limit"),
-        round_wait_ms=_safe_int(record.get("roundWaitMs", 1_000), "config.roundWaitMs", 1),
-        round_period_ms=_safe_int(record.get("roundPeriodMs", 2_000), "config.roundPeriodMs", 1),
-        grant_timeout_ms=_safe_int(record.get("grantTimeoutMs", 10_000), "config.grantTimeoutMs", 1),
-        leases=_lease_options(record.get("leases")),
-        group_limits=tuple(
-            (str(group), _safe_int(limit, f"config.groupLimits.{group}"))
-            for group, limit in sorted(group_limits.items())
-        ),
-        fixes=frozenset(fixes),
+        limit=holder.limit,
+        round_wait_ms=holder.round_wait_ms,
+        round_period_ms=holder.round_period_ms,
+        grant_timeout_ms=holder.grant_timeout_ms,
+        leases=holder.leases,
+        group_limits=group_limits,
+        fixes=holder.fixes,
         schedule=schedule,
         id_prefix=id_prefix,
     )
-    _holder_config(config, lambda: config.limit, {})  # the core's own checks (names the field)
-    return config
 
 
 def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> TrafficLine:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict
+from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict, Under
 from semaphore_core.store import HolderStore
 from sim import replay as replay_module
 from sim.cli import main
@@ -370,7 +370,7 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     ),
     "zero-period": (
         json.dumps({"kind": "config", "key": "a", "limit": 3, "roundPeriodMs": 0}),
-        ":1: config.roundPeriodMs must be an integer >= 1",
+        ":1: round_period_ms must be a positive integer, got 0",
     ),
     "empty": ("\n\n", ": empty: a traffic file starts with a config line"),
 }
@@ -474,3 +474,111 @@ def test_the_byte_bound_holds_where_the_size_on_disk_says_nothing(
     monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 64)
     err = _refused(proc, capsys)
     assert err == f"semsim replay: error: {proc}: larger than the 64 bytes a traffic file may hold"
+
+
+# --- the config line: HolderConfig's rules and messages ---------------------------------------
+
+_SAFE = 2**53 - 1
+_LEASING_REQUEST = {**_request(0, "c1", "g", 1), "body": {**_request(0, "c1", "g", 1)["body"], "leases": []}}
+
+#: case -> (config fields over CONFIG's, what follows "FILE:1: " on the one line of stderr).
+BAD_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
+    "limit-string": ({"limit": "ten"}, "limit must be a non-negative safe integer, got 'ten'"),
+    "limit-negative": ({"limit": -3}, "limit must be a non-negative safe integer, got -3"),
+    "limit-fraction": ({"limit": 2.5}, "limit must be a non-negative safe integer, got 2.5"),
+    "limit-unsafe-float": ({"limit": 1e23}, "limit must be a non-negative safe integer, got 1e+23"),
+    "limit-unsafe-int": ({"limit": _SAFE + 1}, f"limit must be a non-negative safe integer, got {_SAFE + 1}"),
+    "limit-bool": ({"limit": True}, "limit must be a non-negative safe integer, got True"),
+    "limit-missing": (
+        {"limit": None},
+        "config needs 'limit': the deployment's limit, a non-negative safe integer",
+    ),
+    "wait-zero": ({"roundWaitMs": 0}, "round_wait_ms must be a positive integer, got 0"),
+    "period-fraction": ({"roundPeriodMs": 2.5}, "round_period_ms must be a positive integer, got 2.5"),
+    "lease-size-unsafe": (
+        {"leases": {"permitsPerLease": 10**20}},
+        "leases.permits_per_lease must be at most 9007199254740991, got 100000000000000000000",
+    ),
+    "mode-bogus": (
+        {"leases": {"provisioning": {"mode": "bogus"}}},
+        'leases.provisioning must be {"mode": "strict"}, {"mode": "under", "reserve": N} or '
+        '{"mode": "over", "extra": N} (N an integer or {"ratio": x}); got mode "bogus"',
+    ),
+    "reserve-fraction": (
+        {"leases": {"provisioning": {"mode": "under", "reserve": 2.5}}},
+        "leases.provisioning.reserve must be a non-negative integer or a Ratio, got 2.5",
+    ),
+    "extra-unsafe": (
+        {"leases": {"provisioning": {"mode": "over", "extra": 10**20}}},
+        "leases.provisioning.extra must be at most 9007199254740991, got 100000000000000000000",
+    ),
+    "ratio-too-large-for-a-double": (
+        {"leases": {"provisioning": {"mode": "over", "extra": {"ratio": 10**400}}}},
+        "leases.provisioning.extra.ratio must be at most 1.99584e+292 (the limit times it must be a "
+        f"finite number of permits), got {10**400}",
+    ),
+    "ratio-overflowing-the-budget": (
+        {"limit": 10**10, "leases": {"provisioning": {"mode": "over", "extra": {"ratio": 1e300}}}},
+        "leases.provisioning.extra.ratio must be at most 1.99584e+292 (the limit times it must be a "
+        "finite number of permits), got 1e+300",
+    ),
+    "limited-groups-not-a-name": (
+        {"leases": {"limitedGroups": []}},
+        'leases.limitedGroups must be "exclude" or "withinGroupLimit", got []',
+    ),
+    "group-limits-not-an-object": (
+        {"groupLimits": []},
+        "config.groupLimits must be an object or null, got []",
+    ),
+    "group-limit-fraction": (
+        {"groupLimits": {"g": 2.5}},
+        f'config.groupLimits["g"] must be null or an integer >= 0 and at most {_SAFE}, got 2.5',
+    ),
+    "group-limit-bool": (
+        {"groupLimits": {"g": True}},
+        f'config.groupLimits["g"] must be null or an integer >= 0 and at most {_SAFE}, got true',
+    ),
+    "group-name-with-a-newline": (
+        {"groupLimits": {"a\nb": -1}},
+        f'config.groupLimits["a\\nb"] must be null or an integer >= 0 and at most {_SAFE}, got -1',
+    ),
+    "fixes-not-a-list": ({"fixes": False}, "config.fixes must be a list of fix names, got false"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_a_bad_config_is_refused_with_holder_configs_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    fields, message = BAD_CONFIGS[case]
+    config = {k: v for k, v in {**json.loads(CONFIG), **fields}.items() if v is not None}
+    # A request that leases: a value that slips through validation would break the replay.
+    path = _write(tmp_path, [config, _LEASING_REQUEST])
+    err = _refused(path, capsys)
+    assert err == f"semsim replay: error: {path}:1: {message}"
+
+
+def test_a_huge_value_is_shown_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, [{**json.loads(CONFIG), "limit": "x" * 100_000}])
+    err = _refused(path, capsys)
+    assert err.startswith(
+        f"semsim replay: error: {path}:1: limit must be a non-negative safe integer, got 'xxx"
+    )
+    assert len(err) < 1_200
+
+
+def test_config_numbers_are_judged_as_holder_config_judges_them(tmp_path: Path) -> None:
+    # JSON numbers are JavaScript's: 3.0 is the integer 3 (HolderConfig and the wire agree);
+    # a null group limit is "no limit", as the groupLimit callback's null.
+    config = {
+        **json.loads(CONFIG),
+        "limit": 3.0,
+        "roundWaitMs": 500.0,
+        "groupLimits": {"g": None, "h": 2.0},
+        "leases": {"permitsPerLease": 4.0, "provisioning": {"mode": "under", "reserve": 1.0}},
+    }
+    traffic = read_traffic(_write(tmp_path, [config]))
+    assert (traffic.config.limit, traffic.config.round_wait_ms) == (3, 500)
+    assert traffic.config.group_limits == (("h", 2),)
+    assert traffic.config.leases == LeaseOptions(provisioning=Under(reserve=1), permits_per_lease=4)
+    assert all(type(n) is int for n in (traffic.config.limit, traffic.config.group_limits[0][1]))
