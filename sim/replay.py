@@ -44,7 +44,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import attrs
 
@@ -188,9 +188,13 @@ class Traffic:
 
 
 def _safe_int(value: object, what: str, minimum: int = 0) -> int:
+    """``value`` as an int if it is a safe integer >= ``minimum`` by JavaScript's rules, as the
+    wire and ``HolderConfig`` judge numbers: ``3.0`` is 3; ``true``, ``2.5`` and ``1e23`` are not."""
     as_int = as_safe_int(value)
-    if isinstance(value, float) or as_int is None or as_int < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {json.dumps(value)}")
+    if as_int is None or as_int < minimum:
+        raise ValueError(
+            f"{what} must be an integer >= {minimum} and at most {MAX_SAFE_INTEGER}, got {json.dumps(value)}"
+        )
     return as_int
 
 
@@ -368,11 +372,27 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
         group = record.get("group")
         if not isinstance(group, str):
             raise ValueError(f"a groupLimit line needs a string 'group', got {json.dumps(group)}")
-        limit = record.get("limit")
+        if "limit" not in record:
+            raise ValueError(
+                "a groupLimit line needs 'limit': an integer >= 0, or null to lift the group's limit"
+            )
+        limit = record["limit"]
         return TrafficLine(
             number, t_ms, kind, group=group, limit=None if limit is None else _safe_int(limit, "limit")
         )
     return TrafficLine(number, t_ms, kind)
+
+
+#: JSON's whitespace (str.strip() would also strip what a JSON parser refuses).
+_JSON_SPACE: Final = " \t\r"
+
+
+class _NotJsonError(ValueError):
+    """``NaN``/``Infinity``/``-Infinity``: Python's json reads them; JSON has no such values."""
+
+
+def _not_json(name: str) -> NoReturn:
+    raise _NotJsonError(f"{name} is not a JSON value")
 
 
 def read_traffic(path: Path) -> Traffic:
@@ -383,7 +403,8 @@ def read_traffic(path: Path) -> Traffic:
         text = read_text(path, MAX_TRAFFIC_BYTES, "a traffic file")
     except InputError as error:
         raise TrafficError(str(error)) from None
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    # JSON lines end at "\n" only: a string may hold U+2028 or a form feed, which splitlines() splits at.
+    numbered = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip(_JSON_SPACE)]
     if not numbered:
         raise TrafficError(
             f'{path}: empty: a traffic file starts with a config line ({{"kind": "config", ...}})'
@@ -392,12 +413,17 @@ def read_traffic(path: Path) -> Traffic:
         raise TrafficError(f"{path}: {len(numbered)} lines is more than the {MAX_TRAFFIC_LINES} replay reads")
     config: TrafficConfig | None = None
     lines: list[TrafficLine] = []
-    last_t = 0
+    last_t, last_number = 0, 1
     for number, text_line in numbered:
         try:
-            record = json.loads(text_line)
+            record = json.loads(text_line, parse_constant=_not_json)
         except json.JSONDecodeError as error:
             raise TrafficError(f"{path}:{number}: not JSON ({error.msg})") from None
+        except _NotJsonError as error:
+            raise TrafficError(f"{path}:{number}: not JSON ({error})") from None
+        except ValueError:  # Python's bound on the digits of an integer it converts
+            digits = sys.get_int_max_str_digits()
+            raise TrafficError(f"{path}:{number}: a number with more than {digits} digits") from None
         except RecursionError:
             raise TrafficError(f"{path}:{number}: not JSON (nested too deeply)") from None
         if not isinstance(record, dict):
@@ -410,8 +436,11 @@ def read_traffic(path: Path) -> Traffic:
         except (ValueError, SemaphoreProtocolError) as error:
             raise TrafficError(f"{path}:{number}: {error}") from None
         if line.t_ms < last_t:
-            raise TrafficError(f"{path}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms)")
-        last_t = line.t_ms
+            raise TrafficError(
+                f"{path}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms) since line "
+                f"{last_number}: t must never decrease"
+            )
+        last_t, last_number = line.t_ms, number
         lines.append(line)
     assert config is not None
     return Traffic(path=path, config=config, lines=tuple(lines))

@@ -582,3 +582,55 @@ def test_config_numbers_are_judged_as_holder_config_judges_them(tmp_path: Path) 
     assert traffic.config.group_limits == (("h", 2),)
     assert traffic.config.leases == LeaseOptions(provisioning=Under(reserve=1), permits_per_lease=4)
     assert all(type(n) is int for n in (traffic.config.limit, traffic.config.group_limits[0][1]))
+
+
+# --- the timed lines ---------------------------------------------------------------------------
+
+#: case -> (the lines after CONFIG, what follows "FILE:" on the one line of stderr).
+BAD_LINES: dict[str, tuple[str, str]] = {
+    "time-backwards": (
+        REQUEST.replace('"t": 0', '"t": 500') + "\n\n" + REQUEST,
+        "4: time goes backwards (0 ms after 500 ms) since line 2: t must never decrease",
+    ),
+    "group-limit-without-limit": (
+        '{"t": 0, "kind": "groupLimit", "group": "g"}',
+        "2: a groupLimit line needs 'limit': an integer >= 0, or null to lift the group's limit",
+    ),
+    "too-many-digits": (
+        '{"t": ' + "1" * 5_000 + ', "kind": "evict"}',
+        "2: a number with more than 4300 digits",
+    ),
+    "not-a-number": ('{"t": 0, "kind": "limit", "limit": NaN}', "2: not JSON (NaN is not a JSON value)"),
+    "infinity": ('{"t": Infinity, "kind": "evict"}', "2: not JSON (Infinity is not a JSON value)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LINES))
+def test_a_bad_timed_line_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    lines, message = BAD_LINES[case]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(CONFIG + "\n" + lines + "\n")
+    err = _refused(path, capsys)
+    assert err == f"semsim replay: error: {path}:{message}"
+
+
+def test_lines_are_split_at_newlines_only(tmp_path: Path) -> None:
+    # JSON strings may hold U+2028 and form feeds unescaped; only "\n" ends a line.
+    request = _request(0, "c\u2028\x0c1", "g", 1)
+    path = tmp_path / "traffic.jsonl"
+    path.write_text(
+        CONFIG + "\n" + json.dumps(request, ensure_ascii=False) + "\n" + '{"t": 5, "kind": "evict"}\n'
+    )
+    traffic = read_traffic(path)
+    assert [line.number for line in traffic.lines] == [2, 3]
+
+
+def test_timed_numbers_are_judged_as_the_wire_judges_them(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.jsonl"
+    path.write_text(CONFIG + '\n{"t": 1.0, "kind": "limit", "limit": 2.0}\n')
+    [line] = read_traffic(path).lines
+    assert (line.t_ms, line.limit) == (1, 2)
+    assert type(line.t_ms) is int
+    assert type(line.limit) is int
