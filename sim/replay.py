@@ -38,11 +38,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import attrs
 
@@ -58,9 +60,10 @@ from semaphore_core import (
     Strict,
     Under,
 )
-from semaphore_core.numbers import as_safe_int
+from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
+from sim.inputs import InputError, read_text
 from sim.invariants import ceiling_rule, group_ceiling_rule
 
 if TYPE_CHECKING:
@@ -102,14 +105,44 @@ _CONFIG_FIELDS: Final = frozenset(
         "idPrefix",
     }
 )
-_LEASE_FIELDS: Final = frozenset(
-    {"provisioning", "permitsPerLease", "ttlMs", "maxGroups", "maxClientsPerGroup", "limitedGroups"}
-)
+#: The config's timing fields -> ``HolderConfig``'s names (and the leases' numbers -> ``LeaseOptions``').
+_HOLDER_NUMBERS: Final = {
+    "roundWaitMs": "round_wait_ms",
+    "roundPeriodMs": "round_period_ms",
+    "grantTimeoutMs": "grant_timeout_ms",
+}
+_LEASE_NUMBERS: Final = {
+    "permitsPerLease": "permits_per_lease",
+    "ttlMs": "ttl_ms",
+    "maxGroups": "max_groups",
+    "maxClientsPerGroup": "max_clients_per_group",
+}
+_LEASE_FIELDS: Final = frozenset({"provisioning", "limitedGroups", *_LEASE_NUMBERS})
 _LIMITED_GROUPS: Final = {"exclude": "exclude", "withinGroupLimit": "within_group_limit"}
+#: The largest ratio whose product with any safe limit is a finite number of permits.
+MAX_RATIO: Final = sys.float_info.max / MAX_SAFE_INTEGER
+#: Error messages are cut to this many characters: a value may be megabytes long.
+MAX_MESSAGE_CHARS: Final = 1_000
+
+
+#: What ``str.splitlines`` (and a terminal) would break a message at.
+_LINE_BREAKS: Final = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class TrafficError(ValueError):
-    """A traffic file is unreadable or malformed; the message names the file and line."""
+    """A traffic file is unreadable or malformed; the message names the file and line.
+
+    The message is one line of bounded length whatever the file held (a group
+    name with a newline, a limit that is a megabyte of text).
+    """
+
+    def __init__(self, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            cut = len(message) - MAX_MESSAGE_CHARS
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({cut:,} more characters)"
+        super().__init__(
+            "".join(c.encode("unicode_escape").decode("ascii") if c in _LINE_BREAKS else c for c in message)
+        )
 
 
 # --- the file -----------------------------------------------------------------------------
@@ -155,24 +188,73 @@ class Traffic:
 
 
 def _safe_int(value: object, what: str, minimum: int = 0) -> int:
+    """``value`` as an int if it is a safe integer >= ``minimum`` by JavaScript's rules, as the
+    wire and ``HolderConfig`` judge numbers: ``3.0`` is 3; ``true``, ``2.5`` and ``1e23`` are not."""
     as_int = as_safe_int(value)
-    if isinstance(value, float) or as_int is None or as_int < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {json.dumps(value)}")
+    if as_int is None or as_int < minimum:
+        raise ValueError(
+            f"{what} must be an integer >= {minimum} and at most {MAX_SAFE_INTEGER}, got {json.dumps(value)}"
+        )
     return as_int
 
 
-def _amount(value: object, what: str) -> int | Ratio:
-    if isinstance(value, Mapping):
-        if set(value) != {"ratio"}:
-            raise ValueError(f'{what} must be an integer or {{"ratio": number}}, got {json.dumps(value)}')
-        ratio = value["ratio"]
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float):
-            raise ValueError(f"{what}.ratio must be a number, got {json.dumps(ratio)}")
-        return Ratio(float(ratio))
-    return _safe_int(value, what)
+def _at_most_safe(name: str, value: object) -> None:
+    """Refuse an integer the core accepted past 2^53 - 1, which no JSON number from the reference
+    can be: ``LeaseOptions`` and ``Under``/``Over`` bound only their delays, and a lease of 10^20
+    permits would overflow the store's integers mid-replay."""
+    if isinstance(value, int) and value > MAX_SAFE_INTEGER:
+        raise ValueError(f"{name} must be at most {MAX_SAFE_INTEGER}, got {value!r}")
+
+
+def _amount(value: object, what: str) -> object:
+    """An absolute amount (for ``Under``/``Over`` to judge) or ``{"ratio": x}`` as a ``Ratio``."""
+    if not isinstance(value, Mapping):
+        return value
+    if set(value) != {"ratio"}:
+        raise ValueError(f'{what} must be an integer or {{"ratio": number}}, got {json.dumps(value)}')
+    ratio = value["ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+        raise ValueError(f"{what}.ratio must be a number, got {json.dumps(ratio)}")
+    try:
+        share: Ratio | None = Ratio(float(ratio))  # finite and >= 0, or SemaphoreConfigError
+    except OverflowError:  # an integer past the largest double
+        share = None
+    # scaled() floors limit * ratio: past this it is infinite and the round would fail.
+    if share is None or not math.isfinite(MAX_SAFE_INTEGER * share.value):
+        raise ValueError(
+            f"{what}.ratio must be at most {MAX_RATIO:g} (the limit times it must be a finite number "
+            f"of permits), got {json.dumps(ratio)}"
+        )
+    return share
+
+
+_PROVISIONING_SHAPES: Final = (
+    '{"mode": "strict"}, {"mode": "under", "reserve": N} or {"mode": "over", "extra": N} '
+    '(N an integer or {"ratio": x})'
+)
+
+
+def _provisioning(value: object) -> Strict | Under | Over:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"leases.provisioning must be an object, got {json.dumps(value)}")
+    mode = value.get("mode")
+    if mode not in ("strict", "under", "over"):
+        raise ValueError(f"leases.provisioning must be {_PROVISIONING_SHAPES}; got mode {json.dumps(mode)}")
+    if mode == "strict" and set(value) == {"mode"}:
+        return Strict()
+    if mode == "under" and set(value) == {"mode", "reserve"}:
+        under = Under(reserve=_amount(value["reserve"], "leases.provisioning.reserve"))
+        _at_most_safe("leases.provisioning.reserve", under.reserve)
+        return under
+    if mode == "over" and set(value) == {"mode", "extra"}:
+        over = Over(extra=_amount(value["extra"], "leases.provisioning.extra"))
+        _at_most_safe("leases.provisioning.extra", over.extra)
+        return over
+    raise ValueError(f"leases.provisioning must be {_PROVISIONING_SHAPES}, got {json.dumps(value)}")
 
 
 def _lease_options(value: object) -> LeaseOptions | None:
+    """``leases`` -> ``LeaseOptions``, which judges the numbers (absent ones take its defaults)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -180,38 +262,46 @@ def _lease_options(value: object) -> LeaseOptions | None:
     unknown = sorted(set(value) - _LEASE_FIELDS)
     if unknown:
         raise ValueError(f"leases: unknown field {unknown[0]!r} (known: {', '.join(sorted(_LEASE_FIELDS))})")
-    provisioning = value.get("provisioning", {"mode": "strict"})
-    if not isinstance(provisioning, Mapping):
-        raise ValueError(f"leases.provisioning must be an object, got {json.dumps(provisioning)}")
-    mode = provisioning.get("mode")
-    chosen: Strict | Under | Over
-    if mode == "strict" and set(provisioning) == {"mode"}:
-        chosen = Strict()
-    elif mode == "under" and set(provisioning) == {"mode", "reserve"}:
-        chosen = Under(reserve=_amount(provisioning["reserve"], "leases.provisioning.reserve"))
-    elif mode == "over" and set(provisioning) == {"mode", "extra"}:
-        chosen = Over(extra=_amount(provisioning["extra"], "leases.provisioning.extra"))
-    else:
-        raise ValueError(
-            'leases.provisioning must be {"mode": "strict"}, {"mode": "under", "reserve": N} or '
-            f'{{"mode": "over", "extra": N}} (N an integer or {{"ratio": x}}), got {json.dumps(provisioning)}'
-        )
+    numbers = {name: value[field] for field, name in _LEASE_NUMBERS.items() if field in value}
     limited = value.get("limitedGroups", "exclude")
-    if limited not in _LIMITED_GROUPS:
+    if not isinstance(limited, str) or limited not in _LIMITED_GROUPS:
         raise ValueError(
             f'leases.limitedGroups must be "exclude" or "withinGroupLimit", got {json.dumps(limited)}'
         )
-    return LeaseOptions(
-        provisioning=chosen,
-        permits_per_lease=value.get("permitsPerLease", 64),
-        ttl_ms=value.get("ttlMs", 1_800_000),
-        max_groups=value.get("maxGroups", 100),
-        max_clients_per_group=value.get("maxClientsPerGroup", 100),
+    options = LeaseOptions(
+        provisioning=_provisioning(value.get("provisioning", {"mode": "strict"})),
         limited_groups=_LIMITED_GROUPS[limited],  # type: ignore[arg-type]
+        **numbers,
     )
+    for name in ("permits_per_lease", "max_groups", "max_clients_per_group"):
+        _at_most_safe(f"leases.{name}", getattr(options, name))
+    return options
+
+
+def _group_limits(value: object) -> tuple[tuple[str, int], ...]:
+    """Each group's answer from the ``groupLimit`` callback; null (or no entry) is no limit."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ValueError(f"config.groupLimits must be an object or null, got {json.dumps(value)}")
+    limits = []
+    for group, limit in sorted(value.items()):
+        if limit is None:
+            continue
+        as_int = as_safe_int(limit)
+        if as_int is None or as_int < 0:
+            raise ValueError(
+                f"config.groupLimits[{json.dumps(group)}] must be null or an integer >= 0 and at most "
+                f"{MAX_SAFE_INTEGER}, got {json.dumps(limit)}"
+            )
+        limits.append((group, as_int))
+    return tuple(limits)
 
 
 def _config(record: Mapping[str, Any]) -> TrafficConfig:
+    """Line 1. The holder's numbers are judged by ``HolderConfig``/``LeaseOptions`` themselves, so
+    replay accepts what the core accepts and refuses the rest with the core's messages; this
+    checks only what the core cannot see (names, shapes, the file's own fields)."""
     if record.get("kind") != "config":
         raise ValueError('the first line must be the holder\'s config ({"kind": "config", ...})')
     unknown = sorted(set(record) - _CONFIG_FIELDS)
@@ -220,10 +310,11 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
     key = record.get("key")
     if not isinstance(key, str) or not key:
         raise ValueError(f"config.key must be a non-empty string, got {json.dumps(key)}")
-    group_limits = record.get("groupLimits") or {}
-    if not isinstance(group_limits, Mapping):
-        raise ValueError(f"config.groupLimits must be an object, got {json.dumps(group_limits)}")
-    fixes = record.get("fixes") or []
+    if "limit" not in record:
+        raise ValueError("config needs 'limit': the deployment's limit, a non-negative safe integer")
+    fixes = record.get("fixes")
+    if fixes is None:
+        fixes = []
     if not isinstance(fixes, list) or not all(isinstance(f, str) for f in fixes):
         raise ValueError(f"config.fixes must be a list of fix names, got {json.dumps(fixes)}")
     schedule = record.get("schedule", "auto")
@@ -232,23 +323,24 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
     id_prefix = record.get("idPrefix", f"{key}/g-")
     if not isinstance(id_prefix, str):
         raise ValueError(f"config.idPrefix must be a string, got {json.dumps(id_prefix)}")
-    config = TrafficConfig(
+    group_limits = _group_limits(record.get("groupLimits"))
+    timing = {name: record[field] for field, name in _HOLDER_NUMBERS.items() if field in record}
+    holder = HolderConfig(
+        limit=record["limit"], leases=_lease_options(record.get("leases")), fixes=frozenset(fixes), **timing
+    )
+    assert isinstance(holder.limit, int)  # HolderConfig refused anything else
+    return TrafficConfig(
         key=key,
-        limit=_safe_int(record.get("limit"), "config.limit"),
-        round_wait_ms=_safe_int(record.get("roundWaitMs", 1_000), "config.roundWaitMs", 1),
-        round_period_ms=_safe_int(record.get("roundPeriodMs", 2_000), "config.roundPeriodMs", 1),
-        grant_timeout_ms=_safe_int(record.get("grantTimeoutMs", 10_000), "config.grantTimeoutMs", 1),
-        leases=_lease_options(record.get("leases")),
-        group_limits=tuple(
-            (str(group), _safe_int(limit, f"config.groupLimits.{group}"))
-            for group, limit in sorted(group_limits.items())
-        ),
-        fixes=frozenset(fixes),
+        limit=holder.limit,
+        round_wait_ms=holder.round_wait_ms,
+        round_period_ms=holder.round_period_ms,
+        grant_timeout_ms=holder.grant_timeout_ms,
+        leases=holder.leases,
+        group_limits=group_limits,
+        fixes=holder.fixes,
         schedule=schedule,
         id_prefix=id_prefix,
     )
-    _holder_config(config, lambda: config.limit, {})  # the core's own checks (names the field)
-    return config
 
 
 def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> TrafficLine:
@@ -280,27 +372,39 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
         group = record.get("group")
         if not isinstance(group, str):
             raise ValueError(f"a groupLimit line needs a string 'group', got {json.dumps(group)}")
-        limit = record.get("limit")
+        if "limit" not in record:
+            raise ValueError(
+                "a groupLimit line needs 'limit': an integer >= 0, or null to lift the group's limit"
+            )
+        limit = record["limit"]
         return TrafficLine(
             number, t_ms, kind, group=group, limit=None if limit is None else _safe_int(limit, "limit")
         )
     return TrafficLine(number, t_ms, kind)
 
 
+#: JSON's whitespace (str.strip() would also strip what a JSON parser refuses).
+_JSON_SPACE: Final = " \t\r"
+
+
+class _NotJsonError(ValueError):
+    """``NaN``/``Infinity``/``-Infinity``: Python's json reads them; JSON has no such values."""
+
+
+def _not_json(name: str) -> NoReturn:
+    raise _NotJsonError(f"{name} is not a JSON value")
+
+
 def read_traffic(path: Path) -> Traffic:
     """Parse and validate a whole traffic file; raises TrafficError naming the file and line."""
     try:
-        if path.is_dir():
-            raise TrafficError(f"{path}: is a directory, not a traffic file")
-        size = path.stat().st_size
-        if size > MAX_TRAFFIC_BYTES:
-            raise TrafficError(f"{path}: {size} bytes is more than the {MAX_TRAFFIC_BYTES} replay reads")
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TrafficError(f"{path}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise TrafficError(f"{path}: not UTF-8 text") from None
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        # Refuses devices, pipes and directories unread, and stops reading past the bound
+        # (``st_size`` is 0 for ``/dev/zero``, which once grew replay to 13 GB).
+        text = read_text(path, MAX_TRAFFIC_BYTES, "a traffic file")
+    except InputError as error:
+        raise TrafficError(str(error)) from None
+    # JSON lines end at "\n" only: a string may hold U+2028 or a form feed, which splitlines() splits at.
+    numbered = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip(_JSON_SPACE)]
     if not numbered:
         raise TrafficError(
             f'{path}: empty: a traffic file starts with a config line ({{"kind": "config", ...}})'
@@ -309,12 +413,17 @@ def read_traffic(path: Path) -> Traffic:
         raise TrafficError(f"{path}: {len(numbered)} lines is more than the {MAX_TRAFFIC_LINES} replay reads")
     config: TrafficConfig | None = None
     lines: list[TrafficLine] = []
-    last_t = 0
+    last_t, last_number = 0, 1
     for number, text_line in numbered:
         try:
-            record = json.loads(text_line)
+            record = json.loads(text_line, parse_constant=_not_json)
         except json.JSONDecodeError as error:
             raise TrafficError(f"{path}:{number}: not JSON ({error.msg})") from None
+        except _NotJsonError as error:
+            raise TrafficError(f"{path}:{number}: not JSON ({error})") from None
+        except ValueError:  # Python's bound on the digits of an integer it converts
+            digits = sys.get_int_max_str_digits()
+            raise TrafficError(f"{path}:{number}: a number with more than {digits} digits") from None
         except RecursionError:
             raise TrafficError(f"{path}:{number}: not JSON (nested too deeply)") from None
         if not isinstance(record, dict):
@@ -327,8 +436,11 @@ def read_traffic(path: Path) -> Traffic:
         except (ValueError, SemaphoreProtocolError) as error:
             raise TrafficError(f"{path}:{number}: {error}") from None
         if line.t_ms < last_t:
-            raise TrafficError(f"{path}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms)")
-        last_t = line.t_ms
+            raise TrafficError(
+                f"{path}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms) since line "
+                f"{last_number}: t must never decrease"
+            )
+        last_t, last_number = line.t_ms, number
         lines.append(line)
     assert config is not None
     return Traffic(path=path, config=config, lines=tuple(lines))

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict
+from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict, Under
 from semaphore_core.store import HolderStore
 from sim import replay as replay_module
 from sim.cli import main
@@ -366,7 +370,7 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     ),
     "zero-period": (
         json.dumps({"kind": "config", "key": "a", "limit": 3, "roundPeriodMs": 0}),
-        ":1: config.roundPeriodMs must be an integer >= 1",
+        ":1: round_period_ms must be a positive integer, got 0",
     ),
     "empty": ("\n\n", ": empty: a traffic file starts with a config line"),
 }
@@ -411,4 +415,222 @@ def test_oversized_files_are_refused(
     assert "11 lines is more than the 5 replay reads" in capsys.readouterr().err
     monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 100)
     assert main(["replay", str(path)]) == 2
-    assert "bytes is more than the 100 replay reads" in capsys.readouterr().err
+    assert "larger than the 100 bytes a traffic file may hold" in capsys.readouterr().err
+
+
+# --- what replay reads ----------------------------------------------------------------------
+
+
+def _refused(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Replay ``path``: it must exit 2 with one line naming it on stderr, nothing replayed."""
+    assert main(["replay", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    assert len(captured.err.splitlines()) == 1, captured.err
+    err = captured.err.strip()
+    assert err.startswith(f"semsim replay: error: {path}"), err
+    return err
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang, if the body blocks (on a pipe with no writer, say)."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_device_is_refused_before_a_byte_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/zero says it holds 0 bytes and never ends: reading it once grew replay to 13 GB.
+    err = _refused(Path("/dev/zero"), capsys)
+    assert err == "semsim replay: error: /dev/zero: not a regular file; a traffic file must be one"
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "traffic.jsonl"
+    os.mkfifo(fifo)
+    with _deadline(10):
+        err = _refused(fifo, capsys)
+    assert err == f"semsim replay: error: {fifo}: not a regular file; a traffic file must be one"
+
+
+def test_the_byte_bound_holds_where_the_size_on_disk_says_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = Path("/proc/self/status")  # a regular file whose size, to stat, is 0
+    if not proc.is_file() or proc.stat().st_size != 0 or len(proc.read_bytes()) <= 64:
+        pytest.skip("needs Linux /proc")
+    monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 64)
+    err = _refused(proc, capsys)
+    assert err == f"semsim replay: error: {proc}: larger than the 64 bytes a traffic file may hold"
+
+
+# --- the config line: HolderConfig's rules and messages ---------------------------------------
+
+_SAFE = 2**53 - 1
+_LEASING_REQUEST = {**_request(0, "c1", "g", 1), "body": {**_request(0, "c1", "g", 1)["body"], "leases": []}}
+
+#: case -> (config fields over CONFIG's, what follows "FILE:1: " on the one line of stderr).
+BAD_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
+    "limit-string": ({"limit": "ten"}, "limit must be a non-negative safe integer, got 'ten'"),
+    "limit-negative": ({"limit": -3}, "limit must be a non-negative safe integer, got -3"),
+    "limit-fraction": ({"limit": 2.5}, "limit must be a non-negative safe integer, got 2.5"),
+    "limit-unsafe-float": ({"limit": 1e23}, "limit must be a non-negative safe integer, got 1e+23"),
+    "limit-unsafe-int": ({"limit": _SAFE + 1}, f"limit must be a non-negative safe integer, got {_SAFE + 1}"),
+    "limit-bool": ({"limit": True}, "limit must be a non-negative safe integer, got True"),
+    "limit-missing": (
+        {"limit": None},
+        "config needs 'limit': the deployment's limit, a non-negative safe integer",
+    ),
+    "wait-zero": ({"roundWaitMs": 0}, "round_wait_ms must be a positive integer, got 0"),
+    "period-fraction": ({"roundPeriodMs": 2.5}, "round_period_ms must be a positive integer, got 2.5"),
+    "lease-size-unsafe": (
+        {"leases": {"permitsPerLease": 10**20}},
+        "leases.permits_per_lease must be at most 9007199254740991, got 100000000000000000000",
+    ),
+    "mode-bogus": (
+        {"leases": {"provisioning": {"mode": "bogus"}}},
+        'leases.provisioning must be {"mode": "strict"}, {"mode": "under", "reserve": N} or '
+        '{"mode": "over", "extra": N} (N an integer or {"ratio": x}); got mode "bogus"',
+    ),
+    "reserve-fraction": (
+        {"leases": {"provisioning": {"mode": "under", "reserve": 2.5}}},
+        "leases.provisioning.reserve must be a non-negative integer or a Ratio, got 2.5",
+    ),
+    "extra-unsafe": (
+        {"leases": {"provisioning": {"mode": "over", "extra": 10**20}}},
+        "leases.provisioning.extra must be at most 9007199254740991, got 100000000000000000000",
+    ),
+    "ratio-too-large-for-a-double": (
+        {"leases": {"provisioning": {"mode": "over", "extra": {"ratio": 10**400}}}},
+        "leases.provisioning.extra.ratio must be at most 1.99584e+292 (the limit times it must be a "
+        f"finite number of permits), got {10**400}",
+    ),
+    "ratio-overflowing-the-budget": (
+        {"limit": 10**10, "leases": {"provisioning": {"mode": "over", "extra": {"ratio": 1e300}}}},
+        "leases.provisioning.extra.ratio must be at most 1.99584e+292 (the limit times it must be a "
+        "finite number of permits), got 1e+300",
+    ),
+    "limited-groups-not-a-name": (
+        {"leases": {"limitedGroups": []}},
+        'leases.limitedGroups must be "exclude" or "withinGroupLimit", got []',
+    ),
+    "group-limits-not-an-object": (
+        {"groupLimits": []},
+        "config.groupLimits must be an object or null, got []",
+    ),
+    "group-limit-fraction": (
+        {"groupLimits": {"g": 2.5}},
+        f'config.groupLimits["g"] must be null or an integer >= 0 and at most {_SAFE}, got 2.5',
+    ),
+    "group-limit-bool": (
+        {"groupLimits": {"g": True}},
+        f'config.groupLimits["g"] must be null or an integer >= 0 and at most {_SAFE}, got true',
+    ),
+    "group-name-with-a-newline": (
+        {"groupLimits": {"a\nb": -1}},
+        f'config.groupLimits["a\\nb"] must be null or an integer >= 0 and at most {_SAFE}, got -1',
+    ),
+    "fixes-not-a-list": ({"fixes": False}, "config.fixes must be a list of fix names, got false"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_a_bad_config_is_refused_with_holder_configs_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    fields, message = BAD_CONFIGS[case]
+    config = {k: v for k, v in {**json.loads(CONFIG), **fields}.items() if v is not None}
+    # A request that leases: a value that slips through validation would break the replay.
+    path = _write(tmp_path, [config, _LEASING_REQUEST])
+    err = _refused(path, capsys)
+    assert err == f"semsim replay: error: {path}:1: {message}"
+
+
+def test_a_huge_value_is_shown_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, [{**json.loads(CONFIG), "limit": "x" * 100_000}])
+    err = _refused(path, capsys)
+    assert err.startswith(
+        f"semsim replay: error: {path}:1: limit must be a non-negative safe integer, got 'xxx"
+    )
+    assert len(err) < 1_200
+
+
+def test_config_numbers_are_judged_as_holder_config_judges_them(tmp_path: Path) -> None:
+    # JSON numbers are JavaScript's: 3.0 is the integer 3 (HolderConfig and the wire agree);
+    # a null group limit is "no limit", as the groupLimit callback's null.
+    config = {
+        **json.loads(CONFIG),
+        "limit": 3.0,
+        "roundWaitMs": 500.0,
+        "groupLimits": {"g": None, "h": 2.0},
+        "leases": {"permitsPerLease": 4.0, "provisioning": {"mode": "under", "reserve": 1.0}},
+    }
+    traffic = read_traffic(_write(tmp_path, [config]))
+    assert (traffic.config.limit, traffic.config.round_wait_ms) == (3, 500)
+    assert traffic.config.group_limits == (("h", 2),)
+    assert traffic.config.leases == LeaseOptions(provisioning=Under(reserve=1), permits_per_lease=4)
+    assert all(type(n) is int for n in (traffic.config.limit, traffic.config.group_limits[0][1]))
+
+
+# --- the timed lines ---------------------------------------------------------------------------
+
+#: case -> (the lines after CONFIG, what follows "FILE:" on the one line of stderr).
+BAD_LINES: dict[str, tuple[str, str]] = {
+    "time-backwards": (
+        REQUEST.replace('"t": 0', '"t": 500') + "\n\n" + REQUEST,
+        "4: time goes backwards (0 ms after 500 ms) since line 2: t must never decrease",
+    ),
+    "group-limit-without-limit": (
+        '{"t": 0, "kind": "groupLimit", "group": "g"}',
+        "2: a groupLimit line needs 'limit': an integer >= 0, or null to lift the group's limit",
+    ),
+    "too-many-digits": (
+        '{"t": ' + "1" * 5_000 + ', "kind": "evict"}',
+        "2: a number with more than 4300 digits",
+    ),
+    "not-a-number": ('{"t": 0, "kind": "limit", "limit": NaN}', "2: not JSON (NaN is not a JSON value)"),
+    "infinity": ('{"t": Infinity, "kind": "evict"}', "2: not JSON (Infinity is not a JSON value)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LINES))
+def test_a_bad_timed_line_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    lines, message = BAD_LINES[case]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(CONFIG + "\n" + lines + "\n")
+    err = _refused(path, capsys)
+    assert err == f"semsim replay: error: {path}:{message}"
+
+
+def test_lines_are_split_at_newlines_only(tmp_path: Path) -> None:
+    # JSON strings may hold U+2028 and form feeds unescaped; only "\n" ends a line.
+    request = _request(0, "c\u2028\x0c1", "g", 1)
+    path = tmp_path / "traffic.jsonl"
+    path.write_text(
+        CONFIG + "\n" + json.dumps(request, ensure_ascii=False) + "\n" + '{"t": 5, "kind": "evict"}\n'
+    )
+    traffic = read_traffic(path)
+    assert [line.number for line in traffic.lines] == [2, 3]
+
+
+def test_timed_numbers_are_judged_as_the_wire_judges_them(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.jsonl"
+    path.write_text(CONFIG + '\n{"t": 1.0, "kind": "limit", "limit": 2.0}\n')
+    [line] = read_traffic(path).lines
+    assert (line.t_ms, line.limit) == (1, 2)
+    assert type(line.t_ms) is int
+    assert type(line.limit) is int
