@@ -29,6 +29,8 @@ CI_RUNS: Final = 150
 CI_SEED: Final = 20261129
 #: The target: every counterexample at most this many plan steps.
 MAX_COUNTEREXAMPLE_STEPS: Final = 15
+#: Without a terminal, a progress line every this many runs (about 10 s of a campaign).
+PROGRESS_EVERY_RUNS: Final = 25
 
 
 #: Why a mutant can survive the campaigns, for the table: what no honest or faulty run
@@ -75,14 +77,13 @@ def try_mutant(
     candidate: Mutant,
     runs: int = CI_RUNS,
     seed: int = CI_SEED,
-    on_run: Callable[[Campaign, bool], None] | None = None,
+    on_run: Callable[[str, Campaign, bool], None] | None = None,
 ) -> MutantResult:
-    """The ci campaigns with ``candidate`` applied: the reference (findings tolerated), then every fix."""
+    """The ci campaigns with ``candidate`` applied: the reference (findings tolerated), then every fix.
 
-    def progress(state: Campaign, _report: object, shrinking: bool) -> None:
-        if on_run is not None:
-            on_run(state, shrinking)
-
+    ``on_run(variant, campaign, shrinking)`` is called after every run;
+    ``variant`` names the campaign (``reference`` or ``every fix``).
+    """
     runs_total = 0
     result = None
     caught_in: str | None = None
@@ -91,6 +92,11 @@ def try_mutant(
         ("reference", (), KNOWN_FINDINGS),
         ("every fix", tuple(sorted(ALL_FIXES)), frozenset[str]()),
     ):
+
+        def progress(state: Campaign, _report: object, shrinking: bool, variant: str = variant) -> None:
+            if on_run is not None:
+                on_run(variant, state, shrinking)
+
         with candidate.patch():
             result = campaign(
                 runs, seed, fixes=fixes, tolerated=tolerated, on_run=progress, examples=fuzz_examples(fixes)
@@ -111,6 +117,34 @@ def try_mutant(
         counterexample_steps=None if failure is None else case_length(failure.case),
         shrink_runs=result.shrink_runs,
     )
+
+
+def progress_reporter(label: str, interactive: bool) -> Callable[[str, Campaign, bool], None]:
+    """Progress on stderr for one mutant's campaigns (``label`` names the mutant).
+
+    On a terminal, one line rewritten in place after every run. Otherwise (CI,
+    a pipe, a log file) plain lines, never a carriage return: one every
+    :data:`PROGRESS_EVERY_RUNS` runs of a campaign, one when shrinking starts
+    and one every :data:`PROGRESS_EVERY_RUNS` shrink runs, so a long run is
+    never silent for minutes and a log stays short.
+    """
+
+    def report(variant: str, state: Campaign, shrinking: bool) -> None:
+        if interactive:
+            doing = f"shrinking ({state.shrink_runs} runs)" if shrinking else f"run {state.runs}"
+            print(f"\r{label}  {variant}: {doing}\033[K", end="", file=sys.stderr, flush=True)
+            return
+        if shrinking and state.shrink_runs == 1:
+            doing = "shrinking the counterexample"
+        elif shrinking and state.shrink_runs % PROGRESS_EVERY_RUNS == 0:
+            doing = f"shrinking ({state.shrink_runs} runs)"
+        elif not shrinking and state.runs % PROGRESS_EVERY_RUNS == 0:
+            doing = f"run {state.runs}"
+        else:
+            return
+        print(f"{label}  {variant}: {doing}", file=sys.stderr, flush=True)
+
+    return report
 
 
 def markdown(results: Sequence[MutantResult], runs: int, seed: int) -> str:
@@ -163,13 +197,9 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     started = wall_clock()
     for index, candidate in enumerate(chosen, start=1):
         label = f"[{index}/{len(chosen)}] {candidate.name:<{width}}"
-
-        def progress(state: Campaign, shrinking: bool, label: str = label) -> None:
-            if interactive:
-                doing = f"shrinking ({state.shrink_runs} runs)" if shrinking else f"run {state.runs}"
-                print(f"\r{label}  {doing}\033[K", end="", file=sys.stderr, flush=True)
-
-        result = try_mutant(candidate, on_run=progress)
+        if not interactive:
+            print(f"{label}  started", file=sys.stderr, flush=True)
+        result = try_mutant(candidate, on_run=progress_reporter(label, interactive))
         results.append(result)
         if interactive:
             print("\r\033[K", end="", file=sys.stderr)

@@ -6,14 +6,18 @@ quiet on the reference, in a short scripted world.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import sim.mutants
 from scenarios import SCENARIOS
 from sim.cli import EXIT_OK, EXIT_USAGE, main
 from sim.faults import FaultPlan
-from sim.mutant_catalog import mutant
+from sim.fuzz import Campaign
+from sim.mutant_catalog import Mutant, mutant
+from sim.mutants import MutantResult
 from sim.workload import Arrival, Workload
 from sim.world import HolderSpec, WorldConfig, run_world
 
@@ -95,3 +99,55 @@ def test_a_forged_report_exposes_a_missing_clamp(name: str) -> None:
     with mutant(name).patch():
         run = run_world(config, plan, seed=3, tolerated=FINDINGS)
     assert run.result.invariant == "reports_monotone"
+
+
+# --- semsim mutants without real campaigns: try_mutant returns canned results ------------------
+
+
+def _killed(name: str, caught_by: str, runs: int = 3) -> MutantResult:
+    return MutantResult(name, mutant(name).description, True, caught_by, "reference", runs, 2, 5)
+
+
+def _survived(name: str) -> MutantResult:
+    return MutantResult(name, mutant(name).description, False, None, None, 2 * 150, None, 0)
+
+
+def _canned(
+    monkeypatch: pytest.MonkeyPatch,
+    *results: MutantResult,
+    runs: Callable[[Callable[[str, Campaign, bool], None]], None] | None = None,
+) -> None:
+    """``try_mutant`` answers from ``results``; ``runs`` plays progress callbacks first."""
+    by_name = {result.name: result for result in results}
+
+    def fake(candidate: Mutant, on_run: Callable[[str, Campaign, bool], None] | None = None) -> MutantResult:
+        if runs is not None and on_run is not None:
+            runs(on_run)
+        return by_name[candidate.name]
+
+    monkeypatch.setattr(sim.mutants, "try_mutant", fake)
+
+
+def test_without_a_terminal_progress_is_plain_lines_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    every = sim.mutants.PROGRESS_EVERY_RUNS
+
+    def play(on_run: Callable[[str, Campaign, bool], None]) -> None:
+        for n in range(1, 2 * every + 1):
+            on_run("reference", Campaign(runs=n), False)
+        for n in range(1, every + 1):
+            on_run("reference", Campaign(runs=2 * every + 1, shrink_runs=n), True)
+
+    _canned(monkeypatch, _killed("limit-off-by-one", "ceiling"), runs=play)
+    main(["mutants", "--only", "limit-off-by-one"])
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert "\033" not in err
+    assert err.splitlines() == [
+        "[1/1] limit-off-by-one  started",
+        f"[1/1] limit-off-by-one  reference: run {every}",
+        f"[1/1] limit-off-by-one  reference: run {2 * every}",
+        "[1/1] limit-off-by-one  reference: shrinking the counterexample",
+        f"[1/1] limit-off-by-one  reference: shrinking ({every} runs)",
+    ]
