@@ -32,7 +32,7 @@ MAX_COUNTEREXAMPLE_STEPS: Final = 15
 
 
 #: Why a mutant can survive the campaigns, for the table: what no honest or faulty run
-#: can show through the CONTRACT's invariants. Printed only for mutants that survived.
+#: can show through the invariants (docs/INVARIANTS.md). Printed only for mutants that survived.
 WHY_IT_CAN_SURVIVE: Final = {
     "unknown-lease-debt-dropped": (
         "A lease the holder never knew is charged only against one round's lease budget; no "
