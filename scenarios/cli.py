@@ -1,4 +1,4 @@
-"""``semsim list`` and ``semsim run NAME`` (CONTRACT section 3).
+"""``semsim list`` and ``semsim run NAME`` (docs/CLI.md).
 
 ``run`` prints a short report a person can read in a few seconds: which
 story, which seed, a few numbers saying what happened, every expectation

@@ -1,4 +1,4 @@
-"""Opt-in corrections of reference behaviour that breaks a CONTRACT invariant.
+"""Opt-in corrections of reference behaviour that breaks an invariant (docs/INVARIANTS.md).
 
 The default holder is the faithful reference, bugs included: a model that
 silently fixed them could not find them. Each entry names a finding in

@@ -55,7 +55,7 @@ class RoundOutcome:
 
 
 class Holder:
-    """One semaphore key's budget, kept in ``conn``; see CONTRACT section 2."""
+    """One semaphore key's budget, kept in ``conn``; see the README, "The core"."""
 
     def __init__(
         self,

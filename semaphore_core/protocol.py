@@ -1,6 +1,6 @@
 """The wire protocol: JSON objects in, frozen attrs messages out, and back.
 
-CONTRACT section 1 fixes the shapes. Parsing is strict where the reference's
+docs/WIRE.md describes the shapes. Parsing is strict where the reference's
 zod schema is strict (types, ``type`` and ``v``, non-negative integer counts)
 and lenient where zod is lenient (unknown keys are ignored, as ``z.object``
 strips them). Every parse error is a :class:`SemaphoreProtocolError` raised

@@ -1,4 +1,4 @@
-"""The ``semsim`` command line (CONTRACT section 3).
+"""The ``semsim`` command line (docs/CLI.md).
 
 Exit status: 0 when every expectation held, 1 when one did not, 2 on bad
 usage or bad input (a one-line message, no traceback).

@@ -1,6 +1,6 @@
 """A forging client: reports that lie, to show the holder's clamping holds.
 
-The CONTRACT's ``reports_monotone`` promises that "no replayed, reordered,
+``reports_monotone`` (docs/INVARIANTS.md) promises that "no replayed, reordered,
 duplicated or forged report frees capacity twice". Honest queue clients
 never send a report whose released exceeds its claimed, claims more than
 a grant holds, or rewinds a mark, so without this client the clamps that

@@ -1,4 +1,4 @@
-"""The CONTRACT's invariants, checked while a simulation runs (section 5).
+"""The invariants of docs/INVARIANTS.md, checked while a simulation runs.
 
 A :class:`Monitor` is told of every holder commit (a round, a sync, a
 reclaim: the engine reports after each transaction) and of every admission
@@ -60,7 +60,7 @@ PROGRESS_WINDOW_MS: Final = 30_000
 
 
 class InvariantViolation(BaseException):
-    """A CONTRACT invariant failed. ``finding`` names the known finding that explains it, if any.
+    """An invariant failed. ``finding`` names the known finding that explains it, if any.
 
     A ``BaseException``, like ``trio.Cancelled``: it must stop the whole run
     from wherever it is raised, and no handler's ``except Exception`` (the

@@ -64,7 +64,7 @@ COLUMNS: Final = ("mutant", "planted bug", "result", "caught by", "campaign", "r
 
 
 #: Why a mutant can survive the campaigns, for the table: what no honest or faulty run
-#: can show through the CONTRACT's invariants. Printed only for mutants that survived.
+#: can show through the invariants (docs/INVARIANTS.md). Printed only for mutants that survived.
 WHY_IT_CAN_SURVIVE: Final = {
     "unknown-lease-debt-dropped": (
         "A lease the holder never knew is charged only against one round's lease budget; no "

@@ -10,7 +10,7 @@ counterexample.
 
 Everything is validated before the first message is replayed, so a
 malformed file changes nothing and says which line is wrong (exit 2).
-After every step the holder-side invariants of CONTRACT section 5 are
+After every step the holder-side invariants (docs/INVARIANTS.md) are
 checked: ``ceiling``, ``group_ceiling``, ``reports_monotone`` and, at every
 eviction and at the end, ``durable``. ``conservative`` and ``real_ceiling``
 need to know what clients actually run, which wire traffic does not say;

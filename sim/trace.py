@@ -1,4 +1,4 @@
-"""Traces: JSON lines, a header then one event per line (CONTRACT section 4).
+"""Traces: JSON lines, a header then one event per line (docs/WIRE.md, "Traces").
 
 Events are kept as tuples while the run goes and serialised once at the
 end. Serialisation is canonical (fields in the order they were recorded,

@@ -6,12 +6,12 @@ forges reports for other clients' grants and leases, advances time, runs the
 alarm's reclaim, changes the limit, group limits and entitlements, and
 rebuilds the holder on the same connection (an eviction).
 
-After every step it checks the CONTRACT invariants that hold without a
-simulator (``ceiling``, ``group_ceiling``, ``reports_monotone``, ``durable``)
-and compares the holder's usage with a model the machine keeps from the
-replies it saw and the reports it sent. While no fix is enabled it also
-runs :mod:`tests.reference_port` in lockstep and demands identical replies,
-events and rows.
+After every step it checks the invariants (docs/INVARIANTS.md) that hold
+without a simulator (``ceiling``, ``group_ceiling``, ``reports_monotone``,
+``durable``) and compares the holder's usage with a model the machine keeps
+from the replies it saw and the reports it sent. While no fix is enabled it
+also runs :mod:`tests.reference_port` in lockstep and demands identical
+replies, events and rows.
 
 The module defines the machine; ``tests/test_stateful_holder.py`` runs it.
 """
@@ -53,7 +53,7 @@ GROUPS = ("g0", "g1", "g2")
 
 
 class InvariantViolation(AssertionError):
-    """A CONTRACT invariant failed; ``name`` is the invariant's CONTRACT name."""
+    """An invariant failed; ``name`` is its name in docs/INVARIANTS.md."""
 
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(f"{name}: {detail}")

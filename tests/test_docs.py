@@ -1,0 +1,186 @@
+"""The documentation stands on its own: a clone of the repository is all a reader has.
+
+- No tracked file sends readers to material outside the repository (the
+  lead's shared folder next to the checkout, which users do not have).
+- Every relative link in README.md and docs/*.md points to a file that
+  exists, and an anchor in it (``FILE.md#heading``) to a heading that exists.
+- Every ``semsim`` command in the parser, and each of its options, is
+  documented in docs/CLI.md under that command's heading.
+- The examples in docs/WIRE.md are what the code reads and writes: each
+  message parses and serialises back to the same JSON, keys in the same
+  order, and the case file loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from semaphore_core.protocol import parse_message
+from sim.cli import _parser
+from sim.fuzz import CASE_FORMAT, load_case
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Built from parts so that this file does not match itself.
+OUTSIDE = "../" + "shared"
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"`+[^`]*`+")
+_INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def tracked_files() -> list[Path]:
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout (or git is missing): tracked files unknown")
+    return [ROOT / name for name in out.decode().split("\0") if name]
+
+
+def prose_lines(text: str, blank_code: bool = True) -> list[tuple[int, str]]:
+    """``(line number, text)`` of the lines outside fenced code blocks (code spans blanked)."""
+    lines = []
+    fence: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        lines.append((number, _CODE_SPAN.sub("", line) if blank_code else line))
+    return lines
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for number, line in prose_lines(path.read_text(encoding="utf-8")):
+        found += [(number, target) for target in _INLINE_LINK.findall(line)]
+        reference = _REFERENCE_LINK.match(line)
+        if reference:
+            found.append((number, reference.group(1)))
+    return found
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link in a heading: its text
+    text = text.replace("`", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for _, line in prose_lines(path.read_text(encoding="utf-8"), blank_code=False):
+        match = _HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_no_tracked_file_refers_outside_the_repository() -> None:
+    offenders = []
+    for path in tracked_files():
+        if not path.is_file():
+            continue  # deleted in the work tree
+        for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+            if OUTSIDE.encode() in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}")
+    assert not offenders, f"these lines refer to {OUTSIDE}, which a clone does not have: {offenders}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_to_something_that_exists(document: Path) -> None:
+    broken = []
+    for number, target in links(document):
+        if _SCHEME.match(target):
+            continue  # http:, https:, mailto:
+        file_part, _, anchor = target.partition("#")
+        linked = document if not file_part else (document.parent / file_part).resolve()
+        where = f"{document.relative_to(ROOT)}:{number}: {target}"
+        if not linked.exists():
+            broken.append(f"{where} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{where} (no heading #{anchor} in {linked.name})")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_the_link_checker_sees_links_and_skips_code(tmp_path: Path) -> None:
+    path = tmp_path / "links.md"
+    path.write_text(
+        "# A `code` heading\nsee [a](docs/A.md) and ![p](x.png)\n`[no](code.md)`\n"
+        "```\n[no](fenced.md)\n# not a heading\n```\n[r]: docs/B.md\n## A code heading\n",
+        encoding="utf-8",
+    )
+    assert [target for _, target in links(path)] == ["docs/A.md", "x.png", "docs/B.md"]
+    assert anchors(path) == {"a-code-heading", "a-code-heading-1"}
+    assert slug("When liveness is judged") == "when-liveness-is-judged"
+    assert slug("`semsim fuzz --replay`: one case") == "semsim-fuzz---replay-one-case"
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    for action in _parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("semsim's parser has no subcommands")
+
+
+def test_every_command_and_option_is_in_the_cli_document() -> None:
+    text = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    sections: dict[str, str] = {}
+    for part in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        heading, _, body = part.partition("\n")
+        named = re.match(r"`semsim (\w+)", heading)
+        if named:
+            sections[named.group(1)] = sections.get(named.group(1), "") + body
+    missing = []
+    for name, parser in commands().items():
+        if name not in sections:
+            missing.append(f"semsim {name} (no '## `semsim {name} ...`' heading)")
+            continue
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help" and option not in sections[name]:
+                    missing.append(f"semsim {name} {option}")
+    assert not missing, "not documented in docs/CLI.md: " + ", ".join(missing)
+
+
+def json_blocks(path: Path) -> list[object]:
+    blocks = re.findall(r"^```json\n(.*?)^```", path.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    return [json.loads(block) for block in blocks]
+
+
+def test_the_wire_examples_are_what_the_code_reads_and_writes(tmp_path: Path) -> None:
+    blocks = json_blocks(ROOT / "docs" / "WIRE.md")
+    messages = [b for b in blocks if isinstance(b, dict) and "type" in b]
+    assert {m["type"] for m in messages} == {"request", "sync", "grant", "synced"}
+    for message in messages:
+        wire = parse_message(message).to_wire()
+        assert json.dumps(wire) == json.dumps(message), message
+    cases = [b for b in blocks if isinstance(b, dict) and b.get("format") == CASE_FORMAT]
+    assert cases
+    for number, case in enumerate(cases):
+        path = tmp_path / f"case-{number}.json"
+        path.write_text(json.dumps(case), encoding="utf-8")
+        load_case(path)  # raises CaseFileError if the example is not a valid case
