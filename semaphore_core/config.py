@@ -21,7 +21,7 @@ import attrs
 from semaphore_core.errors import SemaphoreConfigError
 from semaphore_core.events import Event
 from semaphore_core.fixes import KNOWN_FIXES
-from semaphore_core.numbers import MAX_DELAY_MS, as_safe_int
+from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER, as_safe_int
 
 LimitedGroups: TypeAlias = Literal["exclude", "within_group_limit"]
 LIMITED_GROUPS: Final = ("exclude", "within_group_limit")
@@ -33,11 +33,12 @@ def _js_int(value: object) -> object:
     return value if as_int is None else as_int
 
 
-def _positive_int(name: str, value: object, maximum: int | None = None) -> None:
-    # assertPositiveInteger(name, value), then the 2^31 - 1 delay cap where the reference has one.
+def _positive_int(name: str, value: object, maximum: int = MAX_SAFE_INTEGER) -> None:
+    # assertPositiveInteger(name, value) (a safe integer, as Number.isSafeInteger has it),
+    # then the 2^31 - 1 delay cap where the reference has one.
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SemaphoreConfigError(f"{name} must be a positive integer, got {value!r}")
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise SemaphoreConfigError(f"{name} must be at most {maximum}, got {value!r}")
 
 
@@ -51,6 +52,8 @@ class Ratio:
         v = self.value
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
             raise SemaphoreConfigError(f"Ratio value must be a finite non-negative number, got {v!r}")
+        if v > MAX_SAFE_INTEGER:  # limit * value must stay a finite number of permits
+            raise SemaphoreConfigError(f"Ratio value must be at most {MAX_SAFE_INTEGER}, got {v!r}")
 
 
 Amount: TypeAlias = int | Ratio
@@ -59,8 +62,8 @@ Amount: TypeAlias = int | Ratio
 def _check_amount(name: str, amount: object) -> None:
     if isinstance(amount, Ratio):
         return
-    if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
-        raise SemaphoreConfigError(f"{name} must be a non-negative integer or a Ratio, got {amount!r}")
+    if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= MAX_SAFE_INTEGER:
+        raise SemaphoreConfigError(f"{name} must be a non-negative safe integer or a Ratio, got {amount!r}")
 
 
 @attrs.frozen

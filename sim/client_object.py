@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.fixes import RETURN_IDLE_LEASES
+from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.durable import ObjectContext
 from sim.jobs import Jobs
 from sim.network import Network, RemoteError, RpcError
+from sim.validation import boolean, integer, js_int
 
 if TYPE_CHECKING:
     from sim.invariants import Monitor
@@ -40,12 +42,12 @@ ALARM_FLOOR_MS: Final = 15_000
 
 @attrs.frozen
 class ClientSettings:
-    rpc_timeout_ms: int = 5_000
-    retry_ms: int = 1_000
-    report_delay_ms: int = 500
-    finished_check_ms: int = 60_000
+    rpc_timeout_ms: int = attrs.field(default=5_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    retry_ms: int = attrs.field(default=1_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    report_delay_ms: int = attrs.field(default=500, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    finished_check_ms: int = attrs.field(default=60_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
     #: A plain client sends no ``leases`` key, so it is never leased.
-    lease_capable: bool = True
+    lease_capable: bool = attrs.field(default=True, validator=boolean)
 
 
 class ClientObject:

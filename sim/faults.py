@@ -16,6 +16,21 @@ from typing import Any, Final
 
 import attrs
 
+from sim.validation import (
+    MAX_TIME_MS,
+    array,
+    build,
+    check_int,
+    check_list,
+    fields_of,
+    integer,
+    js_int,
+    named,
+    one_of,
+    optional,
+    time_ms,
+)
+
 #: Upper bounds, so a plan can never make a run unbounded.
 MAX_DELAY_MS: Final = 600_000
 
@@ -29,13 +44,13 @@ def _probability(name: str, value: float) -> None:
 class Window:
     """``target`` is unreachable from ``start_ms`` until ``end_ms``: messages to and from it are lost."""
 
-    target: str
-    start_ms: int
-    end_ms: int
+    target: str = attrs.field(validator=named)
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
 
     def __attrs_post_init__(self) -> None:
-        if not 0 <= self.start_ms < self.end_ms:
-            raise ValueError(f"a partition window needs 0 <= start_ms < end_ms, got {self}")
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
 
     def covers(self, name: str, t_ms: int) -> bool:
         return self.target == name and self.start_ms <= t_ms < self.end_ms
@@ -45,30 +60,24 @@ class Window:
 class Eviction:
     """Evict ``target`` at ``at_ms``: its instance and everything in memory go."""
 
-    target: str
-    at_ms: int
-
-    def __attrs_post_init__(self) -> None:
-        if self.at_ms < 0:
-            raise ValueError(f"an eviction time must be >= 0, got {self}")
+    target: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
 
 
 @attrs.frozen
 class Drop:
     """Lose every ``leg`` message matching ``src``, ``dst``, ``method`` (None: any) in the window."""
 
-    leg: str
-    start_ms: int
-    end_ms: int
-    src: str | None = None
-    dst: str | None = None
-    method: str | None = None
+    leg: str = attrs.field(validator=one_of("request", "reply"))
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    src: str | None = attrs.field(default=None, validator=optional(named))
+    dst: str | None = attrs.field(default=None, validator=optional(named))
+    method: str | None = attrs.field(default=None, validator=optional(named))
 
     def __attrs_post_init__(self) -> None:
-        if self.leg not in ("request", "reply"):
-            raise ValueError(f"a drop's leg must be 'request' or 'reply', got {self.leg!r}")
-        if not 0 <= self.start_ms < self.end_ms:
-            raise ValueError(f"a drop window needs 0 <= start_ms < end_ms, got {self}")
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
 
     def matches(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool:
         return (
@@ -84,27 +93,19 @@ class Drop:
 class LimitChange:
     """The operator sets holder ``key``'s limit (None: every holder) at ``at_ms``."""
 
-    at_ms: int
-    limit: int
-    key: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.at_ms < 0 or self.limit < 0:
-            raise ValueError(f"a limit change needs at_ms >= 0 and limit >= 0, got {self}")
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    limit: int = attrs.field(converter=js_int, validator=integer())
+    key: str | None = attrs.field(default=None, validator=optional(named))
 
 
 @attrs.frozen
 class GroupLimitChange:
     """The operator caps ``group`` on holder ``key`` (``limitWorkflow``); None lifts the cap."""
 
-    at_ms: int
-    key: str
-    group: str
-    limit: int | None
-
-    def __attrs_post_init__(self) -> None:
-        if self.at_ms < 0 or (self.limit is not None and self.limit < 0):
-            raise ValueError(f"a group-limit change needs at_ms >= 0 and limit >= 0, got {self}")
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    key: str = attrs.field(validator=named)
+    group: str = attrs.field(validator=named)
+    limit: int | None = attrs.field(converter=js_int, validator=optional(integer()))
 
 
 @attrs.frozen
@@ -162,6 +163,21 @@ class FaultPlan:
         every = self.evict_holders_every_ms
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
             raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")
+        until = self.faults_until_ms
+        if until is not None:
+            check_int("faults.faults_until_ms", until, 0, MAX_TIME_MS)
+        for name, kind in (
+            ("partitions", Window),
+            ("drops", Drop),
+            ("evictions", Eviction),
+            ("limit_changes", LimitChange),
+            ("group_limit_changes", GroupLimitChange),
+        ):
+            entries = getattr(self, name)
+            check_list(f"faults.{name}", entries)
+            for index, entry in enumerate(entries):
+                if not isinstance(entry, kind):
+                    raise ValueError(f"faults.{name}[{index}] must be a {kind.__name__}, got {entry!r}")
 
     def random(self) -> bool:
         """Whether the plan has faults that may strike at any moment (rates, periodic evictions)."""
@@ -208,19 +224,25 @@ class FaultPlan:
         return attrs.asdict(self, recurse=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FaultPlan:
-        unknown = sorted(set(data) - {f.name for f in attrs.fields(cls)})
-        if unknown:
-            raise ValueError(f"faults: unknown field {unknown[0]!r}")
-        values = dict(data)
-        values["partitions"] = tuple(Window(**w) for w in data.get("partitions", ()))
-        values["evictions"] = tuple(Eviction(**e) for e in data.get("evictions", ()))
-        values["drops"] = tuple(Drop(**d) for d in data.get("drops", ()))
-        values["limit_changes"] = tuple(LimitChange(**c) for c in data.get("limit_changes", ()))
-        values["group_limit_changes"] = tuple(
-            GroupLimitChange(**c) for c in data.get("group_limit_changes", ())
-        )
-        return cls(**values)
+    def from_dict(cls, data: Any) -> FaultPlan:
+        """The inverse of ``to_dict``; ValueError names the field, with its path (``faults.drops[0].leg``)."""
+        values = fields_of(cls, data, "faults")
+        for name, kind in (
+            ("partitions", Window),
+            ("drops", Drop),
+            ("evictions", Eviction),
+            ("limit_changes", LimitChange),
+            ("group_limit_changes", GroupLimitChange),
+        ):
+            if name in values:
+                values[name] = tuple(
+                    build(kind, entry, f"faults.{name}[{index}]")
+                    for index, entry in enumerate(array(values[name], f"faults.{name}"))
+                )
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise ValueError(f"faults: {error}") from None
 
 
 NO_FAULTS: Final = FaultPlan()

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import sqlite3
 import sys
 from collections import Counter
@@ -119,8 +118,6 @@ _LEASE_NUMBERS: Final = {
 }
 _LEASE_FIELDS: Final = frozenset({"provisioning", "limitedGroups", *_LEASE_NUMBERS})
 _LIMITED_GROUPS: Final = {"exclude": "exclude", "withinGroupLimit": "within_group_limit"}
-#: The largest ratio whose product with any safe limit is a finite number of permits.
-MAX_RATIO: Final = sys.float_info.max / MAX_SAFE_INTEGER
 #: Error messages are cut to this many characters: a value may be megabytes long.
 MAX_MESSAGE_CHARS: Final = 1_000
 
@@ -215,17 +212,9 @@ def _amount(value: object, what: str) -> object:
     ratio = value["ratio"]
     if isinstance(ratio, bool) or not isinstance(ratio, int | float):
         raise ValueError(f"{what}.ratio must be a number, got {json.dumps(ratio)}")
-    try:
-        share: Ratio | None = Ratio(float(ratio))  # finite and >= 0, or SemaphoreConfigError
-    except OverflowError:  # an integer past the largest double
-        share = None
-    # scaled() floors limit * ratio: past this it is infinite and the round would fail.
-    if share is None or not math.isfinite(MAX_SAFE_INTEGER * share.value):
-        raise ValueError(
-            f"{what}.ratio must be at most {MAX_RATIO:g} (the limit times it must be a finite number "
-            f"of permits), got {json.dumps(ratio)}"
-        )
-    return share
+    if ratio > MAX_SAFE_INTEGER:  # before float(): an integer past the largest double overflows
+        raise ValueError(f"{what}.ratio must be at most {MAX_SAFE_INTEGER}, got {json.dumps(ratio)}")
+    return Ratio(float(ratio))  # finite and >= 0, or SemaphoreConfigError
 
 
 _PROVISIONING_SHAPES: Final = (

@@ -7,63 +7,107 @@ order, so a seed fixes the whole arrival schedule.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import attrs
 
 from sim.network import Network, RpcError
 from sim.runtime import Sim
+from sim.validation import (
+    MAX_TIME_MS,
+    check_int,
+    check_list,
+    check_name,
+    check_number,
+    integer,
+    js_int,
+    named,
+    one_of,
+    optional,
+    time_ms,
+)
 
 MAX_CLIENTS: Final = 1_000
+
+
+#: The most items one scripted arrival or one burst may submit.
+MAX_BATCH: Final = 10_000
+#: The highest steady rate, per client: one item per millisecond.
+MAX_ITEMS_PER_MINUTE: Final = 60_000.0
+MAX_KEYS: Final = 16
+MAX_GROUPS: Final = 64
 
 
 @attrs.frozen
 class Arrival:
     """A scripted submission: ``count`` items from client number ``client`` at ``at_ms``."""
 
-    at_ms: int
-    client: int
-    count: int = 1
-    group: str | None = None
-    key: str | None = None
-    duration_ms: int = 10_000
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    client: int = attrs.field(converter=js_int, validator=integer(0, MAX_CLIENTS - 1))
+    count: int = attrs.field(default=1, converter=js_int, validator=integer(1, MAX_BATCH))
+    group: str | None = attrs.field(default=None, validator=optional(named))
+    key: str | None = attrs.field(default=None, validator=optional(named))
+    duration_ms: int = attrs.field(default=10_000, converter=js_int, validator=time_ms())
+
+
+def _names(most: int) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_list(attribute.name, value, most)
+        if not value:
+            raise ValueError(f"{attribute.name} must not be empty")
+        for index, name in enumerate(value):
+            check_name(f"{attribute.name}[{index}]", name)
+        if len(set(value)) != len(value):
+            raise ValueError(f"{attribute.name} must not repeat a name, got {list(value)!r}")
+
+    return check
+
+
+def _range_ms(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise ValueError(f"{attribute.name} must be a pair [low, high], got {value!r}")
+    for index, bound in enumerate(value):
+        check_int(f"{attribute.name}[{index}]", bound, 0, MAX_TIME_MS)
+    if value[0] > value[1]:
+        raise ValueError(f"{attribute.name} must be a range with low <= high, got {list(value)!r}")
 
 
 @attrs.frozen
 class Workload:
     """Arrivals per client: ``steady`` (exponential gaps) or ``bursts`` (batches every so often)."""
 
-    clients: int = 4
+    clients: int = attrs.field(default=4, converter=js_int, validator=integer(1, MAX_CLIENTS))
     #: How many of the clients are plain (send no ``leases``, so are never leased).
-    plain_clients: int = 0
-    keys: tuple[str, ...] = ("acct",)
-    groups: tuple[str, ...] = ("wf-1", "wf-2")
-    arrival: Literal["steady", "bursts"] = "steady"
+    plain_clients: int = attrs.field(default=0, converter=js_int, validator=integer(0, MAX_CLIENTS))
+    keys: tuple[str, ...] = attrs.field(default=("acct",), validator=_names(MAX_KEYS))
+    groups: tuple[str, ...] = attrs.field(default=("wf-1", "wf-2"), validator=_names(MAX_GROUPS))
+    arrival: Literal["steady", "bursts"] = attrs.field(default="steady", validator=one_of("steady", "bursts"))
     #: Steady: mean items per minute per client. Bursts: items per burst.
-    items_per_minute: float = 20.0
-    burst_size: int = 20
-    burst_every_ms: int = 60_000
+    items_per_minute: float = attrs.field(
+        default=20.0, validator=lambda _, a, v: check_number(a.name, v, 0.0, MAX_ITEMS_PER_MINUTE)
+    )
+    burst_size: int = attrs.field(default=20, converter=js_int, validator=integer(1, MAX_BATCH))
+    burst_every_ms: int = attrs.field(default=60_000, converter=js_int, validator=time_ms(1))
     #: Each item runs for a duration drawn uniformly in this range.
-    duration_ms: tuple[int, int] = (2_000, 20_000)
+    duration_ms: tuple[int, int] = attrs.field(default=(2_000, 20_000), validator=_range_ms)
     #: Arrivals stop at this time (the run may go on to let work finish).
-    until_ms: int = 600_000
+    until_ms: int = attrs.field(default=600_000, converter=js_int, validator=time_ms())
     #: When given, exactly these arrivals replace the random processes.
-    script: tuple[Arrival, ...] = ()
+    script: tuple[Arrival, ...] = attrs.field(default=(), validator=lambda _, a, v: check_list(a.name, v))
 
     def __attrs_post_init__(self) -> None:
-        if not 1 <= self.clients <= MAX_CLIENTS:
-            raise ValueError(f"workload.clients must be between 1 and {MAX_CLIENTS}, got {self.clients}")
-        if not 0 <= self.plain_clients <= self.clients:
-            raise ValueError("workload.plain_clients must be between 0 and workload.clients")
-        if not self.keys or not self.groups:
-            raise ValueError("workload.keys and workload.groups must not be empty")
-        if self.arrival not in ("steady", "bursts"):
-            raise ValueError(f"workload.arrival must be 'steady' or 'bursts', got {self.arrival!r}")
-        low, high = self.duration_ms
-        if not 0 <= low <= high:
-            raise ValueError(f"workload.duration_ms must be a range 0 <= low <= high, got {self.duration_ms}")
-        if self.items_per_minute <= 0 or self.burst_size <= 0 or self.burst_every_ms <= 0:
-            raise ValueError("workload rates must be positive")
+        if self.plain_clients > self.clients:
+            raise ValueError(
+                f"plain_clients must be at most clients ({self.clients}), got {self.plain_clients}"
+            )
+        for index, arrival in enumerate(self.script):
+            if not isinstance(arrival, Arrival):
+                raise ValueError(f"script[{index}] must be an arrival, got {arrival!r}")
+            if arrival.key is not None and arrival.key not in self.keys:
+                raise ValueError(
+                    f"script[{index}].key {arrival.key!r} is not one of keys {list(self.keys)!r}"
+                )
 
     def client_names(self) -> list[str]:
         width = len(str(self.clients - 1))

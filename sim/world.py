@@ -15,7 +15,8 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.faults import FaultPlan
@@ -26,6 +27,18 @@ from sim.jobs import Jobs
 from sim.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime import Limits, RunResult, Sim, run
 from sim.trace import Trace
+from sim.validation import (
+    array,
+    boolean,
+    build,
+    check_int,
+    check_number,
+    fields_of,
+    integer,
+    js_int,
+    one_of,
+    time_ms,
+)
 from sim.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
@@ -34,18 +47,35 @@ PROGRESS_SAMPLE_MS = 5_000
 MAX_SETTLE_MS = 6 * 3_600_000
 
 
+def _amount(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Under's reserve or over's extra: an absolute count (int) or a ratio of the limit (float)."""
+    if isinstance(value, float):
+        check_number(attribute.name, value, -1.0, float(MAX_SAFE_INTEGER))  # a ratio: 0 allowed
+        if value < 0:
+            raise ValueError(f"{attribute.name} must be a non-negative ratio, got {value!r}")
+    else:
+        check_int(attribute.name, value)
+
+
 @attrs.frozen
 class LeaseSpec:
     """Lease options as plain data (what a trace header records)."""
 
-    provisioning: Literal["strict", "under", "over"] = "strict"
+    provisioning: Literal["strict", "under", "over"] = attrs.field(
+        default="strict", validator=one_of("strict", "under", "over")
+    )
     #: Under's reserve or over's extra: an int is absolute, a float a ratio of the limit.
-    amount: int | float = 0
-    permits_per_lease: int = 64
-    ttl_ms: int = 1_800_000
-    max_groups: int = 100
-    max_clients_per_group: int = 100
-    limited_groups: Literal["exclude", "within_group_limit"] = "exclude"
+    amount: int | float = attrs.field(default=0, validator=_amount)
+    permits_per_lease: int = attrs.field(default=64, converter=js_int, validator=integer(1))
+    ttl_ms: int = attrs.field(default=1_800_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    max_groups: int = attrs.field(default=100, converter=js_int, validator=integer(1))
+    max_clients_per_group: int = attrs.field(default=100, converter=js_int, validator=integer(1))
+    limited_groups: Literal["exclude", "within_group_limit"] = attrs.field(
+        default="exclude", validator=one_of("exclude", "within_group_limit")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        self.options()  # the holder's own rules too (they raise naming the field)
 
     def options(self) -> LeaseOptions:
         amount: int | Ratio = Ratio(self.amount) if isinstance(self.amount, float) else self.amount
@@ -66,16 +96,35 @@ class LeaseSpec:
         )
 
 
+def _lease_spec(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, LeaseSpec):
+        raise ValueError(f"{attribute.name} must be lease options or null, got {value!r}")
+
+
 @attrs.frozen
 class HolderSpec:
-    limit: int = 10
-    round_wait_ms: int = 1_000
-    round_period_ms: int = 2_000
-    grant_timeout_ms: int = 10_000
-    leases: LeaseSpec | None = LeaseSpec()
-    fixes: tuple[str, ...] = ()
-    alarm_min_delay_ms: int = 15_000
-    engine_fallback: bool = True
+    """The holder's settings as plain data, checked by the holder's own rules when built."""
+
+    limit: int = attrs.field(default=10, converter=js_int)
+    round_wait_ms: int = attrs.field(default=1_000, converter=js_int)
+    round_period_ms: int = attrs.field(default=2_000, converter=js_int)
+    grant_timeout_ms: int = attrs.field(default=10_000, converter=js_int)
+    leases: LeaseSpec | None = attrs.field(default=LeaseSpec(), validator=_lease_spec)
+    fixes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+    alarm_min_delay_ms: int = attrs.field(
+        default=15_000, converter=js_int, validator=integer(1, MAX_DELAY_MS)
+    )
+    engine_fallback: bool = attrs.field(default=True, validator=boolean)
+
+    def __attrs_post_init__(self) -> None:
+        # The same rules, and messages, as the holder: ``HolderConfig`` raises naming the field.
+        HolderConfig(
+            limit=self.limit,
+            round_wait_ms=self.round_wait_ms,
+            round_period_ms=self.round_period_ms,
+            grant_timeout_ms=self.grant_timeout_ms,
+            fixes=self.fixes,
+        )
 
     def env(self, alarm_failure: float = 0.0, faults_until_ms: int | None = None) -> Env:
         return Env(
@@ -94,58 +143,55 @@ class HolderSpec:
 
 @attrs.frozen
 class WorldConfig:
-    holder: HolderSpec = attrs.field(factory=HolderSpec)
-    workload: Workload = attrs.field(factory=Workload)
-    client: ClientSettings = attrs.field(factory=ClientSettings)
+    holder: HolderSpec = attrs.field(factory=HolderSpec, validator=attrs.validators.instance_of(HolderSpec))
+    workload: Workload = attrs.field(factory=Workload, validator=attrs.validators.instance_of(Workload))
+    client: ClientSettings = attrs.field(
+        factory=ClientSettings, validator=attrs.validators.instance_of(ClientSettings)
+    )
     #: How long the story lasts: arrivals stop here, and so do faults the plan does not stop
     #: sooner. The run goes on past it until it settles, for liveness (see ``run_world``).
-    duration_ms: int = 3_600_000
-    latency_ms: int = DEFAULT_LATENCY_MS
+    duration_ms: int = attrs.field(default=3_600_000, converter=js_int, validator=time_ms(1))
+    latency_ms: int = attrs.field(
+        default=DEFAULT_LATENCY_MS, converter=js_int, validator=integer(0, MAX_DELAY_MS)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not self.client.lease_capable:
+            raise ValueError(
+                "client.lease_capable is set for each client by workload.plain_clients; leave it out"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True)
 
     @classmethod
     def from_dict(cls, data: Any) -> WorldConfig:
-        """The inverse of ``to_dict`` (a trace header's ``config``); ValueError names what is wrong."""
-        values = _fields(cls, data, "config")
+        """The inverse of ``to_dict`` (a trace header's or case file's ``config``).
+
+        ValueError names the field that is wrong, with its path (``config.holder.limit``).
+        """
+        values = fields_of(cls, data, "config")
         if "holder" in values:
-            holder = _fields(HolderSpec, values["holder"], "config.holder")
+            holder = fields_of(HolderSpec, values["holder"], "config.holder")
             if holder.get("leases") is not None:
-                holder["leases"] = LeaseSpec(**_fields(LeaseSpec, holder["leases"], "config.holder.leases"))
+                holder["leases"] = build(LeaseSpec, holder["leases"], "config.holder.leases")
             if "fixes" in holder:
-                holder["fixes"] = tuple(_list(holder["fixes"], "config.holder.fixes"))
-            values["holder"] = HolderSpec(**holder)
+                holder["fixes"] = tuple(array(holder["fixes"], "config.holder.fixes"))
+            values["holder"] = build(HolderSpec, holder, "config.holder")
         if "workload" in values:
-            workload = _fields(Workload, values["workload"], "config.workload")
+            workload = fields_of(Workload, values["workload"], "config.workload")
             for name in ("keys", "groups", "duration_ms"):
                 if name in workload:
-                    workload[name] = tuple(_list(workload[name], f"config.workload.{name}"))
+                    workload[name] = tuple(array(workload[name], f"config.workload.{name}"))
             if "script" in workload:
                 workload["script"] = tuple(
-                    Arrival(**_fields(Arrival, a, "config.workload.script[]"))
-                    for a in _list(workload["script"], "config.workload.script")
+                    build(Arrival, a, f"config.workload.script[{index}]")
+                    for index, a in enumerate(array(workload["script"], "config.workload.script"))
                 )
-            values["workload"] = Workload(**workload)
+            values["workload"] = build(Workload, workload, "config.workload")
         if "client" in values:
-            values["client"] = ClientSettings(**_fields(ClientSettings, values["client"], "config.client"))
-        return cls(**values)
-
-
-def _fields(cls: type, data: Any, where: str) -> dict[str, Any]:
-    """``data`` as keyword arguments for the attrs class ``cls``: an object with only its fields."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where} must be a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - {field.name for field in attrs.fields(cls)})
-    if unknown:
-        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
-    return dict(data)
-
-
-def _list(data: Any, where: str) -> list[Any]:
-    if not isinstance(data, list | tuple):
-        raise ValueError(f"{where} must be a JSON array, got {type(data).__name__}")
-    return list(data)
+            values["client"] = build(ClientSettings, values["client"], "config.client")
+        return build(cls, values, "config")
 
 
 @attrs.define
@@ -228,6 +274,24 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
             if entry.at_ms >= end:
                 raise ValueError(
                     f"faults.{name}[{index}].at_ms ({entry.at_ms}) is not before duration_ms ({end})"
+                )
+    holders = [f"holder:{key}" for key in config.workload.keys]
+    objects = [*holders, *config.workload.client_names()]
+    endpoints = [*objects, "jobs", "workload", "forger"]
+    for name, entries, field, known in (
+        ("partitions", faults.partitions, "target", objects),
+        ("evictions", faults.evictions, "target", objects),
+        ("drops", faults.drops, "src", endpoints),
+        ("drops", faults.drops, "dst", endpoints),
+        ("limit_changes", faults.limit_changes, "key", config.workload.keys),
+        ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
+    ):
+        for index, entry in enumerate(entries):
+            value = getattr(entry, field)
+            if value is not None and value not in known:
+                raise ValueError(
+                    f"faults.{name}[{index}].{field} {value!r} names nothing in this world; "
+                    f"one of: {', '.join(known)}"
                 )
     for index, arrival in enumerate(config.workload.script):
         if arrival.at_ms >= end:
