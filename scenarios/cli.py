@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
 from scenarios.base import summary
-from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, writable_path
+from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -49,9 +49,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     plot_path: Path | None = args.plot
     # Fail on an unwritable output before the run, not after it.
     if trace_path is not None:
-        writable_path(trace_path)
+        output_file(trace_path, "--trace")
     if plot_path is not None:
-        writable_path(plot_path)
+        output_file(plot_path, "--plot", image=True)
 
     result = run_scenario(scenario, args.seed)
     print_report(result)

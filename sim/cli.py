@@ -1,30 +1,42 @@
 """The ``semsim`` command line (docs/CLI.md).
 
-Exit status: 0 when every expectation held, 1 when one did not, 2 on bad
-usage or bad input (a one-line message, no traceback).
+Exit status: 0 when every expectation and invariant held, 1 when one did
+not, 2 on bad usage or bad input (a one-line message, no traceback), 130
+when interrupted (Ctrl-C), and 141 when the reader of the output went away
+(``semsim list | head -1``): the command stops quietly, as a program killed
+by SIGPIPE would.
 
 This module only parses arguments and dispatches; each command's work lives
 with its concept (``scenarios.cli``, ``sim.plot``, ``sim.replay``,
-``sim.fuzz``, ``sim.mutants``) and is imported when the command runs, so
-``semsim --help`` stays fast.
+``sim.fuzz_cli``, ``sim.mutants``) and is imported when the command runs, so
+``semsim --help`` stays fast. Options are checked here or at the top of each
+command, before any work starts: an output path that cannot be written is
+reported before the run it would record, not after.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Final, cast
 
-EXIT_OK = 0
-EXIT_VIOLATION = 1
-EXIT_USAGE = 2
+from sim.inputs import InputError, check_output_dir, check_output_file
+
+EXIT_OK: Final = 0
+EXIT_VIOLATION: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
 
 #: The largest seed accepted on the command line (seeds feed ``random.Random``).
-MAX_SEED = 2**63 - 1
+MAX_SEED: Final = 2**63 - 1
+#: The most runs one campaign may be asked for.
+MAX_RUNS: Final = 1_000_000
 
 
 class UsageError(Exception):
@@ -40,34 +52,51 @@ def wall_clock() -> float:
     return time.perf_counter()
 
 
-def seed_arg(text: str) -> int:
-    """``--seed``: a non-negative integer."""
+def _integer(text: str) -> int:
     try:
-        value = int(text, 10)
+        return int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def seed_arg(text: str) -> int:
+    """``--seed``: an integer in [0, MAX_SEED]."""
+    value = _integer(text)
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}: {text}")
     return value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+def runs_arg(text: str) -> int:
+    """``--runs``: an integer in [1, MAX_RUNS]."""
+    value = _integer(text)
+    if not 1 <= value <= MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_RUNS:,}: {text}")
     return value
 
 
-def writable_path(path: Path) -> Path:
-    """Fail early, before a long run, when an output file cannot be written."""
-    if not path.parent.exists():
-        raise UsageError(f"cannot write {path}: no directory {path.parent}")
-    if path.is_dir():
-        raise UsageError(f"cannot write {path}: it is a directory")
-    return path
+def output_file(path: Path, option: str, image: bool = False) -> Path:
+    """``path`` if a file can be written there (with ``image``, in a format matplotlib writes).
+
+    Checked before any work starts; the check leaves nothing behind.
+    """
+    formats = None
+    if image:
+        from sim.plot import image_formats  # matplotlib: only when a plot is asked for
+
+        formats = image_formats()
+    try:
+        return check_output_file(path, option, formats)
+    except InputError as error:
+        raise UsageError(str(error)) from None
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """``path`` if a directory there can be made (if needed) and written in."""
+    try:
+        return check_output_dir(path, option)
+    except InputError as error:
+        raise UsageError(str(error)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,18 +136,21 @@ def _parser() -> argparse.ArgumentParser:
             "print a summary with coverage counters. Exit 1 on an unexpected violation."
         ),
     )
-    fuzz.add_argument("--runs", type=positive_int, default=100, help="how many runs (default 100)")
-    fuzz.add_argument("--seed", type=seed_arg, default=0, help="campaign seed (default 0)")
+    # Defaults are applied by the command, so it can tell an option given from one left out.
+    fuzz.add_argument("--runs", type=runs_arg, help="how many runs (default 100)")
+    fuzz.add_argument("--seed", type=seed_arg, help="campaign seed (default 0)")
     fuzz.add_argument(
         "--fixes",
-        default="",
         metavar="A,B",
-        help="opt-in fixes to run with ('all' for every known fix; default: the faithful reference)",
+        help="opt-in fixes to run with ('all' for every known fix; default: the faithful reference); "
+        "with --replay, turned on in the replayed case",
     )
-    fuzz.add_argument("--replay", type=Path, metavar="PLAN.json", help="replay one recorded case")
+    fuzz.add_argument("--replay", type=Path, metavar="CASE.json", help="replay one recorded case")
     fuzz.add_argument("--trace", type=Path, metavar="F.jsonl", help="with --replay: write the trace")
-    fuzz.add_argument("--out", type=Path, metavar="DIR", help="write each violating case's plan here")
-    fuzz.add_argument("--quiet", action="store_true", help="no progress bar")
+    fuzz.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the violating case here (default semsim-failures)"
+    )
+    fuzz.add_argument("--quiet", action="store_true", help="no progress lines")
 
     mutants = commands.add_parser(
         "mutants",
@@ -127,6 +159,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     mutants.add_argument("--only", default="", metavar="A,B", help="run only these mutants")
     mutants.add_argument("--markdown", type=Path, metavar="F.md", help="write the table here")
+    mutants.add_argument(
+        "--expected",
+        type=Path,
+        metavar="F.md",
+        help="the table to compare the verdicts with (default: docs/MUTANTS.md)",
+    )
 
     replay = commands.add_parser(
         "replay",
@@ -151,7 +189,7 @@ HANDLERS = {
     "demo": "sim.cli:_demo",
     "list": "scenarios.cli:cmd_list",
     "run": "scenarios.cli:cmd_run",
-    "fuzz": "sim.fuzz:cmd_fuzz",
+    "fuzz": "sim.fuzz_cli:cmd_fuzz",
     "mutants": "sim.mutants:cmd_mutants",
     "replay": "sim.replay:cmd_replay",
     "plot": "sim.plot:cmd_plot",
@@ -163,7 +201,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     plot_path: Path | None = args.plot
     if plot_path is not None:
-        writable_path(plot_path)
+        output_file(plot_path, "--plot", image=True)
     result = run_demo()
     print_timeline(result)
     if plot_path is not None:
@@ -184,13 +222,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         Callable[[argparse.Namespace], int], getattr(importlib.import_module(module_name), function_name)
     )
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
+        return status
     except UsageError as error:
         print(f"semsim {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"semsim {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except BaseException as error:
+        if not interrupted_by(error):
+            raise
+        print(f"\nsemsim {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def interrupted_by(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, alone or inside (nested) exception groups (Trio wraps it)."""
+    if isinstance(error, KeyboardInterrupt):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(interrupted_by(inner) for inner in error.exceptions)
+    return False
+
+
+def _discard_stdout() -> None:
+    """The reader went away: send what is still buffered nowhere, so exiting prints no error.
+
+    Python's documented way (the ``signal`` module's note on SIGPIPE).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file descriptor (a test's capture): nothing is buffered at OS level
 
 
 if __name__ == "__main__":

@@ -6,18 +6,17 @@ faithful reference (docs/FINDINGS.md) are tolerated and counted by name;
 anything else is a failure: Hypothesis shrinks it to a minimal case, which
 is saved as JSON next to a one-line command that replays it exactly.
 
-The same module serves ``semsim fuzz`` (with a progress line and a closing
-summary), the pytest fuzz suite and ``semsim mutants``.
+The same campaigns serve ``semsim fuzz`` (``sim.fuzz_cli``: a progress
+line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -28,20 +27,24 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
-from sim.coverage import EXPECTED, coverage, missing
+from sim.coverage import coverage, missing
 from sim.faults import FaultPlan
 from sim.inputs import InputError, read_text
 from sim.strategies import Case, cases
-from sim.world import WorldConfig, WorldRun, run_world
+from sim.world import WorldConfig, WorldRun, check_plan, run_world
 
 #: Findings of the faithful reference that a campaign on it expects and counts by name.
 KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4"})
 #: Where failing cases are written unless told otherwise.
 DEFAULT_OUT: Final = Path("semsim-failures")
 CASE_FORMAT: Final = "semsim-case/1"
-#: Runs spent shrinking a failure before the best case so far is kept (a run costs ~0.3 s).
-SHRINK_BUDGET: Final = 150
+#: Simulated work (trace events, summed over shrink runs) spent shrinking a failure before the
+#: best case so far is kept. A budget of work rather than of seconds keeps shrinking
+#: deterministic: the same failure shrinks to the same case on any machine. About a minute here.
+SHRINK_BUDGET_EVENTS: Final = 12_000_000
 MAX_CASE_BYTES: Final = 1_000_000
+#: A case's seed feeds ``random.Random`` by string; the command line's bound.
+MAX_CASE_SEED: Final = 2**63 - 1
 
 
 @attrs.frozen
@@ -58,6 +61,8 @@ class RunReport:
     findings: Counter[str]
     documented: Counter[str]
     coverage: Counter[str]
+    #: Trace events the run recorded: the measure of its work.
+    events: int = 0
 
     @property
     def failed(self) -> bool:
@@ -106,6 +111,7 @@ def run_case(case: Case, tolerated: frozenset[str]) -> tuple[RunReport, WorldRun
             findings=Counter(v.finding for v in monitor.violations if v.finding is not None),
             documented=monitor.documented + monitor.leaks,
             coverage=coverage(run.trace.events(), case.config.latency_ms),
+            events=len(run.trace),
         ),
         run,
     )
@@ -149,8 +155,8 @@ class CaseFileError(ValueError):
     """A saved case is unreadable or malformed; the message names the file and what is wrong."""
 
 
-def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunReport | None = None) -> None:
-    """Write a case as JSON; with ``failure``, what it broke goes in as ``expect``."""
+def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None = None) -> str:
+    """A case as the JSON :func:`load_case` reads; with ``failure``, what it broke goes in as ``expect``."""
     data: dict[str, Any] = {"format": CASE_FORMAT, "tolerated": sorted(tolerated)}
     if failure is not None:
         data["expect"] = {
@@ -159,7 +165,12 @@ def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunRep
             "outcome": failure.outcome,
         }
     data.update(case.to_dict())
-    path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"
+
+
+def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunReport | None = None) -> None:
+    """Write a case as JSON (see :func:`case_text`)."""
+    path.write_text(case_text(case, tolerated, failure), encoding="utf-8")
 
 
 def load_case(path: Path) -> tuple[Case, frozenset[str]]:
@@ -178,21 +189,27 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
     if unknown:
         raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
     seed, tolerated = data.get("seed"), data.get("tolerated", [])
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise CaseFileError(f"{path}: seed must be a non-negative integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_CASE_SEED:
+        raise CaseFileError(f"{path}: seed must be an integer in [0, {MAX_CASE_SEED}], got {seed!r}")
     if not isinstance(tolerated, list) or not all(isinstance(name, str) for name in tolerated):
         raise CaseFileError(f"{path}: tolerated must be a list of finding names")
+    strange = sorted(set(tolerated) - KNOWN_FINDINGS)
+    if strange:
+        raise CaseFileError(
+            f"{path}: tolerated names {strange[0]!r}, not a known finding "
+            f"({', '.join(sorted(KNOWN_FINDINGS))})"
+        )
+    expect = data.get("expect")
+    if expect is not None and (
+        not isinstance(expect, dict) or set(expect) - {"invariant", "finding", "outcome"}
+    ):
+        raise CaseFileError(f"{path}: expect must be an object with invariant, finding and outcome")
     try:
         config = WorldConfig.from_dict(data.get("config", {}))
-        faults_data = data.get("faults", {})
-        if not isinstance(faults_data, dict):
-            raise ValueError("faults must be a JSON object")
-        faults = FaultPlan.from_dict(faults_data)
-    except (TypeError, ValueError) as error:
+        faults = FaultPlan.from_dict(data.get("faults", {}))
+        check_plan(config, faults)
+    except ValueError as error:
         raise CaseFileError(f"{path}: {error}") from None
-    unknown_fixes = sorted(set(config.holder.fixes) - set(KNOWN_FIXES))
-    if unknown_fixes:
-        raise CaseFileError(f"{path}: unknown fix {unknown_fixes[0]!r}; known: {', '.join(KNOWN_FIXES)}")
     return Case(config=config, faults=faults, seed=seed), frozenset(tolerated)
 
 
@@ -209,8 +226,13 @@ class Campaign:
     documented: Counter[str] = attrs.field(factory=Counter)
     coverage: Counter[str] = attrs.field(factory=Counter)
     failure: RunReport | None = None
-    #: Runs tried while shrinking the failure.
+    #: Runs tried while shrinking the failure, and the work they did (trace events).
     shrink_runs: int = 0
+    shrink_events: int = 0
+    #: Shrinking stopped at its budget (or was interrupted): the case may not be minimal.
+    shrink_cut_short: bool = False
+    #: The campaign was stopped before its runs were done (Ctrl-C): what it saw is partial.
+    interrupted: bool = False
 
     def add(self, report: RunReport) -> None:
         self.runs += 1
@@ -260,6 +282,45 @@ def tolerated_for(fixes: tuple[str, ...]) -> frozenset[str]:
     return frozenset(KNOWN_FINDINGS - fixed)
 
 
+class _Stopped(BaseException):
+    """Raised inside the Hypothesis test to end a campaign early (a user's interrupt).
+
+    A ``BaseException``, so Hypothesis does not take it for a failure to shrink.
+    """
+
+
+@contextmanager
+def _cases_independent_of_loaded_modules() -> Iterator[None]:
+    """Draw a campaign's cases from its seed alone, whatever modules the process has loaded.
+
+    Hypothesis draws about 5% of values from constants it mines out of every
+    *local* module in ``sys.modules`` (``providers._get_local_constants``), so
+    the same seed gave different cases in pytest (which loads the tests), in
+    ``semsim fuzz`` and in a worker process. For the duration of a campaign
+    that pool is empty; the global constants (edge values such as 0 and -1)
+    still apply. If a Hypothesis version has no such pool, there is nothing
+    to do.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # pragma: no cover - older Hypothesis: no local constants
+        yield
+        return
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        yield  # pragma: no cover
+        return
+    saved = providers._get_local_constants
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
 def campaign(
     runs: int,
     seed: int,
@@ -267,18 +328,25 @@ def campaign(
     tolerated: frozenset[str] | None = None,
     on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
     shrink: bool = True,
-    shrink_budget: int = SHRINK_BUDGET,
+    shrink_budget_events: int = SHRINK_BUDGET_EVENTS,
     examples: Sequence[Case] = (),
     database: ExampleDatabase | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
     ``on_run(campaign, report, shrinking)`` is called after every run (the
-    progress line). Every draw derives from ``seed``, so the same arguments
-    give the same campaign in the same environment. ``examples`` run first,
-    as they are (Hypothesis's explicit examples): the named scenarios, say.
+    progress line). Every draw derives from ``seed`` alone (not from which
+    modules are loaded), so the same arguments give the same campaign in any
+    process. ``examples`` run first, as they are (Hypothesis's explicit
+    examples): the named scenarios, say. Shrinking stops after
+    ``shrink_budget_events`` of simulated work and keeps the best case so far
+    (``shrink_cut_short``). ``stop()`` is asked before every run: once it
+    says so, the campaign ends (``interrupted``), or, while shrinking, the
+    shrink does.
     """
     assert runs >= 1, runs
+    assert shrink_budget_events >= 0, shrink_budget_events
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
     result = Campaign()
     failed: dict[Case, RunReport] = {}
@@ -303,12 +371,17 @@ def campaign(
             # and keep the one replayed last: the minimal case it reports.
             result.failure = known
             _raise_failure(known)
-        if result.failure is not None and result.shrink_runs >= shrink_budget:
-            return  # out of shrinking budget: nothing new fails, so the shrinker stops
-        report, _ = run_case(case, allowed)
         shrinking = result.failure is not None
+        if shrinking and (result.shrink_events >= shrink_budget_events or (stop is not None and stop())):
+            # Out of budget, or asked to stop: nothing new fails, so the shrinker stops.
+            result.shrink_cut_short = True
+            return
+        if not shrinking and stop is not None and stop():
+            raise _Stopped
+        report, _ = run_case(case, allowed)
         if shrinking:
             result.shrink_runs += 1
+            result.shrink_events += report.events
         else:
             result.add(report)
         if on_run is not None:
@@ -320,122 +393,11 @@ def campaign(
 
     for example in reversed(examples):
         one = hypothesis_example(case=example)(one)
-    try:
-        one()
-    except _Failed:
-        assert result.failure is not None
+    with _cases_independent_of_loaded_modules():
+        try:
+            one()
+        except _Failed:
+            assert result.failure is not None
+        except _Stopped:
+            result.interrupted = True
     return result
-
-
-# --- the command ----------------------------------------------------------------------------
-
-
-def _bar(done: int, total: int, width: int = 30) -> str:
-    filled = width * done // total
-    return "#" * filled + "." * (width - filled)
-
-
-def print_summary(result: Campaign, wall_s: float, out: Any = None) -> None:
-    out = sys.stdout if out is None else out
-    hours = result.sim_ms / 3_600_000
-    print(f"runs: {result.runs}, simulated: {hours:.2f} h, wall: {wall_s:.1f} s", file=out)
-    violations = Counter({result.failure.failure_name: 1}) if result.failure else Counter()
-    print("violations by invariant:", _counts(violations) or "none", file=out)
-    print("known findings (tolerated):", _counts(result.findings) or "none", file=out)
-    print("documented behaviour:", _counts(result.documented) or "none", file=out)
-    print("coverage:", file=out)
-    width = max(len(name) for name in EXPECTED)
-    for name in EXPECTED:
-        print(f"  {name:<{width}}  {result.coverage.get(name, 0)}", file=out)
-    never = result.missing_coverage()
-    if never:
-        print(f"never reached ({len(never)}): {', '.join(never)}", file=out)
-
-
-def _counts(counter: Counter[str]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in sorted(counter.items()))
-
-
-def cmd_fuzz(args: argparse.Namespace) -> int:
-    from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, wall_clock, writable_path
-
-    if args.replay is not None:
-        return _replay(args)
-    if args.trace is not None:
-        raise UsageError("--trace goes with --replay (a campaign writes a case file per failure)")
-    try:
-        fixes = fixes_arg(args.fixes)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    out_dir: Path = args.out or DEFAULT_OUT
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out {out_dir}: not a directory")
-    variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
-    print(f"semsim fuzz: the named scenarios, then {args.runs} runs, seed {args.seed}, {variant}")
-    from scenarios import fuzz_examples
-
-    examples = fuzz_examples(fixes)
-    total = args.runs + len(examples)  # the named scenarios run first
-    started = wall_clock()
-    interactive = not args.quiet and sys.stderr.isatty()
-
-    def progress(state: Campaign, report: RunReport, shrinking: bool) -> None:
-        if args.quiet:
-            return
-        if shrinking:
-            line = (
-                f"shrinking {state.failure.failure_name if state.failure else ''}: {state.shrink_runs} runs"
-            )
-        else:
-            line = (
-                f"[{_bar(state.runs, total)}] {state.runs}/{total} runs, "
-                f"{state.sim_ms / 3_600_000:.2f} sim-h, findings {sum(state.findings.values())}"
-            )
-        if interactive:
-            print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
-        elif shrinking or state.runs % 10 == 0 or state.runs == total:
-            print(line, file=sys.stderr, flush=True)
-
-    result = campaign(args.runs, args.seed, fixes, on_run=progress, examples=examples)
-    if interactive:
-        print(file=sys.stderr)
-    print_summary(result, wall_clock() - started)
-    if result.failure is None:
-        return EXIT_OK
-    failure = result.failure
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"case-{args.seed}-{failure.failure_name}.json"
-    writable_path(path)
-    save_case(failure.case, tolerated_for(fixes), path, failure)
-    print(f"\nVIOLATED {failure.failure_name} (seed {failure.case.seed}): {failure.detail}")
-    print(f"shrunk to {case_length(failure.case)} plan steps after {result.shrink_runs} shrink runs")
-    print(f"replay: semsim fuzz --replay {path} --trace {path.with_suffix('.jsonl')}")
-    return EXIT_VIOLATION
-
-
-def _replay(args: argparse.Namespace) -> int:
-    from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, writable_path
-
-    try:
-        case, tolerated = load_case(args.replay)
-    except CaseFileError as error:
-        raise UsageError(str(error)) from None
-    if args.trace is not None:
-        writable_path(args.trace)
-    try:
-        report, run = run_case(case, tolerated)
-    except ValueError as error:  # a config the model rejects
-        raise UsageError(f"{args.replay}: {error}") from None
-    if run is not None and args.trace is not None:
-        run.trace.write(args.trace)
-        print(f"trace written to {args.trace}")
-    print(
-        f"replayed {args.replay}: seed {case.seed}, {case_length(case)} plan steps, outcome {report.outcome}"
-    )
-    if report.findings:
-        print("known findings (tolerated):", _counts(report.findings))
-    if not report.failed:
-        print("every invariant held")
-        return EXIT_OK
-    print(f"VIOLATED {report.failure_name} at {report.sim_ms} ms: {report.detail}")
-    return EXIT_VIOLATION

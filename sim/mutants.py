@@ -307,7 +307,7 @@ def differences(
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, wall_clock, writable_path
+    from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
 
     names = [name.strip() for name in args.only.split(",") if name.strip()]
     try:
@@ -316,10 +316,9 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     out: Path | None = args.markdown
     if out is not None:
-        writable_path(out)
+        output_file(out, "--markdown")
     # Read before any run, so a bad table fails at once and --markdown may overwrite it.
-    # --expected belongs to sim/cli.py's parser; until that declares it, the default table applies.
-    named: Path | None = getattr(args, "expected", None)
+    named: Path | None = args.expected
     table = COMMITTED_TABLE if named is None else named
     expected: dict[str, Verdict] | None = None
     if named is not None or table.exists():

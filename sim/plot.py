@@ -1039,13 +1039,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     is an error: there is nothing to draw against. A trace of a run in which
     nothing happened is a valid, nearly empty plot (just the limit).
     """
-    from sim.cli import UsageError, writable_path
+    from sim.cli import UsageError, output_file
     from sim.trace import TraceError, read_trace
 
     trace_path: Path = args.trace
-    output: Path = writable_path(args.output)
-    if trace_path.is_dir():
-        raise UsageError(f"{trace_path}: is a directory, not a trace file")
+    output: Path = output_file(args.output, "-o", image=True)
     try:
         header, events = read_trace(trace_path)
     except TraceError as error:

@@ -56,7 +56,7 @@ def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:
         ("not json", "not JSON"),
         ("[]", "a case is a JSON object"),
         ('{"format": "other"}', "format 'other'"),
-        ('{"format": "semsim-case/1", "seed": -1}', "seed must be a non-negative integer"),
+        ('{"format": "semsim-case/1", "seed": -1}', "seed must be an integer in [0, 9223372036854775807]"),
         ('{"format": "semsim-case/1", "seed": 1, "bogus": 1}', "unknown field 'bogus'"),
         ('{"format": "semsim-case/1", "seed": 1, "config": {"holder": {"nope": 1}}}', "unknown field 'nope'"),
         ('{"format": "semsim-case/1", "seed": 1, "faults": {"reply_loss": 2}}', "probability"),

@@ -262,8 +262,9 @@ def test_a_bad_seed_is_a_usage_error(seed: str, capsys: pytest.CaptureFixture[st
 def test_an_unwritable_output_fails_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
-    assert main(["run", "evicted-before-round", option, str(tmp_path / "missing" / "out")]) == 2
+    assert main(["run", "evicted-before-round", option, str(tmp_path / "missing" / "out.png")]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing ran
-    assert captured.err.startswith("semsim run: error: cannot write")
+    assert captured.err.startswith(f"semsim run: error: {option} ")
+    assert "no directory" in captured.err
     assert len(captured.err.splitlines()) == 1
