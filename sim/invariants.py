@@ -490,17 +490,17 @@ class Monitor:
         """Whether nothing more can happen: liveness can be judged.
 
         No client runs or is claiming anything or has changes the holder has not
-        acknowledged, and no key has items waiting that the holder could serve
-        with room to serve them (what stays queued waits on a limit of 0, a
-        capped group, or the documented leak).
+        acknowledged, and no key has items waiting that the holder could serve:
+        what stays queued waits on a capped group, or on a limit the documented
+        leak fills (or that is 0), with no grant outstanding that could serve it.
         """
         if any(self.in_use.values()) or _unreported(clients) or _claiming(clients):
             return False
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            waiting, busy, capacity, _ = self._starvation(key, state, clients, known, now)
-            if waiting > 0 and busy < capacity:
+            waiting, _, capacity, leaked = self._starvation(key, state, clients, known, now)
+            if waiting and (_accounted(state.obj.storage, now)[0] or capacity > leaked):
                 return False
         return True
 
@@ -573,6 +573,7 @@ class Monitor:
         """
         assert self.settled(clients), "finish() judges a settled run"
         now = self.sim.now()
+        self.sim.event("settled", waiting=self.outstanding(clients))
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             if not _built(state.obj.storage):

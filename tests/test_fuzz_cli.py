@@ -6,16 +6,23 @@ Also the "sometimes" coverage counters, on a hand-written trace.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import sim.fuzz_cli
 from scenarios import SCENARIOS
-from sim.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
+from sim.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
 from sim.coverage import EXPECTED, coverage, missing
-from sim.fuzz import fixes_arg, load_case, tolerated_for
+from sim.fuzz import Campaign, fixes_arg, load_case, run_case, tolerated_for
 from sim.trace import read_trace
 
+ROOT = Path(__file__).resolve().parent.parent
 FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
 F3 = FINDINGS / "F3-claim-after-the-limit-fell.json"
 
@@ -137,3 +144,204 @@ def test_coverage_counts_each_sometimes_state_from_a_trace() -> None:
     }
     assert "alarm_dropped" in missing(counts)
     assert "fault:reorder" not in missing(counts)
+
+
+# --- bad case values: exit 2, one line naming the field ---------------------------------------
+
+
+def _f3_with(change: Callable[[dict[str, Any]], None], tmp_path: Path) -> Path:
+    data = json.loads(F3.read_text())
+    change(data)
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_set("config", "holder", "limit", value="ten"), "config.holder.limit must be a non-negative safe"),
+        (_set("config", "holder", "limit", value=-3), "config.holder.limit must be a non-negative safe"),
+        (_set("config", "holder", "limit", value=2.5), "config.holder.limit must be a non-negative safe"),
+        (_set("config", "holder", "limit", value=1e23), "config.holder.limit must be a non-negative safe"),
+        (_set("config", "holder", "grant_timeout_ms", value=0), "config.holder.grant_timeout_ms must be a"),
+        (_set("config", "holder", "engine_fallback", value="yes"), "engine_fallback must be true or false"),
+        (
+            _set("config", "holder", "leases", value={"provisioning": "bogus"}),
+            "config.holder.leases.provisioning must be one of",
+        ),
+        (
+            _set("config", "holder", "leases", value={"permits_per_lease": 10**20}),
+            "config.holder.leases.permits_per_lease must be at most",
+        ),
+        (_set("config", "duration_ms", value=-1), "config.duration_ms must be a positive integer"),
+        (_set("config", "workload", "clients", value=0), "config.workload.clients must be a positive"),
+        (_set("config", "workload", "groups", value=[]), "config.workload.groups must not be empty"),
+        (
+            _set("config", "workload", "duration_ms", value=[5, 1]),
+            "config.workload.duration_ms must be a range",
+        ),
+        (_set("config", "workload", "items_per_minute", value="many"), "items_per_minute must be a number"),
+        (_set("config", "client", "lease_capable", value=False), "lease_capable is set for each client"),
+        (_set("seed", value=10**38), "seed must be an integer in [0, "),
+        (_set("tolerated", value=["F9"]), "tolerated names 'F9', not a known finding"),
+        (
+            _set("faults", "evictions", value=[{"target": "nobody", "at_ms": 1}]),
+            "names nothing in this world",
+        ),
+        (_set("faults", "evictions", value=[{"target": "client-0", "at_ms": "soon"}]), "at_ms must be a"),
+        (_set("faults", "limit_changes", value=[{"at_ms": 1, "limit": -1}]), "limit must be a non-negative"),
+        (_set("faults", "drops", value=[{"leg": "sideways", "start_ms": 0, "end_ms": 1}]), "leg must be one"),
+        (_set("faults", "faults_until_ms", value=10**9), "faults.faults_until_ms must be at most"),
+    ],
+)
+def test_a_case_value_of_the_wrong_type_or_range_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    path = _f3_with(change, tmp_path)
+    assert main(["fuzz", "--replay", str(path)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/"])
+def test_a_case_that_is_not_a_regular_file_is_refused_before_reading(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fuzz", "--replay", path]) == EXIT_USAGE
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# --- options: honoured or refused, checked before any work -----------------------------------
+
+
+def test_replay_honours_fixes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--replay", str(F3)]) == EXIT_VIOLATION
+    assert main(["fuzz", "--replay", str(F3), "--fixes", "claims-respect-the-limit"]) == EXIT_OK
+    assert main(["fuzz", "--replay", str(F3), "--fixes", "all"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "fixes: claims-respect-the-limit" in out  # the replay says what it ran with
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--runs", "5"], "--runs does not go with --replay"),
+        (["--seed", "5"], "--seed does not go with --replay"),
+        (["--out", "somewhere"], "--out does not go with --replay"),
+        (["--fixes", "bogus"], "unknown fix 'bogus'"),
+        (["--trace", "/proc/nope/t.jsonl"], "--trace /proc/nope/t.jsonl: no directory"),
+    ],
+)
+def test_replay_refuses_what_it_cannot_honour(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fuzz", "--replay", str(F3), *extra]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fuzz", "--out", "/proc/semsim"],
+        ["run", "evicted-before-round", "--trace", "/proc/semsim/t.jsonl"],
+        ["run", "evicted-before-round", "--plot", "/proc/semsim.png"],
+        ["run", "evicted-before-round", "--plot", "out.txt"],
+        ["demo", "--plot", "demo.nope"],
+        ["plot", str(FINDINGS / "F3-claim-after-the-limit-fell.json"), "-o", "out.txt"],
+        ["mutants", "--only", "limit-off-by-one", "--markdown", "/proc/semsim/t.md"],
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran, nothing printed
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "Traceback" not in captured.err
+    assert list(tmp_path.iterdir()) == []  # and the check left nothing behind
+
+
+@pytest.mark.parametrize("runs", ["0", "-1", "1000001", "ten"])
+def test_runs_out_of_range_is_a_usage_error(runs: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["fuzz", "--runs", runs])
+    assert caught.value.code == EXIT_USAGE
+
+
+# --- a violation is never lost -----------------------------------------------------------------
+
+
+def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case, _ = load_case(F3)
+    failure, _ = run_case(case, tolerated=frozenset())
+    found = Campaign(runs=1, failure=failure)
+    monkeypatch.setattr(sim.fuzz_cli, "campaign", lambda *args, **kwargs: found)
+    monkeypatch.setattr(sim.fuzz_cli, "fuzz_examples", lambda fixes: [], raising=False)
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert main(["fuzz", "--runs", "1", "--quiet", "--out", str(tmp_path)]) == EXIT_VIOLATION
+    captured = capsys.readouterr()
+    out = captured.out
+    assert out.index("VIOLATED real_ceiling") < out.index("replay: semsim fuzz --replay")
+    assert "could not save the case" in captured.err
+    printed = json.loads(out[out.index('{\n "format"') :])  # the case itself, on stdout
+    assert printed["seed"] == case.seed
+
+
+# --- pipes and interrupts ------------------------------------------------------------------------
+
+
+def _semsim(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from sim.cli import main; sys.exit(main())", *args]
+
+
+def test_a_closed_output_pipe_ends_quietly() -> None:
+    process = subprocess.Popen(_semsim("list"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # the reader went away, as `semsim list | head -0` does
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == EXIT_BROKEN_PIPE
+    assert err == ""
+
+
+def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
+    process = subprocess.Popen(
+        _semsim("fuzz", "--runs", "100000", "--seed", "1", "--out", "/tmp"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()  # a progress line: the campaign is running
+    assert "runs" in first, first
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == EXIT_INTERRUPTED, (out, err)
+    assert "(interrupted: partial)" in out
+    assert "no violation so far" in out
+    assert "Traceback" not in err

@@ -132,3 +132,36 @@ def test_named_streams_are_independent_and_seeded() -> None:
     assert draws[0] == draws[1]
     assert draws[0] != draws[2]
     assert draws[0][0] != draws[0][1]
+
+
+def _cancel_race(seed: int) -> list[str]:
+    """A task woken at 100 ms whose scope another task, woken at the same moment, cancels."""
+    order: list[str] = []
+
+    async def main(sim: Sim) -> None:
+        scope = trio.CancelScope()
+
+        async def sleeper() -> None:
+            with scope:
+                await sim.sleep_until(100)
+                order.append("ran")
+
+        async def canceller() -> None:
+            await sim.sleep_until(100)
+            scope.cancel()
+            order.append("cancelled")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            nursery.start_soon(canceller)
+
+    run(seed, main, trace())
+    return order
+
+
+def test_a_task_cancelled_after_it_was_woken_does_not_run_on() -> None:
+    # An eviction due at the same millisecond as the instance's round timer: if the eviction
+    # runs first, the round must not commit on the dead instance.
+    orders = {tuple(_cancel_race(seed)) for seed in range(40)}
+    assert ("cancelled", "ran") not in orders
+    assert orders == {("ran", "cancelled"), ("cancelled",)}  # both interleavings happen
