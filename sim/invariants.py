@@ -429,12 +429,14 @@ class Monitor:
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            waiting, busy, capacity, leaked = self._starvation(key, state, clients, known, now)
+            waiting, busy, capacity, leaked, oldest = self._starvation(key, state, clients, known, now)
             self._leaked_seen[key] = leaked
             if not (waiting > 0 and busy < capacity):
                 self._starved_since.pop(key, None)
                 continue
-            since = self._starved_since.setdefault(key, now)
+            # Starved since the stretch began, or since the oldest item still waiting came:
+            # items that keep arriving and being served within the window are not starved.
+            since = max(self._starved_since.setdefault(key, now), oldest)
             if now - since >= PROGRESS_WINDOW_MS:
                 idle = _idle_headroom(clients, key)
                 # F4: the unused permits are leases' undrawn headroom on clients with
@@ -451,8 +453,9 @@ class Monitor:
 
     def _starvation(
         self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], known: set[str], now: int
-    ) -> tuple[int, int, int, int]:
-        """(items waiting that the holder could serve, permits busy, capacity, permits leaked) now."""
+    ) -> tuple[int, int, int, int, int]:
+        """Now: (items waiting that the holder could serve, permits busy, capacity, permits leaked,
+        when the oldest of those waiting items arrived)."""
         caps = _caps(state.obj)
         # A capped group is servable while neither the clients nor what the holder
         # charges against the cap (grants with releases not yet reported and, where
@@ -470,7 +473,7 @@ class Monitor:
         # a grant on its way to be claimed: latency, not starvation), what leases
         # actually run, and the documented leak. Idle lease headroom is not busy.
         busy = self._busy(key, state, clients, leaked)
-        return waiting, busy, capacity, leaked
+        return waiting, busy, capacity, leaked, _oldest_waiting(clients, key, servable)
 
     # --- settling, once the story is over -------------------------------------------------
 
@@ -499,7 +502,7 @@ class Monitor:
         now = self.sim.now()
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            waiting, _, capacity, leaked = self._starvation(key, state, clients, known, now)
+            waiting, _, capacity, leaked, _ = self._starvation(key, state, clients, known, now)
             if waiting and (_accounted(state.obj.storage, now)[0] or capacity > leaked):
                 return False
         return True
@@ -515,7 +518,7 @@ class Monitor:
         finding = None
         held_up = []
         for key, state in sorted(self._holders.items()):
-            waiting, busy, capacity, _ = self._starvation(key, state, clients, known, now)
+            waiting, busy, capacity, _, _ = self._starvation(key, state, clients, known, now)
             if waiting:
                 idle = _idle_headroom(clients, key)
                 held_up.append(bool(idle) and busy + idle >= capacity)
@@ -707,6 +710,22 @@ def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> Counter
         ):
             waiting[group] += count
     return waiting
+
+
+def _oldest_waiting(clients: Mapping[str, DurableObject], key: str, groups: frozenset[str]) -> int:
+    """When the longest-waiting item of ``key`` in ``groups`` (queued or being claimed) arrived."""
+    oldest = [
+        int(at)
+        for obj in clients.values()
+        for group, at in _select(
+            obj.storage,
+            "SELECT grp, min(enqueued_at) FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
+            (key,),
+        )
+        if group in groups
+    ]
+    return min(oldest, default=0)
 
 
 def _waiting(clients: Mapping[str, DurableObject], key: str, only: frozenset[str] | None = None) -> int:

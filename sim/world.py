@@ -19,6 +19,7 @@ from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Unde
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
+from sim.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from sim.faults import FaultPlan
 from sim.forger import forge
 from sim.holder_object import Env, HolderObject
@@ -111,8 +112,11 @@ class HolderSpec:
     grant_timeout_ms: int = attrs.field(default=10_000, converter=js_int)
     leases: LeaseSpec | None = attrs.field(default=LeaseSpec(), validator=_lease_spec)
     fixes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+    #: The engine's bounds (seed 002's ``alarmMinDelayMs``): checked here so a case file says so.
     alarm_min_delay_ms: int = attrs.field(
-        default=15_000, converter=js_int, validator=integer(1, MAX_DELAY_MS)
+        default=MAX_ALARM_DELAY_MS,
+        converter=js_int,
+        validator=integer(MIN_ALARM_DELAY_MS, MAX_ALARM_DELAY_MS),
     )
     engine_fallback: bool = attrs.field(default=True, validator=boolean)
 

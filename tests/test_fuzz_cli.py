@@ -6,6 +6,7 @@ Also the "sometimes" coverage counters, on a hand-written trace.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import sim.fuzz_cli
 from scenarios import SCENARIOS
 from sim.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
 from sim.coverage import EXPECTED, coverage, missing
-from sim.fuzz import Campaign, fixes_arg, load_case, run_case, tolerated_for
+from sim.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
 from sim.trace import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -345,3 +346,64 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
     assert "(interrupted: partial)" in out
     assert "no violation so far" in out
     assert "Traceback" not in err
+
+
+# --- shrinking: a budget of work, deterministic, and honest about stopping short --------------
+
+
+def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short() -> None:
+    from sim.mutant_catalog import mutant
+
+    with mutant("limit-off-by-one").patch():
+        result = campaign(10, 20261129, shrink_budget_events=0)
+    assert result.failure is not None
+    assert result.failure.invariant == "ceiling"
+    assert result.shrink_cut_short
+    assert result.shrink_runs == 0
+    assert case_length(result.failure.case) > 2  # the unshrunk case, kept
+
+
+def test_a_shrink_within_budget_finishes_and_is_deterministic() -> None:
+    from sim.mutant_catalog import mutant
+
+    def shrunk() -> tuple[Any, bool]:
+        with mutant("limit-off-by-one").patch():
+            result = campaign(10, 20261129)
+        assert result.failure is not None
+        return result.failure.case, result.shrink_cut_short
+
+    first, cut = shrunk()
+    assert not cut
+    assert case_length(first) <= 15
+    assert shrunk() == (first, cut)
+
+
+def test_a_campaign_draws_the_same_cases_whatever_modules_are_loaded() -> None:
+    # Hypothesis mines constants from loaded modules; a campaign must not depend on them.
+    script = (
+        "import sys, json\n"
+        "if sys.argv[1] == 'all':\n"
+        "    import tests.test_fuzz, tests.stateful_holder, tests.test_replay  # noqa\n"
+        "import sim.fuzz as f\n"
+        "seen = []\n"
+        "def fake(case, tolerated):\n"
+        "    seen.append(json.dumps(case.to_dict(), sort_keys=True))\n"
+        "    empty = f.Counter()\n"
+        "    return f.RunReport(case, 'completed', None, None, '', 0, empty, empty, empty), None\n"
+        "f.run_case = fake\n"
+        "f.campaign(25, 11)\n"
+        "print(len(seen), hash(tuple(seen)))\n"
+    )
+    outputs = {
+        loaded: subprocess.run(
+            [sys.executable, "-c", script, loaded],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        ).stdout
+        for loaded in ("none", "all")
+    }
+    assert outputs["none"] == outputs["all"]
+    assert outputs["none"].startswith("25 ")
