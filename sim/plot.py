@@ -500,6 +500,11 @@ def _apply(
         elif event.get("action") == "group_limit":
             s.group(s.group_limit, str(event["group"]), None).set(t, event.get("limit"))
             s.marks.append(Mark(t, "limit changed", f"group {event['group']} -> {event.get('limit')}"))
+    elif kind == "settled":  # the run settled: capacity_returns and reclaimed were judged here
+        for settled in keys.values():
+            settled.marks.append(
+                Mark(t, "liveness judged", f"{_int(event['waiting'], 'waiting')} still waiting")
+            )
     elif kind == "group_limit":
         s = state(_holder_key(event["holder"]) or event["holder"])
         s.group(s.group_limit, str(event["group"]), None).set(t, event.get("limit"))
@@ -598,6 +603,7 @@ _MARK_ROWS: Final = (
     ("alarm dropped", "X", "#922b21"),
     ("permits reclaimed", "^", "#17a589"),
     ("limit changed", "D", "#111111"),
+    ("liveness judged", "s", "#1e8449"),
 )
 #: Violations: a row of the strip per kind (after the rows above), a red star, a red line.
 _VIOLATION = "#e60000"
@@ -967,7 +973,10 @@ def _draw_marks(
                 gid="violation-marker",
             )
         else:
-            ax.scatter(times, [index] * len(times), marker=marker, color=color, s=30, lw=1.2, zorder=3)
+            # Unclipped too: a run's last event (liveness judged, say) sits on the axis's edge.
+            ax.scatter(
+                times, [index] * len(times), marker=marker, color=color, s=30, lw=1.2, zorder=3, clip_on=False
+            )
         ax.axhline(index, color="#dddddd", lw=0.6, zorder=1)
     if rows:
         ax.set_yticks(range(len(rows)), [label for label, *_ in rows], fontsize=8)
