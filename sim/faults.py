@@ -166,13 +166,7 @@ class FaultPlan:
         until = self.faults_until_ms
         if until is not None:
             check_int("faults.faults_until_ms", until, 0, MAX_TIME_MS)
-        for name, kind in (
-            ("partitions", Window),
-            ("drops", Drop),
-            ("evictions", Eviction),
-            ("limit_changes", LimitChange),
-            ("group_limit_changes", GroupLimitChange),
-        ):
+        for name, kind in _SCHEDULED:
             entries = getattr(self, name)
             check_list(f"faults.{name}", entries)
             for index, entry in enumerate(entries):
@@ -227,13 +221,7 @@ class FaultPlan:
     def from_dict(cls, data: Any) -> FaultPlan:
         """The inverse of ``to_dict``; ValueError names the field, with its path (``faults.drops[0].leg``)."""
         values = fields_of(cls, data, "faults")
-        for name, kind in (
-            ("partitions", Window),
-            ("drops", Drop),
-            ("evictions", Eviction),
-            ("limit_changes", LimitChange),
-            ("group_limit_changes", GroupLimitChange),
-        ):
+        for name, kind in _SCHEDULED:
             if name in values:
                 values[name] = tuple(
                     build(kind, entry, f"faults.{name}[{index}]")
@@ -244,6 +232,15 @@ class FaultPlan:
         except TypeError as error:
             raise ValueError(f"faults: {error}") from None
 
+
+#: The plan's scheduled faults: each list's field and the class of its entries.
+_SCHEDULED: Final[tuple[tuple[str, type], ...]] = (
+    ("partitions", Window),
+    ("drops", Drop),
+    ("evictions", Eviction),
+    ("limit_changes", LimitChange),
+    ("group_limit_changes", GroupLimitChange),
+)
 
 NO_FAULTS: Final = FaultPlan()
 

@@ -293,9 +293,9 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
         for index, entry in enumerate(entries):
             value = getattr(entry, field)
             if value is not None and value not in known:
+                shown = ", ".join(known[:6]) + (f", ... ({len(known)} in all)" if len(known) > 6 else "")
                 raise ValueError(
-                    f"faults.{name}[{index}].{field} {value!r} names nothing in this world; "
-                    f"one of: {', '.join(known)}"
+                    f"faults.{name}[{index}].{field} {value!r} names nothing in this world: {shown}"
                 )
     for index, arrival in enumerate(config.workload.script):
         if arrival.at_ms >= end:
