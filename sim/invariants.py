@@ -186,6 +186,9 @@ class Monitor:
         self._dropped_alarms: set[str] = set()
         #: When a client last admitted or released an item (a run that settles slowly still moves).
         self.last_moved_ms = 0
+        #: Per key, for the open starvation window: [its start, rounds full but for idle lease
+        #: headroom, rounds short even counting it].
+        self._window_rounds: dict[str, list[int]] = {}
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
@@ -326,7 +329,11 @@ class Monitor:
         The allocator serves demand oldest first; once the limit stops one demand it
         stops every later one, so a grant to younger demand in the same round means
         the order was not kept.
+
+        Also notes, while a starvation window is open, whether this round left the
+        key full but for idle lease headroom (what F4 explains) or not even then.
         """
+        self._note_round(key)
         blocked = [
             demand.oldest_at
             for request, reply in zip(requests, replies, strict=True)
@@ -440,8 +447,11 @@ class Monitor:
             if now - since >= PROGRESS_WINDOW_MS:
                 idle = _idle_headroom(clients, key)
                 # F4: the unused permits are leases' undrawn headroom on clients with
-                # nothing queued in those groups: they never hear ``contended``.
-                finding = "F4" if idle and busy + idle >= capacity else None
+                # nothing queued in those groups: they never hear ``contended``. Either
+                # now, or at every round of the window (permits released between rounds
+                # then wait for the next one, which idle headroom keeps from filling).
+                held_by_idle = busy + idle >= capacity or self._only_idle_headroom_kept_rounds_short(key)
+                finding = "F4" if idle and held_by_idle else None
                 self._starved_since.pop(key, None)
                 self.fail(
                     "progress",
@@ -534,6 +544,26 @@ class Monitor:
             finding,
         )
 
+    def _note_round(self, key: str) -> None:
+        since = self._starved_since.get(key)
+        if since is None or self.clients is None:
+            return
+        state = self._holders[key]
+        busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
+        capacity = _capacity(state.env, _lease_in_use(self.clients, key))
+        if busy >= capacity:
+            return  # a full round: ``_round_was_full`` closed the window already
+        window = self._window_rounds.get(key)
+        if window is None or window[0] != since:
+            window = self._window_rounds[key] = [since, 0, 0]
+        full_but_idle = busy + _idle_headroom(self.clients, key) >= capacity
+        window[1 if full_but_idle else 2] += 1
+
+    def _only_idle_headroom_kept_rounds_short(self, key: str) -> bool:
+        """Whether every round of the open window was full but for idle lease headroom (F4)."""
+        window = self._window_rounds.get(key)
+        return window is not None and window[0] == self._starved_since.get(key) and window[1] > 0 == window[2]
+
     def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
         """Per group, the permits the holder's grant pass counts against a group limit.
 
@@ -600,16 +630,40 @@ class Monitor:
             granted, leased = _accounted(state.obj.storage, now)
             leaked = _leaked(state.obj.storage, known)
             self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
-            if granted or leased - leaked:
+            # A client whose items still wait (in a capped group, say) is still working: it
+            # keeps its leases until the holder says contended, by design.
+            held = _held_by_waiting_clients(state.obj.storage, clients, key, known)
+            if granted or leased - leaked - held:
                 idle = _idle_headroom(clients, key)
-                finding = "F4" if not granted and leased - leaked <= idle else None
+                finding = "F4" if not granted and leased - leaked - held <= idle else None
                 self.fail(
                     "capacity_returns",
-                    f"{key}: with every client idle, {granted} granted and {leased - leaked} leased "
+                    f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
                     f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
-                    f"{idle} idle lease headroom)",
+                    f"{held} held by clients whose items still wait; {idle} idle lease headroom)",
                     finding,
                 )
+
+
+def _held_by_waiting_clients(
+    conn: Any, clients: Mapping[str, DurableObject], key: str, known: set[str]
+) -> int:
+    """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
+    waiting = {
+        name
+        for name, obj in clients.items()
+        if _select(
+            obj.storage,
+            "SELECT 1 FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status IN ('queued', 'claiming') LIMIT 1",
+            (key,),
+        )
+    }
+    return sum(
+        max(0, lease.permits - lease.released)
+        for lease in _leases(conn)
+        if lease.client_id in waiting and lease.lease_id in known
+    )
 
 
 def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
