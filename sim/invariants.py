@@ -587,14 +587,19 @@ class Monitor:
         return max(self.in_use[key], granted + _lease_in_use(clients, key)) + leaked
 
     def _round_was_full(self, key: str, state: _HolderState) -> None:
-        """A commit that left no room (idle lease headroom aside) ends a starvation window.
+        """A commit that left no room for what waits (idle lease headroom aside) ends a window.
 
         The holder allocates once per round: permits released between rounds wait
-        for the next one. That is the protocol's cadence, not starvation.
+        for the next one. That is the protocol's cadence, not starvation. No room
+        means every permit busy, or every group with items waiting at its cap.
         """
         if key in self._starved_since and self.clients is not None:
-            busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
-            if busy >= _capacity(state.env, _lease_in_use(self.clients, key)):
+            clients = self.clients
+            waiting, busy, capacity, _, _ = self._starvation(
+                key, state, clients, _known_leases(clients), self.sim.now()
+            )
+            # No room for what waits: every permit busy, or every waiting group at its cap.
+            if not waiting or busy >= capacity:
                 del self._starved_since[key]
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:

@@ -149,3 +149,21 @@ def test_a_plan_outside_its_world_is_refused(plan: FaultPlan, message: str) -> N
         check_plan(config, plan)
     with pytest.raises(ValueError, match=message):
         run_world(config, plan, seed=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 4])
+def test_groups_at_their_caps_below_the_limit_are_not_starvation(seed: int) -> None:
+    """Group caps that add up to less than the limit: every round grants up to the caps, and
+    what waits waits for them, not for the allocator (a sweep of the fixed variant found the
+    checker calling this starvation: it compared with the limit alone)."""
+    config = WorldConfig(
+        holder=HolderSpec(limit=5, leases=None),
+        workload=Workload(
+            clients=2, plain_clients=2, items_per_minute=90.0, duration_ms=(500, 10_000), until_ms=120_000
+        ),
+        duration_ms=120_000,
+    )
+    caps = (GroupLimitChange(0, "acct", "wf-1", 2), GroupLimitChange(0, "acct", "wf-2", 2))
+    run = run_world(config, FaultPlan(group_limit_changes=caps), seed=seed)
+    assert run.result.outcome == "completed", run.result
+    assert {e["reason"] for e in run.trace.of_kind("blocked")} == {"group_limit"}
