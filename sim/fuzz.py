@@ -40,8 +40,10 @@ DEFAULT_OUT: Final = Path("semsim-failures")
 CASE_FORMAT: Final = "semsim-case/1"
 #: Simulated work (trace events, summed over shrink runs) spent shrinking a failure before the
 #: best case so far is kept. A budget of work rather than of seconds keeps shrinking
-#: deterministic: the same failure shrinks to the same case on any machine. About a minute here.
-SHRINK_BUDGET_EVENTS: Final = 12_000_000
+#: deterministic: the same failure shrinks to the same case on any machine. A run records
+#: about 2,000 events and the simulator about 10,000 a CPU second here: some 500 shrink runs,
+#: two minutes at most (docs/BENCHMARKS.md).
+SHRINK_BUDGET_EVENTS: Final = 1_000_000
 MAX_CASE_BYTES: Final = 1_000_000
 #: A case's seed feeds ``random.Random`` by string; the command line's bound.
 MAX_CASE_SEED: Final = 2**63 - 1
