@@ -266,6 +266,12 @@ def _string(obj: Mapping[str, object], key: str, path: str) -> str:
         raise _fail(f"{path}.{key}", "must be a string", value)
     if len(value) > MAX_ID_LENGTH:
         raise _fail(f"{path}.{key}", f"must be at most {MAX_ID_LENGTH} characters", value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate ("\ud800" in JSON): JavaScript keeps it, but no store can.
+            raise _fail(f"{path}.{key}", "must be Unicode text (no lone surrogates)", value) from None
     return value
 
 

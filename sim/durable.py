@@ -37,6 +37,14 @@ ALARM_FIRST_BACKOFF_MS: Final = 2_000
 _ALARM_TABLE = "semsim_alarm"
 
 
+class HandlerFailure(Exception):
+    """A failure a handler throws on purpose (a fault plan's), which the caller sees as an error.
+
+    Only these, protocol errors and ``RemoteError`` become error replies: any
+    other exception out of a handler is a bug and ends the run as a crash.
+    """
+
+
 class Instance(Protocol):
     """A live object: what ``factory`` builds on a context."""
 
@@ -183,9 +191,14 @@ class DurableObject:
             except RemoteError:
                 raise
             except SemaphoreProtocolError as error:
+                # A malformed message: the reference's handler throws, the caller sees an error.
                 raise RemoteError("protocol", str(error)) from None
-            except Exception as error:  # the platform reports any handler failure to the caller
+            except HandlerFailure as error:  # a failure the fault plan injected
                 raise RemoteError("error", f"{type(error).__name__}: {error}") from None
+            # Anything else out of a handler is a bug in semsim's models (or an input that
+            # validation let through), not protocol behaviour: it ends the run as a crash
+            # rather than becoming an error reply that a client would retry for ever, and a
+            # run in which nothing could happen would report green.
             finally:
                 self._calls.pop(key, None)
         if scope.cancelled_caught:

@@ -27,7 +27,7 @@ from typing import Final, Protocol
 import trio
 
 from semaphore_core.transaction import transaction
-from sim.durable import ObjectContext
+from sim.durable import HandlerFailure, ObjectContext
 
 MIN_ALARM_DELAY_MS: Final = 1_000
 MAX_ALARM_DELAY_MS: Final = 15_000
@@ -41,7 +41,7 @@ class Participant(Protocol):
     def run_due(self, now_ms: int) -> None: ...
 
 
-class InjectedAlarmFailure(Exception):
+class InjectedAlarmFailure(HandlerFailure):
     """A fault plan's ``alarm_failure``: due work threw (think: a storage hiccup)."""
 
 

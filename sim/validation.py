@@ -65,6 +65,11 @@ def check_name(name: str, value: object) -> None:
         raise ValueError(
             f"{name} must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {value!r}"
         )
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name} must be Unicode text (no lone surrogates), got {value!r}") from None
 
 
 def check_bool(name: str, value: object) -> None:

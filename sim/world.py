@@ -44,8 +44,10 @@ from sim.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
-#: The longest a run may go on past ``duration_ms`` to settle (virtual time).
-MAX_SETTLE_MS = 6 * 3_600_000
+#: How long a run may go on past ``duration_ms`` to settle (virtual time): at least this,
+#: more when much work is left (each item may take a stall window), at most the maximum.
+MIN_SETTLE_MS = 6 * 3_600_000
+MAX_SETTLE_MS = 48 * 3_600_000
 
 
 def _amount(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -371,11 +373,13 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
 
     A run that has not settled is a ``progress`` violation when nothing was
     admitted or released for ``stall_ms`` (work that moves, however slowly,
-    is not stuck), or once it has gone ``MAX_SETTLE_MS`` past the story.
+    is not stuck), or once it has gone on past the story for a stall window
+    per item it had left (at least ``MIN_SETTLE_MS``, at most ``MAX_SETTLE_MS``).
     """
     monitor = world.monitor
     judge_from = max(config.duration_ms, quiet_from_ms + min_quiet_ms(config))
     stall = stall_ms(config)
+    give_up_at: int | None = None
     await sim.sleep_until(quiet_from_ms)
     while True:
         now = sim.now()
@@ -383,8 +387,13 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
         if now >= judge_from and monitor.settled(world.clients):
             monitor.finish(world.clients)
             return
+        if give_up_at is None and now >= config.duration_ms:
+            # A long queue left at the story's end may drain slowly but steadily: allow each
+            # item a stall window, within bounds.
+            left = monitor.outstanding(world.clients)
+            give_up_at = now + min(MAX_SETTLE_MS, max(MIN_SETTLE_MS, left * stall))
         moved = max(monitor.last_moved_ms, quiet_from_ms)
-        if now >= config.duration_ms and (now - moved >= stall or now >= config.duration_ms + MAX_SETTLE_MS):
+        if give_up_at is not None and (now - moved >= stall or now >= give_up_at):
             # Raises, unless a finding this run tolerates explains it: then the run ends here.
             monitor.unsettled(world.clients, quiet_from_ms, moved)
             return

@@ -187,6 +187,7 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("config", "duration_ms", value=-1), "config.duration_ms must be a positive integer"),
         (_set("config", "workload", "clients", value=0), "config.workload.clients must be a positive"),
         (_set("config", "workload", "groups", value=[]), "config.workload.groups must not be empty"),
+        (_set("config", "workload", "groups", value=["\ud800"]), "no lone surrogates"),
         (
             _set("config", "workload", "duration_ms", value=[5, 1]),
             "config.workload.duration_ms must be a range",

@@ -167,3 +167,44 @@ def test_groups_at_their_caps_below_the_limit_are_not_starvation(seed: int) -> N
     run = run_world(config, FaultPlan(group_limit_changes=caps), seed=seed)
     assert run.result.outcome == "completed", run.result
     assert {e["reason"] for e in run.trace.of_kind("blocked")} == {"group_limit"}
+
+
+def test_a_long_queue_that_drains_steadily_is_given_the_time_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A story that ends with a long queue behind one permit: the run goes on until it drains,
+    each item allowed a stall window (a new user's `--fixes all` run was called stuck after
+    6 hours while it admitted items steadily). Here the floor is cut to a minute to show it."""
+    import sim.world
+
+    monkeypatch.setattr(sim.world, "MIN_SETTLE_MS", 60_000)
+    config = WorldConfig(
+        holder=HolderSpec(limit=1, leases=None),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=30, duration_ms=2_000),)
+        ),
+        duration_ms=5_000,
+    )
+    run = run_world(config, FaultPlan(), seed=5)
+    assert run.result.outcome == "completed", run.result
+    [settled] = run.trace.of_kind("settled")
+    assert settled["t"] > config.duration_ms + 60_000  # longer than the floor: the queue's own need
+    assert len(run.trace.of_kind("admit")) == 30
+
+
+def test_a_handler_that_crashes_ends_the_run_as_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception out of a simulated object's handler that is not a protocol error or an
+    injected fault is a bug: the run must not turn it into an error reply that the caller
+    retries for ever while the verdict stays green (a client that could enqueue nothing)."""
+    from sim.client_object import ClientObject
+    from sim.fuzz import run_case
+    from sim.strategies import Case
+
+    async def broken(self: ClientObject, method: str, payload: object) -> object:
+        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(ClientObject, "handle", broken)
+    config = WorldConfig(workload=Workload(clients=1, until_ms=20_000), duration_ms=30_000)
+    report, _ = run_case(Case(config=config, faults=FaultPlan(), seed=1), frozenset())
+    assert report.outcome == "crash"
+    assert "UnicodeEncodeError" in report.detail

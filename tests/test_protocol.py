@@ -147,6 +147,8 @@ MALFORMED = [
     ("retired not bool", ["leases", 0, "retired"], 1, "retired must be a boolean"),
     ("retired null", ["leases", 0, "retired"], None, "retired must be a boolean"),
     ("long id", ["clientId"], "x" * (MAX_ID_LENGTH + 1), "at most"),
+    ("lone surrogate in clientId", ["clientId"], "c\ud800", "no lone surrogates"),
+    ("lone surrogate in group", ["demand", 0, "group"], "\udfff", "no lone surrogates"),
 ]
 
 
