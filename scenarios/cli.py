@@ -89,7 +89,8 @@ def print_report(result: ScenarioResult) -> None:
     scenario, run = result.scenario, result.run
     print(f"scenario {scenario.name}, seed {result.seed}")
     print(f"  {scenario.description}")
-    reference = scenario.promise.split("\n\n")[0]
+    # The promise is a docstring: its ``literal`` markup reads as `literal` on a terminal.
+    reference = scenario.promise.split("\n\n")[0].replace("``", "`")
     if reference:
         print(textwrap.indent(textwrap.fill(" ".join(reference.split()), width=96), "  | "))
     numbers = summary(run)

@@ -53,10 +53,10 @@ def wall_clock() -> float:
 
 
 def _integer(text: str) -> int:
-    try:
-        return int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    # Plain decimal digits: int() would also take " 5", "1_0" and other scripts' digits.
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a decimal integer: {text!r}")
+    return int(text, 10)
 
 
 def seed_arg(text: str) -> int:
@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run the fuzz budget against each protocol mutant and print the kill table",
         description="Apply each catalogued mutant of semaphore_core and check the fuzzer kills it.",
     )
-    mutants.add_argument("--only", default="", metavar="A,B", help="run only these mutants")
+    mutants.add_argument("--only", metavar="A,B", help="run only these mutants")
     mutants.add_argument("--markdown", type=Path, metavar="F.md", help="write the table here")
     mutants.add_argument(
         "--expected",
@@ -216,12 +216,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:  # started with standard output closed: the verdict still stands
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
     args = _parser().parse_args(argv)
     module_name, function_name = HANDLERS[args.command].split(":")
-    handler = cast(
-        Callable[[argparse.Namespace], int], getattr(importlib.import_module(module_name), function_name)
-    )
     try:
+        handler = cast(
+            Callable[[argparse.Namespace], int], getattr(importlib.import_module(module_name), function_name)
+        )
         status = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
         return status
@@ -231,6 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as error:  # writing a result failed: a full disk, a device that refuses
+        where = f" {error.filename}" if error.filename else ""
+        print(
+            f"semsim {args.command}: error: cannot write{where}: {error.strerror or error}", file=sys.stderr
+        )
+        _discard_stdout()
+        return EXIT_USAGE
     except BaseException as error:
         if not interrupted_by(error):
             raise

@@ -29,7 +29,7 @@ from hypothesis.database import ExampleDatabase
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.coverage import coverage, missing
 from sim.faults import FaultPlan
-from sim.inputs import InputError, read_text
+from sim.inputs import InputError, parse_json, read_text
 from sim.strategies import Case, cases
 from sim.world import WorldConfig, WorldRun, check_plan, run_world
 
@@ -178,11 +178,13 @@ def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunRep
 def load_case(path: Path) -> tuple[Case, frozenset[str]]:
     """A case written by :func:`save_case` (or by hand) and the findings it tolerates."""
     try:
-        data = json.loads(read_text(path, MAX_CASE_BYTES, "a case file"))
+        text = read_text(path, MAX_CASE_BYTES, "a case file")
     except InputError as error:
         raise CaseFileError(str(error)) from None
-    except json.JSONDecodeError as error:
-        raise CaseFileError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    try:
+        data = parse_json(text)
+    except InputError as error:
+        raise CaseFileError(f"{path}: {error}") from None
     if not isinstance(data, dict):
         raise CaseFileError(f"{path}: a case is a JSON object")
     if data.get("format") != CASE_FORMAT:
@@ -203,9 +205,13 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
         )
     expect = data.get("expect")
     if expect is not None and (
-        not isinstance(expect, dict) or set(expect) - {"invariant", "finding", "outcome"}
+        not isinstance(expect, dict)
+        or set(expect) - {"invariant", "finding", "outcome"}
+        or not all(value is None or isinstance(value, str) for value in expect.values())
     ):
-        raise CaseFileError(f"{path}: expect must be an object with invariant, finding and outcome")
+        raise CaseFileError(
+            f"{path}: expect must be an object of invariant, finding and outcome, each a name or null"
+        )
     try:
         config = WorldConfig.from_dict(data.get("config", {}))
         faults = FaultPlan.from_dict(data.get("faults", {}))

@@ -16,6 +16,7 @@ keeps the smallest case so far and reports that the shrink was cut short.
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from collections import Counter
@@ -98,7 +99,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return EXIT_OK
     path = out_dir / f"case-{seed}-{failure.failure_name}.json"
     _report_violation(failure, result)
-    print(f"replay: semsim fuzz --replay {path} --trace {path.with_suffix('.jsonl')}", flush=True)
+    case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
+    print(f"replay: semsim fuzz --replay {case} --trace {trace}", flush=True)
     _save(failure, tolerated_for(fixes), path)
     return EXIT_VIOLATION
 
@@ -236,14 +238,17 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
     report, run = run_case(case, tolerated)
-    if run is not None and args.trace is not None:
-        run.trace.write(args.trace)
-        print(f"trace written to {args.trace}")
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
     print(
         f"replayed {args.replay}: seed {case.seed}, {case_length(case)} plan steps{on}, "
         f"outcome {report.outcome}"
     )
+    if args.trace is not None:
+        if run is None:
+            print(f"no trace written to {args.trace}: the run crashed before it could end")
+        else:
+            run.trace.write(args.trace)
+            print(f"trace written to {args.trace}")
     if report.findings:
         print("known findings (tolerated):", _counts(report.findings))
     if report.documented:

@@ -20,11 +20,13 @@ naming the path; the command line turns them into exit status 2.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, NoReturn
 
 #: Bytes read at a time; a file is read until it ends or passes its bound.
 _CHUNK_BYTES: Final = 1 << 20
@@ -75,6 +77,33 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
 
 
+def parse_json(text: str) -> Any:
+    """``text`` as strict JSON; InputError says what is wrong (the caller adds where).
+
+    Strict: ``NaN`` and ``Infinity`` are not JSON. Bounded: an integer of more
+    digits than Python converts, or nesting deeper than its recursion limit, is
+    refused with a message rather than a traceback.
+    """
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except json.JSONDecodeError as error:
+        raise InputError(f"not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except _NotJson as error:
+        raise InputError(f"not JSON ({error})") from None
+    except ValueError:  # Python's bound on the digits of an integer it converts
+        raise InputError(f"a number with more than {sys.get_int_max_str_digits()} digits") from None
+    except RecursionError:
+        raise InputError("not JSON (nested too deeply)") from None
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json(name: str) -> NoReturn:
+    raise _NotJson(f"{name} is not a JSON value")
+
+
 def check_output_file(path: Path, option: str, formats: Iterable[str] | None = None) -> Path:
     """Fail now, before a long run, if ``path`` cannot be written; returns ``path``.
 
@@ -91,8 +120,12 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
             raise InputError(
                 f"{option} {path}: {shown} is not an image format; use one of: {', '.join(known)}"
             )
+    if str(path) in ("", "."):
+        raise InputError(f"{option}: needs a file name")
     if path.is_dir():
         raise InputError(f"{option} {path}: is a directory")
+    if path.exists() and not path.is_file() and str(path) != os.devnull:
+        raise InputError(f"{option} {path}: not a regular file (only {os.devnull} may stand in for one)")
     parent = path.parent
     if not parent.is_dir():
         raise InputError(f"{option} {path}: no directory {parent}")

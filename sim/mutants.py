@@ -309,7 +309,9 @@ def differences(
 def cmd_mutants(args: argparse.Namespace) -> int:
     from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
 
-    names = [name.strip() for name in args.only.split(",") if name.strip()]
+    names = list(dict.fromkeys(name.strip() for name in (args.only or "").split(",") if name.strip()))
+    if args.only is not None and not names:
+        raise UsageError("--only names no mutant (give A,B; leave it out to run them all)")
     try:
         chosen = [mutant(name) for name in names] if names else list(MUTANTS)
     except ValueError as error:

@@ -326,6 +326,8 @@ def series(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> Pl
     keys: dict[str, _KeyState] = {}
 
     def state(key: str) -> _KeyState:
+        if not isinstance(key, str):
+            raise PlotError(f"a holder key must be a string, got {key!r}")
         if key not in keys:
             keys[key] = _KeyState(key, initial_limit, grant_timeout_ms)
         return keys[key]
@@ -1034,11 +1036,15 @@ def _draw_group(ax: Any, group: GroupSeries, data: PlotData, prefix: str, intege
 # --- the command ------------------------------------------------------------------------
 
 
+#: Formats matplotlib lists but writes only with outside programs (pgf needs LaTeX).
+_NEEDS_OUTSIDE_PROGRAMS: Final = frozenset({"pgf"})
+
+
 def image_formats() -> list[str]:
-    """The file extensions matplotlib can write here (``png``, ``svg``, ``pdf``, ...)."""
+    """The file extensions matplotlib can write here on its own (``png``, ``svg``, ``pdf``, ...)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
-    return sorted(FigureCanvasBase.get_supported_filetypes())
+    return sorted(set(FigureCanvasBase.get_supported_filetypes()) - _NEEDS_OUTSIDE_PROGRAMS)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -39,11 +39,10 @@ import argparse
 import itertools
 import json
 import sqlite3
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
@@ -62,7 +61,7 @@ from semaphore_core import (
 from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
-from sim.inputs import InputError, read_text
+from sim.inputs import InputError, parse_json, read_text
 from sim.invariants import ceiling_rule, group_ceiling_rule
 
 if TYPE_CHECKING:
@@ -376,14 +375,6 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
 _JSON_SPACE: Final = " \t\r"
 
 
-class _NotJsonError(ValueError):
-    """``NaN``/``Infinity``/``-Infinity``: Python's json reads them; JSON has no such values."""
-
-
-def _not_json(name: str) -> NoReturn:
-    raise _NotJsonError(f"{name} is not a JSON value")
-
-
 def read_traffic(path: Path) -> Traffic:
     """Parse and validate a whole traffic file; raises TrafficError naming the file and line."""
     try:
@@ -405,16 +396,9 @@ def read_traffic(path: Path) -> Traffic:
     last_t, last_number = 0, 1
     for number, text_line in numbered:
         try:
-            record = json.loads(text_line, parse_constant=_not_json)
-        except json.JSONDecodeError as error:
-            raise TrafficError(f"{path}:{number}: not JSON ({error.msg})") from None
-        except _NotJsonError as error:
-            raise TrafficError(f"{path}:{number}: not JSON ({error})") from None
-        except ValueError:  # Python's bound on the digits of an integer it converts
-            digits = sys.get_int_max_str_digits()
-            raise TrafficError(f"{path}:{number}: a number with more than {digits} digits") from None
-        except RecursionError:
-            raise TrafficError(f"{path}:{number}: not JSON (nested too deeply)") from None
+            record = parse_json(text_line)
+        except InputError as error:
+            raise TrafficError(f"{path}:{number}: {error}") from None
         if not isinstance(record, dict):
             raise TrafficError(f"{path}:{number}: each line must be a JSON object")
         try:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from sim.inputs import InputError, read_text
+from sim.inputs import InputError, parse_json, read_text
 
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.
@@ -84,9 +84,9 @@ def read_trace(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     records = []
     for number, line in enumerate(lines, start=1):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TraceError(f"{path}:{number}: not JSON ({error.msg})") from None
+            record = parse_json(line)
+        except InputError as error:
+            raise TraceError(f"{path}:{number}: {error}") from None
         if not isinstance(record, dict):
             raise TraceError(f"{path}:{number}: each line must be a JSON object")
         records.append(record)

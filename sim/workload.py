@@ -64,6 +64,11 @@ def _names(most: int) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     return check
 
 
+def _pair(value: Any) -> Any:
+    """A ``[low, high]`` range with whole-number floats as ints (as every other integer field)."""
+    return tuple(js_int(bound) for bound in value) if isinstance(value, list | tuple) else value
+
+
 def _range_ms(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, tuple | list) or len(value) != 2:
         raise ValueError(f"{attribute.name} must be a pair [low, high], got {value!r}")
@@ -90,7 +95,7 @@ class Workload:
     burst_size: int = attrs.field(default=20, converter=js_int, validator=integer(1, MAX_BATCH))
     burst_every_ms: int = attrs.field(default=60_000, converter=js_int, validator=time_ms(1))
     #: Each item runs for a duration drawn uniformly in this range.
-    duration_ms: tuple[int, int] = attrs.field(default=(2_000, 20_000), validator=_range_ms)
+    duration_ms: tuple[int, int] = attrs.field(default=(2_000, 20_000), converter=_pair, validator=_range_ms)
     #: Arrivals stop at this time (the run may go on to let work finish).
     until_ms: int = attrs.field(default=600_000, converter=js_int, validator=time_ms())
     #: When given, exactly these arrivals replace the random processes.
@@ -104,6 +109,10 @@ class Workload:
         for index, arrival in enumerate(self.script):
             if not isinstance(arrival, Arrival):
                 raise ValueError(f"script[{index}] must be an arrival, got {arrival!r}")
+            if arrival.group is not None and arrival.group not in self.groups:
+                raise ValueError(
+                    f"script[{index}].group {arrival.group!r} is not one of groups {list(self.groups)!r}"
+                )
             if arrival.key is not None and arrival.key not in self.keys:
                 raise ValueError(
                     f"script[{index}].key {arrival.key!r} is not one of keys {list(self.keys)!r}"

@@ -44,6 +44,10 @@ from sim.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
+#: Every RPC method a world's objects answer (what a drop may name).
+METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
+#: The most items a run's workload may submit: every item costs memory and trace events.
+MAX_ITEMS = 100_000
 #: How long a run may go on past ``duration_ms`` to settle (virtual time): at least this,
 #: more when much work is left (each item may take a stall window), at most the maximum.
 MIN_SETTLE_MS = 6 * 3_600_000
@@ -166,6 +170,11 @@ class WorldConfig:
             raise ValueError(
                 "client.lease_capable is set for each client by workload.plain_clients; leave it out"
             )
+        offered = offered_items(self.workload, self.duration_ms)
+        if offered > MAX_ITEMS:
+            raise ValueError(
+                f"workload would submit about {offered:,} items in duration_ms; at most {MAX_ITEMS:,} a run"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True)
@@ -198,6 +207,18 @@ class WorldConfig:
         if "client" in values:
             values["client"] = build(ClientSettings, values["client"], "config.client")
         return build(cls, values, "config")
+
+
+def offered_items(workload: Workload, duration_ms: int) -> int:
+    """About how many items ``workload`` submits before ``duration_ms`` (its expected count)."""
+    if workload.script:
+        return sum(arrival.count for arrival in workload.script)
+    window_ms = min(workload.until_ms, duration_ms)
+    if workload.arrival == "steady":
+        per_client = workload.items_per_minute * window_ms / 60_000
+    else:
+        per_client = workload.burst_size * (window_ms // workload.burst_every_ms + 1)
+    return round(workload.clients * per_client)
 
 
 @attrs.define
@@ -289,8 +310,10 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
         ("evictions", faults.evictions, "target", objects),
         ("drops", faults.drops, "src", endpoints),
         ("drops", faults.drops, "dst", endpoints),
+        ("drops", faults.drops, "method", METHODS),
         ("limit_changes", faults.limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
+        ("group_limit_changes", faults.group_limit_changes, "group", config.workload.groups),
     ):
         for index, entry in enumerate(entries):
             value = getattr(entry, field)

@@ -204,6 +204,20 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("faults", "limit_changes", value=[{"at_ms": 1, "limit": -1}]), "limit must be a non-negative"),
         (_set("faults", "drops", value=[{"leg": "sideways", "start_ms": 0, "end_ms": 1}]), "leg must be one"),
         (_set("faults", "faults_until_ms", value=10**9), "faults.faults_until_ms must be at most"),
+        (
+            _set("faults", "drops", value=[{"leg": "reply", "start_ms": 0, "end_ms": 1, "method": "x"}]),
+            "names nothing",
+        ),
+        (
+            _set(
+                "faults", "group_limit_changes", value=[{"at_ms": 1, "key": "acct", "group": "x", "limit": 1}]
+            ),
+            "names nothing",
+        ),
+        (
+            _set("config", "workload", "script", value=[{"at_ms": 1, "client": 0, "count": 10_000}] * 11),
+            "at most 100,000 a run",
+        ),
     ],
 )
 def test_a_case_value_of_the_wrong_type_or_range_exits_2_naming_it(
@@ -216,6 +230,25 @@ def test_a_case_value_of_the_wrong_type_or_range_exits_2_naming_it(
     assert message in captured.err
     assert len(captured.err.strip().splitlines()) == 1
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"format": "semsim-case/1", "seed": ' + "9" * 5_000 + "}", "a number with more than"),
+        ("[" * 100_000, "nested too deeply"),
+        ('{"format": "semsim-case/1", "seed": NaN}', "NaN is not a JSON value"),
+    ],
+)
+def test_json_that_python_cannot_hold_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    path = tmp_path / "case.json"
+    path.write_text(content)
+    assert main(["fuzz", "--replay", str(path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/"])
@@ -267,6 +300,10 @@ def test_replay_refuses_what_it_cannot_honour(
         ["demo", "--plot", "demo.nope"],
         ["plot", str(FINDINGS / "F3-claim-after-the-limit-fell.json"), "-o", "out.txt"],
         ["mutants", "--only", "limit-off-by-one", "--markdown", "/proc/semsim/t.md"],
+        ["mutants", "--only", ","],
+        ["run", "evicted-before-round", "--plot", "out.pgf"],
+        ["run", "evicted-before-round", "--trace", "/dev/full"],
+        ["run", "evicted-before-round", "--trace", ""],
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(
@@ -281,7 +318,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     assert list(tmp_path.iterdir()) == []  # and the check left nothing behind
 
 
-@pytest.mark.parametrize("runs", ["0", "-1", "1000001", "ten"])
+@pytest.mark.parametrize("runs", ["0", "-1", "1000001", "ten", " 5", "1_0", "\u0665"])
 def test_runs_out_of_range_is_a_usage_error(runs: str) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["fuzz", "--runs", runs])
@@ -328,6 +365,24 @@ def test_a_closed_output_pipe_ends_quietly() -> None:
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == EXIT_BROKEN_PIPE
     assert err == ""
+
+
+def test_a_closed_or_full_standard_output_gives_no_traceback() -> None:
+    closed = subprocess.run(
+        [
+            "sh",
+            "-c",
+            f'"{sys.executable}" -c "import sys; from sim.cli import main; sys.exit(main())" list >&-',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert (closed.returncode, closed.stderr) == (EXIT_OK, "")  # nothing to show, the verdict stands
+    with open("/dev/full", "w") as full:
+        process = subprocess.run(_semsim("list"), cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert process.returncode == EXIT_USAGE
+    assert process.stderr == "semsim list: error: cannot write: No space left on device\n"
 
 
 def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:

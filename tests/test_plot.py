@@ -301,6 +301,10 @@ BAD_TRACES = {
     "no-key": _header_line(config={"holder": {"limit": 3}, "workload": {"keys": []}}) + "\n",
     "bad-event-time": _header_line() + "\n" + json.dumps({"t": -1, "kind": "round"}) + "\n",
     "malformed-round": _header_line() + "\n" + json.dumps({"t": 5, "kind": "round", "holder": "holder:k"}),
+    "numeric-holder": _header_line()
+    + "\n"
+    + json.dumps({"t": 5, "kind": "group_limit", "holder": 7, "group": "g", "limit": 1}),
+    "huge-number": _header_line() + "\n" + '{"t": ' + "9" * 5_000 + ', "kind": "round"}',
     "bad-provisioning": _header_line(
         config={"holder": {"limit": 3, "leases": {"provisioning": "sideways"}}, "workload": {"keys": ["k"]}}
     ),
