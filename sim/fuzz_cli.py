@@ -114,7 +114,7 @@ def _report_violation(failure: RunReport, result: Campaign) -> None:
             "short (its budget ran out, or it was interrupted), so a smaller case may exist"
         )
     else:
-        print(f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs (minimal)")
+        print(f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs (shrinking finished)")
 
 
 def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
