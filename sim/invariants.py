@@ -471,19 +471,20 @@ class Monitor:
         # charges against the cap (grants with releases not yet reported and, where
         # the holder counts them, the group's leases) has it at its cap.
         charged = self._charged_against_caps(state, now) if caps else {}
-        servable = frozenset(
-            group
-            for group in sorted(_waiting_by_group(clients, key))
+        servable = {
+            group: entry
+            for group, entry in sorted(_waiting_by_group(clients, key).items())
             if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
-        )
-        waiting = _waiting(clients, key, only=servable)
+        }
+        waiting = sum(count for count, _ in servable.values())
+        oldest = min((at for _, at in servable.values()), default=0)
         leaked = _leaked(state.obj.storage, known)
         capacity = _capacity(state.env, _lease_in_use(clients, key))
         # Busy: what the holder still counts for grants (a release not yet reported,
         # a grant on its way to be claimed: latency, not starvation), what leases
         # actually run, and the documented leak. Idle lease headroom is not busy.
         busy = self._busy(key, state, clients, leaked)
-        return waiting, busy, capacity, leaked, _oldest_waiting(clients, key, servable)
+        return waiting, busy, capacity, leaked, oldest
 
     # --- settling, once the story is over -------------------------------------------------
 
@@ -757,38 +758,20 @@ def _caps(holder: DurableObject) -> dict[str, int]:
     return dict(getattr(instance, "group_limits", {}) or {})
 
 
-def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> Counter[str]:
-    """Items of ``key`` queued or being claimed on any client, per group."""
-    waiting: Counter[str] = Counter()
+def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
+    """Per group, the items of ``key`` queued or being claimed on any client, and when the
+    longest-waiting of them arrived (one query per client)."""
+    waiting: dict[str, tuple[int, int]] = {}
     for obj in clients.values():
-        for group, count in _select(
+        for group, count, oldest in _select(
             obj.storage,
-            "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+            "SELECT grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
             "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
             (key,),
         ):
-            waiting[group] += count
+            before_count, before_oldest = waiting.get(group, (0, int(oldest)))
+            waiting[group] = (before_count + count, min(before_oldest, int(oldest)))
     return waiting
-
-
-def _oldest_waiting(clients: Mapping[str, DurableObject], key: str, groups: frozenset[str]) -> int:
-    """When the longest-waiting item of ``key`` in ``groups`` (queued or being claimed) arrived."""
-    oldest = [
-        int(at)
-        for obj in clients.values()
-        for group, at in _select(
-            obj.storage,
-            "SELECT grp, min(enqueued_at) FROM durability_semaphore_queue_items "
-            "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
-            (key,),
-        )
-        if group in groups
-    ]
-    return min(oldest, default=0)
-
-
-def _waiting(clients: Mapping[str, DurableObject], key: str, only: frozenset[str] | None = None) -> int:
-    return sum(n for group, n in _waiting_by_group(clients, key).items() if only is None or group in only)
 
 
 def _idle_headroom(clients: Mapping[str, DurableObject], key: str) -> int:
