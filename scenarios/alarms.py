@@ -15,7 +15,6 @@ from itertools import pairwise
 
 from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t
 from semaphore_core.store import HolderStore
-from sim.durable import ALARM_FIRST_BACKOFF_MS, ALARM_RETRIES
 from sim.faults import Drop, Eviction, FaultPlan
 from sim.workload import Arrival, Workload
 from sim.world import HolderSpec, WorldConfig, WorldRun
@@ -97,16 +96,23 @@ def _failing_alarms(duration_ms: int) -> FaultPlan:
 
 
 def alarm_dropped_by_platform() -> Scenario:
-    """Seed 002, the scheduler's `onAlarmRetry` option: "Called each time an alarm run fails and
-    the scheduler re-arms its own fallback alarm instead of letting the platform retry". The
-    platform retries a throwing `alarm()` a few times with backoff, then gives up.
+    """Seed 002, the scheduler's `alarm()`: a failed run is caught and the engine arms its own
+    fallback alarm (`armFallbackAlarm`, a `setAlarm` `alarmMinDelayMs` out); it rethrows the
+    error, handing it to the platform, only when that returns false, that is when setting the
+    fallback alarm threw too. Seed 002, "Work
+    within alarm limits": "The runtime retries a failing alarm() only a few times and then
+    drops it, which would strand pending rows."
 
-    Without the engine's fallback, every alarm run throws until 150 s. The early timer fails
-    at the deadline; the stored alarm at 17.010 s fails and is retried 6 times, 2 s, 4 s, ...,
-    64 s apart, then dropped at about 143 s. When the failures stop, nothing is left to run:
-    while nobody calls, the grant's 2 permits are never reclaimed. Only after the story (200
-    s), when the client is heard again, does the holder's next commit re-arm the alarm (its
-    engine arms one for every grant with unclaimed permits) and reclaim them.
+    ``engine_fallback: false`` is that case: every alarm run throws until 150 s and so does
+    the engine's `setAlarm` for its fallback, so the engine arms nothing of its own and
+    rethrows. The early timer's run fails at the deadline (reported, as the reference's
+    `onError` does; the stored alarm stays). The stored alarm at 17.010 s fails, the platform
+    retries it a few times and drops it, before the failures stop. How many times and how
+    far apart is not in the seeds: semsim's platform retries 6 times, 2 s apart and doubling
+    (``sim/durable.py``), and this check asserts neither number. Then nothing is left to
+    run: while nobody calls, the grant's 2 permits are never reclaimed. Only after the story
+    (200 s), when the client is heard again, does the holder's next commit re-arm the alarm
+    (its engine arms one for every grant with unclaimed permits) and reclaim them.
     """
 
     def judge(run: WorldRun, expect: Expect) -> None:
@@ -114,24 +120,27 @@ def alarm_dropped_by_platform() -> Scenario:
             (e["t"], e.get("early")) for e in events(run, "alarm_failed", object=HOLDER) if e.get("early")
         ]
         expect.that(early == [(DEADLINE_MS, True)], "the early timer's run failed at the deadline", early)
-        attempts = events(run, "alarm", object=HOLDER)
+        retries = events(run, "alarm_retry", object=HOLDER)
         expect.that(
-            [e["attempt"] for e in attempts] == list(range(ALARM_RETRIES + 1))
-            and all(e["scheduled"] == STORED_ALARM_MS for e in attempts),
-            f"the platform ran the stored alarm and retried it {ALARM_RETRIES} times",
+            not retries,
+            "the engine armed no fallback of its own (setting it threw), so it rethrew",
+            len(retries),
+        )
+        attempts = events(run, "alarm", object=HOLDER)
+        failed = [e["attempt"] for e in events(run, "alarm_failed", object=HOLDER) if not e.get("early")]
+        expect.that(
+            len(attempts) >= 2
+            and all(e["scheduled"] == STORED_ALARM_MS for e in attempts)
+            and failed == [e["attempt"] for e in attempts],
+            "the failure went to the platform, which ran the stored alarm and retried it",
             [(e["t"], e["attempt"]) for e in attempts],
         )
-        gaps = [b["t"] - a["t"] for a, b in pairwise(attempts)]
-        backoff = [ALARM_FIRST_BACKOFF_MS * 2**n for n in range(ALARM_RETRIES)]
-        expect.that(gaps == backoff, "its retries backed off, doubling", gaps)
         dropped = [e["t"] for e in events(run, "alarm_dropped", object=HOLDER)]
         expect.that(
-            len(dropped) == 1 and dropped[0] < FAULTS_UNTIL_MS,
-            "then the platform dropped the alarm, before the failures stopped",
+            len(dropped) == 1 and bool(attempts) and attempts[-1]["t"] <= dropped[0] < FAULTS_UNTIL_MS,
+            "then the platform dropped the alarm after its last retry, before the failures stopped",
             dropped,
         )
-        retries = events(run, "alarm_retry", object=HOLDER)
-        expect.that(not retries, "the engine armed no fallback of its own", len(retries))
         reclaimed = [(e["t"], e["permits"]) for e in run.trace.of_kind("grant_reclaimed")]
         story_ms = run.trace.header["config"]["duration_ms"]
         expect.that(
@@ -148,7 +157,7 @@ def alarm_dropped_by_platform() -> Scenario:
 
     return Scenario(
         name="alarm-dropped-by-platform",
-        description="without the engine's fallback, a throwing alarm is retried, then dropped: no reclaim",
+        description="when even the engine's fallback cannot be set, the platform retries, drops: no reclaim",
         seed=9,
         config=_silenced_grant(200_000, engine_fallback=False),
         faults=_failing_alarms(200_000),

@@ -12,6 +12,9 @@ from sim.faults import Eviction, FaultPlan
 from sim.workload import Arrival, Workload
 from sim.world import HolderSpec, WorldConfig, WorldRun
 
+GRANT_TIMEOUT_MS = 10_000
+ALARM_MIN_DELAY_MS = 15_000
+
 
 def evicted_before_round() -> Scenario:
     """Seed 001, "After failure": "eviction before allocation loses the waiting RPC; clients
@@ -74,12 +77,23 @@ def client_evicted_mid_request() -> Scenario:
     grants and leases"; their queue is durable. Seed 002: "The object's one alarm brings the
     object back after eviction."
 
+    Seed 001, "Grants and reports": "Permits a client never claims within `grantTimeoutMs`
+    (default 10 seconds) are reclaimed"; "The object's one alarm follows the earliest claim
+    deadline of a grant with unclaimed permits, so unclaimed capacity comes back without
+    another request."
+
     The client's request waits at the holder for the round at 2.010 s; the client is evicted
-    at 1.5 s. The holder still answers (the reply finds no one), the client's items stay
-    queued in its storage, the alarm it left rebuilds it, it asks again, and every item runs.
+    at 1.5 s. The holder still answers (the reply finds no one): its grant of 3 is orphaned,
+    known only to the holder. The holder is alive, so its in-memory early timer runs the
+    reclaim at the claim deadline, commit + ``grant_timeout_ms`` = 12.010 s, well within the
+    contract's bound (the deadline, or commit + ``alarm_min_delay_ms`` if later). The
+    client's items stay queued in its storage, the alarm it left rebuilds it, it asks again
+    and gets the 3 permits back (limit 4), and every item runs.
     """
     config = WorldConfig(
-        holder=HolderSpec(limit=4, leases=None),
+        holder=HolderSpec(
+            limit=4, leases=None, grant_timeout_ms=GRANT_TIMEOUT_MS, alarm_min_delay_ms=ALARM_MIN_DELAY_MS
+        ),
         workload=Workload(
             clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=3, duration_ms=2_000),)
         ),
@@ -95,6 +109,39 @@ def client_evicted_mid_request() -> Scenario:
             first_grant == 2_010,
             "the holder still ran the round and granted at 2.010 s (the reply found no one)",
             first_grant,
+        )
+        orphan = next(iter(run.trace.of_kind("grant")), None)
+        if not expect.that(orphan is not None, "the round committed a grant for the evicted client"):
+            return
+        assert orphan is not None
+        commit_ms, orphan_id = orphan["t"], orphan["grant"]
+        claims = [e for e in run.trace.of_kind("claim") if e["grant"] == orphan_id]
+        reported = [s["t"] for s in sends(run, "client-0") if orphan_id in str(s["body"])]
+        expect.that(
+            not claims and not reported,
+            "nobody ever claimed or reported the orphaned grant",
+            (claims, reported),
+        )
+        deadline_ms = commit_ms + GRANT_TIMEOUT_MS
+        bound_ms = max(deadline_ms, commit_ms + ALARM_MIN_DELAY_MS)
+        reclaimed = [(e["t"], e["permits"]) for e in events(run, "grant_reclaimed", grantId=orphan_id)]
+        expect.that(
+            reclaimed == [(deadline_ms, orphan["permits"])] and deadline_ms <= bound_ms,
+            f"its {orphan['permits']} permits were reclaimed once, at its claim deadline "
+            f"(commit + grant_timeout_ms = {deadline_ms} ms, within the bound of {bound_ms} ms)",
+            reclaimed,
+        )
+        early = [e["t"] for e in events(run, "early_alarm", object=HOLDER)]
+        expect.that(
+            early[:1] == [deadline_ms],
+            "the live holder's early timer ran that reclaim, with no request to prompt it",
+            early,
+        )
+        regrant = [(g["t"], g["permits"]) for g in run.trace.of_kind("grant")[1:2]]
+        expect.that(
+            bool(regrant) and regrant[0][0] > deadline_ms and regrant[0][1] == orphan["permits"],
+            f"the client's retry got the {orphan['permits']} reclaimed permits back (limit 4)",
+            regrant,
         )
         admits = run.trace.of_kind("admit")
         expect.that(all(e["t"] > evict_ms for e in admits), "nothing was admitted by the evicted instance")

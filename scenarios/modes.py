@@ -46,6 +46,21 @@ def _peaks(run: WorldRun) -> tuple[int, int, int]:
     )
 
 
+def peak_in_use_of(run: WorldRun, client: str) -> int:
+    """The most items ``client`` ran at once."""
+    running: set[str] = set()
+    peak = 0
+    for event in run.trace.of_kind("admit", "release"):
+        if event["client"] != client:
+            continue
+        if event["kind"] == "admit":
+            running.add(event["item"])
+        else:
+            running.discard(event["item"])
+        peak = max(peak, len(running))
+    return peak
+
+
 def _everyone_served(run: WorldRun, expect: Expect) -> None:
     admitted = len(run.trace.of_kind("admit"))
     total = submitted(_burst("strict"))
@@ -91,33 +106,51 @@ def strict_burst() -> Scenario:
 def under_burst() -> Scenario:
     """Seed 001, "Leases": "`under` — a reserve inside the limit is kept for leases; grants may
     use at most `limit - reserve`. Still never exceeds the limit, and leases have guaranteed
-    headroom."
+    headroom. The reserve never takes the last permit: with a reserve at or above the limit
+    (including after lowering the limit), grants keep one, so groups excluded from leases and
+    clients without lease support still make progress."
 
-    With a reserve of 4: grants never pass 6, lease footprint never passes 4, the two
-    together never pass 10, and the burst fills the 10.
+    The reserve asked for is the whole limit, 10. It takes 9: grants keep the last permit,
+    so grants never pass 1, lease footprint never passes 9, the two together fill the 10,
+    and the plain client, which is never leased, still gets every item through, one at a
+    time. Its last items run long after the lease clients' work ended, so their idle leases
+    keep undrawn permits charged (finding F4, docs/FINDINGS.md): tolerated.
     """
-    reserve = 4
+    reserve = LIMIT
+    kept = LIMIT - 1
 
     def judge(run: WorldRun, expect: Expect) -> None:
         granted, leased, total = _peaks(run)
         expect.that(
-            granted == LIMIT - reserve,
-            f"grants reached, never passed, limit - reserve = {LIMIT - reserve}",
+            granted == LIMIT - kept,
+            f"grants reached, never passed, the last permit the reserve left them: {LIMIT - kept}",
             granted,
         )
-        expect.that(leased == reserve, f"leases used their reserve of {reserve}, and no more", leased)
+        expect.that(
+            leased == kept,
+            f"leases used a reserve of limit - 1 = {kept}, not the {reserve} asked for",
+            leased,
+        )
         expect.that(total <= LIMIT, f"together they stayed within the limit, {LIMIT}", total)
         peak = peak_in_use(run)
         expect.that(peak == LIMIT, f"permits actually in use peaked at the limit, {LIMIT}", peak)
+        plain = [e for e in run.trace.of_kind("admit") if e["client"] == PLAIN]
+        busy = peak_in_use_of(run, PLAIN)
+        expect.that(
+            bool(plain) and busy == LIMIT - kept,
+            "the reserve never took the last permit: the plain client ran on it, one item at a time",
+            f"{len(plain)} items admitted, at most {busy} at once",
+        )
         _everyone_served(run, expect)
 
     return Scenario(
         name="under-burst",
-        description="under keeps a lease reserve inside the limit: grants stop at limit - reserve",
+        description="under keeps a lease reserve inside the limit, but never the last permit",
         seed=17,
         config=_burst("under", reserve),
         faults=FaultPlan(),
         check=Check(judge),
+        tolerated=frozenset({"F4"}),
     )
 
 

@@ -10,8 +10,9 @@
 - ``alarm`` runs due work and re-arms; if that throws, it arms its own
   fallback alarm ``alarm_min_delay_ms`` out instead of letting the platform
   retry (the platform drops an alarm after a few failures). With
-  ``fallback=False`` the failure goes to the platform, as an object without
-  this engine would.
+  ``fallback=False`` setting that fallback alarm fails as well, so the
+  failure goes to the platform: the one case in which the reference's
+  ``alarm()`` rethrows (``armFallbackAlarm`` returned false).
 
 Left out: ``liveTimers`` (off by default in the reference), the alarm
 handoff after ``alarmHandoffMs`` (the semaphore's due work is one short

@@ -16,9 +16,10 @@ import attrs
 import pytest
 
 from scenarios import SCENARIOS, Scenario, run_scenario
-from scenarios.base import Check, Expect
+from scenarios.base import HOLDER, Check, Expect
 from sim.cli import main
-from sim.faults import FaultPlan
+from sim.faults import Eviction, FaultPlan
+from sim.mutant_catalog import mutant
 from sim.trace import read_trace
 from sim.workload import Workload
 from sim.world import WorldRun, run_world
@@ -126,6 +127,43 @@ def test_the_two_alarm_stories_tell_the_engines_fallback_apart() -> None:
     dropped, fallback = SCENARIOS["alarm-dropped-by-platform"], SCENARIOS["alarm-engine-fallback"]
     assert any("dropped the alarm" in f for f in failures_with(dropped.name, config=fallback.config))
     assert any("re-armed a fallback" in f for f in failures_with(fallback.name, config=dropped.config))
+
+
+def test_the_retired_report_story_tells_drawn_from_released() -> None:
+    # The catalogued mutant shrinks a retired lease to what was released (1), not drawn (2).
+    with mutant("retired-report-shrinks-to-released").patch():
+        failures = failures_with("retired-report-settles")
+    assert any("shrank the lease to what it drew (2)" in f for f in failures)
+    assert any("kept the lease and charged exactly its 1 running permit" in f for f in failures)
+
+
+def test_the_under_story_sees_a_reserve_that_takes_the_last_permit() -> None:
+    with mutant("under-reserve-takes-last-permit").patch():
+        failures = failures_with("under-burst")
+    assert any("never took the last permit" in f for f in failures)
+    assert any("limit - 1 = 9" in f for f in failures)
+
+
+def test_the_heartbeat_tolerance_rejects_heartbeats_half_a_second_late() -> None:
+    # A ttl of 21 s makes the client report every 10.502 s: within the old tolerance
+    # (ttl / 2 + 1 s), but 500 ms later than a 20 s lease needs.
+    scenario = SCENARIOS["lease-heartbeat"]
+    holder = scenario.config.holder
+    assert holder.leases is not None
+    late = attrs.evolve(holder, leases=attrs.evolve(holder.leases, ttl_ms=21_000))
+    failures = failures_with(scenario.name, config=attrs.evolve(scenario.config, holder=late))
+    assert any("at least every (ttl + latency) / 2 = 10002 ms" in f for f in failures)
+    assert any("came exactly 10002 ms apart" in f for f in failures)
+
+
+def test_the_orphaned_grant_must_come_back_at_its_deadline_by_the_early_timer() -> None:
+    # Evict the holder too: its early timer dies, and the grant comes back only at the next
+    # round or stored alarm, later than its deadline (still within the contract's bound).
+    scenario = SCENARIOS["client-evicted-mid-request"]
+    faults = FaultPlan(evictions=(*scenario.faults.evictions, Eviction(HOLDER, 5_000)))
+    failures = failures_with(scenario.name, faults=faults)
+    assert any("reclaimed once, at its claim deadline" in f for f in failures)
+    assert any("early timer ran that reclaim" in f for f in failures)
 
 
 def test_the_strict_ceiling_check_rejects_an_over_mode_burst() -> None:
