@@ -230,10 +230,6 @@ def retired_report_settles() -> Scenario:
     the running item stays counted (footprint 1) while the undrawn permit comes back, enough
     for client 1's 2 items beside client 0's new one. The lease settles for good only when
     the long item ends at 65 s and its release is reported.
-
-    The story ends with client 0 idle; a lease its later rounds were given may keep undrawn
-    permits charged, as nothing makes an idle client talk (finding F4, docs/FINDINGS.md,
-    which ``capacity_returns`` reports); this story tolerates it.
     """
     long_item_ends_ms = 5_000 + 60_000
     config = WorldConfig(
@@ -331,7 +327,6 @@ def retired_report_settles() -> Scenario:
         config=config,
         faults=FaultPlan(drops=(CUT_OFF,)),
         check=Check(judge),
-        tolerated=frozenset({"F4"}),
     )
 
 
