@@ -290,7 +290,8 @@ def retired_report_settles() -> Scenario:
             and bool(while_running)
             and all(r["usage"]["leased"] == 1 for r in while_running),
             "while the long item ran, the holder kept the lease and charged exactly its 1 running permit",
-            f"echoed permits {sorted(set(kept))}, leased {[(r['t'], r['usage']['leased']) for r in while_running]}",
+            f"echoed permits {sorted(set(kept))}, "
+            f"leased {[(r['t'], r['usage']['leased']) for r in while_running]}",
         )
         cut_off = rounds(run, CUT_OFF.start_ms, CUT_OFF.end_ms)
         expect.that(
