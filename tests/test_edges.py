@@ -24,6 +24,9 @@ from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semaphore_core.policy import GroupPolicy, group_policy, resolve_limit
 from semaphore_core.protocol import parse_response
 from semaphore_core.usage import GroupUsage, Usage
+from sim.faults import FaultPlan
+from sim.workload import Arrival, Workload
+from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
 from tests.helpers import holder, ids, request, sync
 
 FIXTURE = Path(__file__).parent / "fixtures" / "collation.json"
@@ -379,3 +382,25 @@ def test_reports_and_echoes_keep_the_order_they_were_sent_in() -> None:
         )
         assert [r["grantId"] for r in synced["grantResults"]] == [grants[first], grants[second]]
         assert [e["leaseId"] for e in synced["leases"]] == [held[first], held[second]]
+
+
+@pytest.mark.parametrize("lease_spec", [None, LeaseSpec()], ids=["no-leases", "strict-leases"])
+def test_a_limit_of_0_in_the_simulator_admits_nothing_and_violates_nothing(lease_spec: Any) -> None:
+    config = WorldConfig(
+        holder=HolderSpec(limit=0, leases=lease_spec),
+        workload=Workload(
+            clients=2,
+            plain_clients=1,
+            script=(Arrival(at_ms=1_000, client=0, count=2), Arrival(at_ms=1_000, client=1, count=1)),
+        ),
+        duration_ms=20_000,
+    )
+    run = run_world(config, FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result.detail
+    assert run.trace.of_kind("admit") == []
+    assert run.trace.of_kind("grant") == []
+    assert run.trace.of_kind("lease_granted") == []
+    rounds = run.trace.of_kind("round")
+    assert rounds
+    assert {(r["usage"]["limit"], r["usage"]["available"], r["granted"]) for r in rounds} == {(0, 0, 0)}
+    assert {e["reason"] for e in run.trace.of_kind("blocked")} == {"limit"}
