@@ -20,6 +20,8 @@ from semaphore_core import Event, Holder, HolderConfig, LeaseOptions
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from sim.durable import ObjectContext
 from sim.engine import MAX_ALARM_DELAY_MS, Engine
+from sim.faults import InputFault
+from sim.holder_inputs import holder_inputs
 from sim.network import RemoteError
 from sim.timers import Signal
 
@@ -44,6 +46,8 @@ class Env:
     alarm_failure: float = 0.0
     #: Injected alarm failures stop here (the fault plan's quiet point).
     faults_until_ms: int | None = None
+    #: This holder's misbehaving callbacks (the fault plan's ``input_faults``; see ``sim.holder_inputs``).
+    input_faults: tuple[InputFault, ...] = ()
 
 
 @attrs.define
@@ -84,11 +88,13 @@ class HolderObject:
             fallback=env.engine_fallback,
             alarm_failure=env.alarm_failure,
         )
+        inputs = holder_inputs(lambda: self.env.limit, self.group_limits, env.input_faults, ctx.sim.now)
         self.holder = Holder(
             ctx.storage,
             HolderConfig(
-                limit=lambda: self.env.limit,
-                group_limit=self.group_limits.get,
+                limit=inputs.limit,
+                group_limit=inputs.group_limit,
+                can_grant=inputs.can_grant,
                 round_wait_ms=env.round_wait_ms,
                 round_period_ms=env.round_period_ms,
                 grant_timeout_ms=env.grant_timeout_ms,

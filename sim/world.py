@@ -20,8 +20,8 @@ from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
-from sim.faults import FaultPlan
-from sim.forger import forge
+from sim.faults import FaultPlan, InputFault
+from sim.forger import forge, lease_rows
 from sim.holder_object import Env, HolderObject
 from sim.invariants import PROGRESS_WINDOW_MS, Monitor
 from sim.jobs import Jobs
@@ -136,7 +136,12 @@ class HolderSpec:
             fixes=self.fixes,
         )
 
-    def env(self, alarm_failure: float = 0.0, faults_until_ms: int | None = None) -> Env:
+    def env(
+        self,
+        alarm_failure: float = 0.0,
+        faults_until_ms: int | None = None,
+        input_faults: tuple[InputFault, ...] = (),
+    ) -> Env:
         return Env(
             limit=self.limit,
             round_wait_ms=self.round_wait_ms,
@@ -148,6 +153,7 @@ class HolderSpec:
             engine_fallback=self.engine_fallback,
             alarm_failure=alarm_failure,
             faults_until_ms=faults_until_ms,
+            input_faults=input_faults,
         )
 
 
@@ -290,13 +296,13 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
     end = config.duration_ms
     if faults.faults_until_ms is not None and faults.faults_until_ms > end:
         raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
-    for name in ("partitions", "drops"):
+    for name in ("partitions", "drops", "input_faults"):
         for index, window in enumerate(getattr(faults, name)):
             if window.end_ms > end:
                 raise ValueError(
                     f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
                 )
-    for name in ("evictions", "limit_changes", "group_limit_changes"):
+    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels"):
         for index, entry in enumerate(getattr(faults, name)):
             if entry.at_ms >= end:
                 raise ValueError(
@@ -314,6 +320,9 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
         ("limit_changes", faults.limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "group", config.workload.groups),
+        ("input_faults", faults.input_faults, "key", config.workload.keys),
+        ("input_faults", faults.input_faults, "group", config.workload.groups),
+        ("cancels", faults.cancels, "target", config.workload.client_names()),
     ):
         for index, entry in enumerate(entries):
             value = getattr(entry, field)
@@ -344,7 +353,8 @@ def _build(
 
     for key in config.workload.keys:
         name = world.holder_name(key)
-        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms)
+        mine = tuple(fault for fault in faults.input_faults if fault.key in (None, key))
+        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms, mine)
         obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
         obj.monitor = monitor
         monitor.attach(key, obj, env)
@@ -377,6 +387,8 @@ def _build(
                 config.workload.groups[0],
                 faults.forged_reports,
                 faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms,
+                faults.forged_lies,
+                functools.partial(lease_rows, world.holders[key].storage),
                 name=f"forger.{key}",
             )
     nursery.start_soon(_scheduled_faults, sim, world, faults, name="faults")
@@ -492,6 +504,8 @@ async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
                 _set_group_limit, sim, world, group_change.key, group_change.group, group_change.limit
             ),
         )
+    for cancel in faults.cancels:
+        add(cancel.at_ms, functools.partial(_cancel, sim, world, cancel.target, cancel.count))
     for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
         await sim.sleep_until(at_ms)
         await action()
@@ -527,3 +541,11 @@ async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: 
     else:
         instance.group_limits[group] = limit
     sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
+
+
+async def _cancel(sim: Sim, world: World, target: str, count: int) -> None:
+    """The user cancels the newest ``count`` items still queued on client ``target``."""
+    instance = world.clients[target].instance()
+    assert isinstance(instance, ClientObject)
+    cancelled = instance.cancel_newest(count)
+    sim.event("fault", fault="cancel", target=target, items=cancelled)
