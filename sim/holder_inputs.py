@@ -16,7 +16,8 @@ same inputs at the same virtual time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -31,13 +32,25 @@ class PlannedInputFailure(RuntimeError):
     """A holder callback raising because the fault plan says so."""
 
 
-@attrs.frozen
+@attrs.define
 class HolderInputs:
     """The three callables ``HolderConfig`` takes (``can_grant`` None: every group may be granted)."""
 
     limit: Callable[[], int]
     group_limit: Callable[[str], int | None]
     can_grant: Callable[[str], bool] | None
+    #: While set, the callbacks behave: the checkers read usage through them and must see
+    #: the deployment's limit, not the planned failure.
+    suspended: bool = False
+
+    @contextlib.contextmanager
+    def behaving(self) -> Iterator[None]:
+        """Callbacks without their planned faults, for the checkers' own reads."""
+        before, self.suspended = self.suspended, True
+        try:
+            yield
+        finally:
+            self.suspended = before
 
 
 def holder_inputs(
@@ -54,6 +67,8 @@ def holder_inputs(
     """
 
     def failing(input: str, group: str | None) -> InputFault | None:
+        if inputs.suspended:
+            return None
         t_ms = now()
         return next((fault for fault in faults if fault.covers(input, group, t_ms)), None)
 
@@ -77,4 +92,5 @@ def holder_inputs(
         return failing("can_grant", group) is None
 
     denies = any(fault.input == "can_grant" for fault in faults)
-    return HolderInputs(limit=resolve_limit, group_limit=group_limit, can_grant=can_grant if denies else None)
+    inputs = HolderInputs(resolve_limit, group_limit, can_grant if denies else None)
+    return inputs
