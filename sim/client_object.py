@@ -103,6 +103,10 @@ class ClientObject:
             self.sim.event("cancel", client=self.ctx.name, item=item_id)
         return cancelled
 
+    def asking(self) -> bool:
+        """Whether a request is on its way to a round (what a cancel aims at: see ``sim.faults.Cancel``)."""
+        return "request" in self._in_flight.values()
+
     def cancel_newest(self, count: int) -> list[str]:
         """Cancel the newest ``count`` queued items; returns those cancelled."""
         return [item for item in self.queue.newest_queued(count) if self.cancel(item)]

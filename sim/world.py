@@ -391,7 +391,7 @@ def _build(
                 functools.partial(lease_rows, world.holders[key].storage),
                 name=f"forger.{key}",
             )
-    nursery.start_soon(_scheduled_faults, sim, world, faults, name="faults")
+    nursery.start_soon(_scheduled_faults, sim, world, faults, nursery, name="faults")
     return world
 
 
@@ -478,7 +478,7 @@ def _client_factory(
     return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
 
 
-async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
+async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:
     """Evictions and the operator's limit changes, at their times, in plan order on ties."""
     objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
     actions: list[tuple[int, int, Callable[[], Awaitable[None]]]] = []
@@ -505,7 +505,9 @@ async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
             ),
         )
     for cancel in faults.cancels:
-        add(cancel.at_ms, functools.partial(_cancel, sim, world, cancel.target, cancel.count))
+        # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
+        aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
+        add(cancel.at_ms, functools.partial(_start, nursery, aimed))
     for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
         await sim.sleep_until(at_ms)
         await action()
@@ -543,9 +545,28 @@ async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: 
     sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
 
 
+async def _start(nursery: trio.Nursery, action: Callable[[], Awaitable[None]]) -> None:
+    nursery.start_soon(action, name="cancel")
+
+
+#: A cancel waits at most this long for its client to have a request out, checking this often.
+CANCEL_AIM_MS = 30_000
+CANCEL_POLL_MS = 100
+
+
 async def _cancel(sim: Sim, world: World, target: str, count: int) -> None:
-    """The user cancels the newest ``count`` items still queued on client ``target``."""
+    """The user cancels the newest ``count`` items still queued on client ``target``.
+
+    Aimed: from its time on, it waits (up to ``CANCEL_AIM_MS``) until the client
+    has a request waiting for its round, so that the grant answering it is
+    claimed in part; a cancel at a random moment rarely lands there.
+    """
     instance = world.clients[target].instance()
+    waited = 0
+    while waited < CANCEL_AIM_MS and not (isinstance(instance, ClientObject) and instance.asking()):
+        await sim.sleep(CANCEL_POLL_MS)
+        waited += CANCEL_POLL_MS
+        instance = world.clients[target].instance()
     assert isinstance(instance, ClientObject)
     cancelled = instance.cancel_newest(count)
     sim.event("fault", fault="cancel", target=target, items=cancelled)
