@@ -216,7 +216,9 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
             on(
                 "cancels",
                 st.lists(
-                    st.builds(Cancel, st.sampled_from(clients), at, st.integers(1, 3)), min_size=1, max_size=6
+                    st.builds(Cancel, st.sampled_from(clients), at, st.sampled_from([1, 2, 5, 20])),
+                    min_size=1,
+                    max_size=6,
                 ),
                 [],
             )
