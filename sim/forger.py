@@ -96,27 +96,20 @@ async def forge(
     rate: float,
     until_ms: int,
     lies: Sequence[str] = (),
-    peek: Callable[[], list[SeenLease]] = list,
 ) -> None:
     """Ask, claim and release through lying reports until ``until_ms``, then settle honestly.
 
     ``lies`` narrows the lies told (empty: all of them); with no grant lie
-    among them the forger asks for no permits, and with no lease lie it
-    forges no lease report. ``peek`` reads the holder's lease rows.
+    among them the forger asks for no permits (its lease lies are
+    :func:`forge_leases`, a loop and a random stream of their own).
     """
     rng = sim.rng(f"forger:{holder}")
     grant_lies = [lie for lie in GRANT_LIES if not lies or lie in lies]
-    lease_lies = [lie for lie in LEASE_LIES if not lies or lie in lies]
+    if not grant_lies:
+        return
     grants: dict[str, tuple[int, int, int]] = {}  # grant id -> (permits, claimed, released) as reported
-    #: Released marks of other clients' leases as of an earlier period: what a replay sends.
-    old: dict[str, SeenLease] = {}
     while sim.now() < until_ms:
         await sim.sleep(PERIOD_MS)
-        if lease_lies and rng.random() < rate:
-            await _lease_lie(sim, network, holder, rng, rng.choice(lease_lies), peek(), old)
-        old = {lease.lease_id: lease for lease in peek() if lease.client_id != NAME}
-        if not grant_lies:
-            continue
         reports = []
         #: Grants whose report in this message honestly releases every permit.
         releasing_all: list[str] = []
@@ -153,6 +146,32 @@ async def forge(
             grants.clear()
         else:
             await sim.sleep(PERIOD_MS)
+
+
+async def forge_leases(
+    sim: Sim,
+    network: Network,
+    holder: str,
+    rate: float,
+    until_ms: int,
+    lies: Sequence[str],
+    peek: Callable[[], list[SeenLease]],
+) -> None:
+    """Every ``PERIOD_MS`` until ``until_ms``, with probability ``rate``, one forged lease report.
+
+    ``lies`` narrows the lies (empty: all); ``peek`` reads the holder's lease rows.
+    """
+    rng = sim.rng(f"forger-leases:{holder}")
+    lease_lies = [lie for lie in LEASE_LIES if not lies or lie in lies]
+    if not lease_lies:
+        return
+    #: Released marks of other clients' leases as of an earlier period: what a replay sends.
+    old: dict[str, SeenLease] = {}
+    while sim.now() < until_ms:
+        await sim.sleep(PERIOD_MS)
+        if rng.random() < rate:
+            await _lease_lie(sim, network, holder, rng, rng.choice(lease_lies), peek(), old)
+        old = {lease.lease_id: lease for lease in peek() if lease.client_id != NAME}
 
 
 def _lie(

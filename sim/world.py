@@ -21,7 +21,7 @@ from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from sim.faults import FaultPlan, InputFault
-from sim.forger import forge, lease_rows
+from sim.forger import forge, forge_leases, lease_rows
 from sim.holder_object import Env, HolderObject
 from sim.invariants import PROGRESS_WINDOW_MS, Monitor
 from sim.jobs import Jobs
@@ -378,6 +378,7 @@ def _build(
         nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
 
     if faults.forged_reports:
+        until = faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms
         for key in config.workload.keys:
             nursery.start_soon(
                 forge,
@@ -386,10 +387,20 @@ def _build(
                 world.holder_name(key),
                 config.workload.groups[0],
                 faults.forged_reports,
-                faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms,
+                until,
+                faults.forged_lies,
+                name=f"forger.{key}",
+            )
+            nursery.start_soon(
+                forge_leases,
+                sim,
+                network,
+                world.holder_name(key),
+                faults.forged_reports,
+                until,
                 faults.forged_lies,
                 functools.partial(lease_rows, world.holders[key].storage),
-                name=f"forger.{key}",
+                name=f"forger.leases.{key}",
             )
     nursery.start_soon(_scheduled_faults, sim, world, faults, nursery, name="faults")
     return world
