@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from scenarios import alarms, eviction, grants, leases, limits, modes
+from scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, reports
 from scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
 from sim.strategies import Case
 
@@ -48,7 +48,16 @@ def _registry(builders: Iterable[Callable[[], Scenario]]) -> dict[str, Scenario]
 
 
 SCENARIOS: dict[str, Scenario] = _registry(
-    (*eviction.ALL, *grants.ALL, *limits.ALL, *alarms.ALL, *leases.ALL, *modes.ALL)
+    (
+        *eviction.ALL,
+        *grants.ALL,
+        *limits.ALL,
+        *alarms.ALL,
+        *leases.ALL,
+        *modes.ALL,
+        *reports.ALL,
+        *callbacks.ALL,
+    )
 )
 
 

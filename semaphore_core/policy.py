@@ -20,6 +20,9 @@ from semaphore_core.numbers import as_safe_int
 from semaphore_core.protocol import BlockedReason
 
 log: Final = logging.getLogger("semaphore_core")
+# A library's logger: silent unless the application configures logging (no "last resort"
+# traceback on stderr when a group_limit callback raises).
+log.addHandler(logging.NullHandler())
 
 
 @attrs.frozen

@@ -207,6 +207,35 @@ class QueueClient:
         ).fetchone()
         return None if row is None else str(row[0])
 
+    # --- cancelling ------------------------------------------------------------------
+
+    def cancel(self, item_id: str) -> bool:
+        """Withdraw an item that is still queued; returns whether it was.
+
+        Only a queued item can go: one being claimed or running holds a permit
+        that must be reported. A cancelled item is done without running, so
+        its id stays taken (enqueueing it again is a no-op). If the request
+        that counted it in its demand is still waiting for its round, the
+        grant that answers it is claimed in part and the holder reclaims the
+        rest at the claim deadline.
+        """
+        with transaction(self._conn):
+            cursor = self._conn.execute(
+                "UPDATE durability_semaphore_queue_items SET status = 'done' "
+                "WHERE id = ? AND status = 'queued'",
+                (item_id,),
+            )
+        return cursor.rowcount > 0
+
+    def newest_queued(self, count: int) -> list[str]:
+        """The ids of up to ``count`` queued items, newest first (what a user withdraws first)."""
+        rows = self._conn.execute(
+            "SELECT id FROM durability_semaphore_queue_items WHERE status = 'queued' "
+            "ORDER BY enqueued_at DESC, seq DESC LIMIT ?",
+            (count,),
+        ).fetchall()
+        return [str(item_id) for (item_id,) in rows]
+
     # --- leases, drawn locally ------------------------------------------------------
 
     def draw_leases(self, now: int) -> list[Admission]:

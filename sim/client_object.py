@@ -96,6 +96,21 @@ class ClientObject:
             return None
         raise RemoteError("protocol", f"unknown method {method!r}")
 
+    def cancel(self, item_id: str) -> bool:
+        """The user withdraws a queued item (``QueueClient.cancel``); returns whether it was queued."""
+        cancelled = self.queue.cancel(item_id)
+        if cancelled:
+            self.sim.event("cancel", client=self.ctx.name, item=item_id)
+        return cancelled
+
+    def asking(self) -> bool:
+        """Whether a request is on its way to a round (what a cancel aims at: see ``sim.faults.Cancel``)."""
+        return "request" in self._in_flight.values()
+
+    def cancel_newest(self, count: int) -> list[str]:
+        """Cancel the newest ``count`` queued items; returns those cancelled."""
+        return [item for item in self.queue.newest_queued(count) if self.cancel(item)]
+
     async def alarm(self) -> None:
         self._alarm = self.ctx.get_alarm()  # the platform cleared the one that fired
         self._poke()

@@ -30,8 +30,16 @@ EXPECTED: Final = (
     "fault:limit_change",
     "fault:group_limit_change",
     "fault:forged_report",
+    "forged:unknown_lease",
+    "forged:foreign_lease",
+    "forged:replayed_lease",
+    "fault:cancel",
     "blocked:limit",
     "blocked:group_limit",
+    "blocked:not_permitted",
+    "blocked:limit_resolution_error",
+    "round_failed",
+    "grant_claimed_in_part",
     "grant_expired",
     "late_claim_clamped",
     "lease_retired",
@@ -50,6 +58,7 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
     earlier on the same path (source to destination) was reordered.
     """
     counts: Counter[str] = Counter()
+    granted: dict[str, int] = {}  # grant id -> permits
     sent: dict[str, tuple[int, str, str]] = {}  # msg -> (t, src, method)
     last_sent_delivered: dict[tuple[str, str], int] = {}  # (src, dst) -> latest send time delivered
     for event in events:
@@ -83,6 +92,17 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
             counts["fault:eviction"] += 1
         elif kind == "fault" and event.get("fault") == "forged_report":
             counts["fault:forged_report"] += 1
+        elif kind == "fault" and event.get("fault") == "forged_lease_report":
+            counts[f"forged:{event['lie']}"] += 1
+        elif kind == "fault" and event.get("fault") == "cancel":
+            counts["fault:cancel"] += 1
+        elif kind == "round_failed":
+            counts["round_failed"] += 1
+        elif kind == "grant":
+            granted[event["grant"]] = event["permits"]
+        elif kind == "claim":
+            if 0 < event["items"] < granted.get(event["grant"], 0):
+                counts["grant_claimed_in_part"] += 1
         elif kind == "evict":
             if event["object"].startswith("holder:") and event.get("calls", 0) > 0:
                 counts["eviction_with_requests_waiting"] += 1

@@ -19,6 +19,7 @@ import attrs
 from sim.validation import (
     MAX_TIME_MS,
     array,
+    boolean,
     build,
     check_int,
     check_list,
@@ -108,6 +109,82 @@ class GroupLimitChange:
     limit: int | None = attrs.field(converter=js_int, validator=optional(integer()))
 
 
+#: The holder's callbacks a plan can make misbehave (``HolderConfig``'s inputs).
+INPUTS: Final = ("can_grant", "group_limit", "limit")
+#: What the forger may lie about (``sim.forger``): its grants, and leases.
+FORGED_LIES: Final = (
+    "released_above_claimed",
+    "claim_above_permits",
+    "rewind",
+    "unknown_lease",
+    "foreign_lease",
+    "replayed_lease",
+)
+
+
+@attrs.frozen
+class InputFault:
+    """A holder callback misbehaves on holder ``key`` (None: every holder) in [start_ms, end_ms).
+
+    ``can_grant`` returns false for ``group`` (the holder answers ``not_permitted``);
+    ``group_limit`` raises for ``group``, or with ``bad`` returns -1 (``limit_resolution_error``:
+    the group fails closed); ``limit`` raises, or with ``bad`` returns -1, so every round in
+    the window fails as a whole and its waiting calls are rejected. ``group`` None: every
+    group (it must be None for ``limit``).
+    """
+
+    input: str = attrs.field(validator=one_of(*INPUTS))
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    group: str | None = attrs.field(default=None, validator=optional(named))
+    key: str | None = attrs.field(default=None, validator=optional(named))
+    bad: bool = attrs.field(default=False, validator=boolean)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
+        if self.input == "limit" and self.group is not None:
+            raise ValueError(f"group must be null for the limit, which has no group, got {self.group!r}")
+        if self.input == "can_grant" and self.bad:
+            raise ValueError("bad is for limit and group_limit: can_grant only denies")
+
+    def covers(self, input: str, group: str | None, t_ms: int) -> bool:
+        """Whether this fault makes ``input`` (for ``group``) misbehave at ``t_ms``."""
+        return (
+            self.input == input
+            and self.start_ms <= t_ms < self.end_ms
+            and (self.group is None or self.group == group)
+        )
+
+
+@attrs.frozen
+class Cancel:
+    """At ``at_ms`` the user cancels the newest ``count`` items still queued on ``target``.
+
+    One cancelled while the request carrying it waits for its round leaves a
+    grant that is claimed only in part: the holder reclaims the rest at the
+    claim deadline, while the claimed part runs on.
+    """
+
+    target: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    count: int = attrs.field(default=1, converter=js_int, validator=integer(1, 10_000))
+
+
+def _as_tuple(value: Any) -> Any:
+    """A JSON array read from a case file becomes a tuple; anything else is left for the check."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _lies(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_list(f"faults.{attribute.name}", value)
+    for index, lie in enumerate(value):
+        if lie not in FORGED_LIES:
+            raise ValueError(
+                f"faults.{attribute.name}[{index}] must be one of {', '.join(FORGED_LIES)}, got {lie!r}"
+            )
+
+
 @attrs.frozen
 class FaultPlan:
     """Everything that goes wrong in one run, apart from the seed's own draws."""
@@ -135,9 +212,15 @@ class FaultPlan:
     release_loss: float = 0.0
     #: A forging client (``sim.forger``) sends reports that lie with this probability (0: none).
     forged_reports: float = 0.0
+    #: The lies the forger tells (empty: every one of ``FORGED_LIES``).
+    forged_lies: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple, validator=_lies)
     #: The operator's changes during the run.
     limit_changes: tuple[LimitChange, ...] = ()
     group_limit_changes: tuple[GroupLimitChange, ...] = ()
+    #: The holder's callbacks misbehaving in windows (can_grant denials, failing limits).
+    input_faults: tuple[InputFault, ...] = ()
+    #: The user cancels queued items (grants then claimed in part).
+    cancels: tuple[Cancel, ...] = ()
     #: Random per-message faults, alarm failures and lost notices stop here (None: never),
     #: so liveness can be judged once the system has been quiet for a while.
     faults_until_ms: int | None = None
@@ -201,6 +284,8 @@ class FaultPlan:
         ends += [eviction.at_ms for eviction in self.evictions]
         ends += [change.at_ms for change in self.limit_changes]
         ends += [change.at_ms for change in self.group_limit_changes]
+        ends += [fault.end_ms for fault in self.input_faults]
+        ends += [cancel.at_ms for cancel in self.cancels]
         return min(duration_ms, max(ends))
 
     def active(self, t_ms: int) -> bool:
@@ -240,6 +325,8 @@ _SCHEDULED: Final[tuple[tuple[str, type], ...]] = (
     ("evictions", Eviction),
     ("limit_changes", LimitChange),
     ("group_limit_changes", GroupLimitChange),
+    ("input_faults", InputFault),
+    ("cancels", Cancel),
 )
 
 NO_FAULTS: Final = FaultPlan()

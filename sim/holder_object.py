@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from semaphore_core import Event, Holder, HolderConfig, LeaseOptions
+from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, Usage
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from sim.durable import ObjectContext
 from sim.engine import MAX_ALARM_DELAY_MS, Engine
+from sim.faults import InputFault
+from sim.holder_inputs import PlannedInputFailure, holder_inputs
 from sim.network import RemoteError
 from sim.timers import Signal
 
@@ -44,6 +46,8 @@ class Env:
     alarm_failure: float = 0.0
     #: Injected alarm failures stop here (the fault plan's quiet point).
     faults_until_ms: int | None = None
+    #: This holder's misbehaving callbacks (the fault plan's ``input_faults``; see ``sim.holder_inputs``).
+    input_faults: tuple[InputFault, ...] = ()
 
 
 @attrs.define
@@ -84,11 +88,15 @@ class HolderObject:
             fallback=env.engine_fallback,
             alarm_failure=env.alarm_failure,
         )
+        self.inputs = inputs = holder_inputs(
+            lambda: self.env.limit, self.group_limits, env.input_faults, ctx.sim.now
+        )
         self.holder = Holder(
             ctx.storage,
             HolderConfig(
-                limit=lambda: self.env.limit,
-                group_limit=self.group_limits.get,
+                limit=inputs.limit,
+                group_limit=inputs.group_limit,
+                can_grant=inputs.can_grant,
                 round_wait_ms=env.round_wait_ms,
                 round_period_ms=env.round_period_ms,
                 grant_timeout_ms=env.grant_timeout_ms,
@@ -109,6 +117,12 @@ class HolderObject:
         self._round_running = False
         self._last_round_at: int | None = None
 
+    def judged_usage(self, now: int) -> Usage:
+        """``usage()`` as the checkers read it: with the callbacks behaving (a planned failing
+        limit fails the holder's rounds, not the judge)."""
+        with self.inputs.behaving():
+            return self.holder.usage(now)
+
     def _lifecycle(self, event: Event) -> None:
         fields = event.to_wire()
         del fields["entityKind"], fields["timestamp"]
@@ -121,7 +135,11 @@ class HolderObject:
         if method == "permits":
             message = parse_request(payload)
             if isinstance(message, PermitSync):
-                reply = self.holder.sync_message(message, self.ctx.sim.now())
+                try:
+                    reply = self.holder.sync_message(message, self.ctx.sim.now())
+                except (PlannedInputFailure, ValueError) as error:
+                    # Fix F3 resolves the limit for a sync too: a failing limit fails the call.
+                    raise RemoteError("error", f"sync failed: {type(error).__name__}: {error}") from None
                 self.engine.after_commit()
                 return reply.to_wire()
             return await self._await_round(message)
@@ -131,7 +149,10 @@ class HolderObject:
             self.ctx.sim.event("group_limit", holder=self.ctx.name, group=group, limit=limit)
             return None
         if method == "usage":
-            return self.holder.usage(self.ctx.sim.now()).to_wire()
+            try:
+                return self.holder.usage(self.ctx.sim.now()).to_wire()
+            except (PlannedInputFailure, ValueError) as error:  # usage() resolves the limit too
+                raise RemoteError("error", f"usage failed: {type(error).__name__}: {error}") from None
         raise RemoteError("protocol", f"unknown method {method!r}")
 
     async def alarm(self) -> None:

@@ -211,7 +211,7 @@ class Monitor:
         """After every holder transaction: ceilings, monotone reports, the alarm."""
         now = self.sim.now()
         state = self._holders[key]
-        usage = holder.holder.usage(now)
+        usage = holder.judged_usage(now)
         options = holder.env.leases
         broken = ceiling_rule(options, usage.limit, usage.granted, usage.leased, state.usage)
         if broken:

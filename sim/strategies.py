@@ -15,7 +15,7 @@ import attrs
 from hypothesis import strategies as st
 
 from sim.client_object import ClientSettings
-from sim.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange, Window
+from sim.faults import Cancel, Eviction, FaultPlan, GroupLimitChange, InputFault, LimitChange, Window
 from sim.workload import Workload
 from sim.world import HolderSpec, LeaseSpec, WorldConfig
 
@@ -32,7 +32,17 @@ FAULT_KINDS: Final = (
     "limit_changes",
     "group_limit_changes",
     "forged_reports",
+    "denials",
+    "group_limit_failures",
+    "limit_failures",
+    "cancels",
 )
+#: The swarm's kind that turns on each holder callback's misbehaviour.
+INPUT_KINDS: Final = {
+    "can_grant": "denials",
+    "group_limit": "group_limit_failures",
+    "limit": "limit_failures",
+}
 KEYS: Final = ("acct",)
 GROUPS: Final = ("wf-1", "wf-2")
 #: Faults stop at the end of the fault phase; the quiet period after it is for
@@ -133,6 +143,23 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         ),
         [],
     )
+
+    def input_faults(input: str) -> list[InputFault]:
+        """Windows in which one holder callback misbehaves (for one group or all)."""
+        group = st.none() if input == "limit" else st.one_of(st.none(), st.sampled_from(GROUPS))
+        bad = st.just(False) if input == "can_grant" else st.booleans()
+        window = st.builds(
+            lambda start, length, group, bad: InputFault(
+                input, start, min(phase_ms, start + length), group=group, bad=bad
+            ),
+            st.integers(0, phase_ms - 2),
+            st.integers(1_000, 30_000),
+            group,
+            bad,
+        )
+        return list(on(INPUT_KINDS[input], st.lists(window, min_size=1, max_size=2), []))
+
+    clients = config.workload.client_names()
     return FaultPlan(
         request_loss=on("request_loss", rate, 0.0),
         reply_loss=on("reply_loss", rate, 0.0),
@@ -178,6 +205,20 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
                     ),
                     min_size=1,
                     max_size=3,
+                ),
+                [],
+            )
+        ),
+        input_faults=tuple(input_faults("can_grant") + input_faults("group_limit") + input_faults("limit")),
+        # The user withdraws queued items: one cancelled while its request waits for the
+        # round leaves a grant claimed in part.
+        cancels=tuple(
+            on(
+                "cancels",
+                st.lists(
+                    st.builds(Cancel, st.sampled_from(clients), at, st.sampled_from([1, 2, 5, 20])),
+                    min_size=1,
+                    max_size=6,
                 ),
                 [],
             )

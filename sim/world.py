@@ -20,8 +20,8 @@ from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from sim.client_object import ClientObject, ClientSettings
 from sim.durable import DurableObject, Factory
 from sim.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
-from sim.faults import FaultPlan
-from sim.forger import forge
+from sim.faults import FaultPlan, InputFault
+from sim.forger import forge, forge_leases, lease_rows
 from sim.holder_object import Env, HolderObject
 from sim.invariants import PROGRESS_WINDOW_MS, Monitor
 from sim.jobs import Jobs
@@ -136,7 +136,12 @@ class HolderSpec:
             fixes=self.fixes,
         )
 
-    def env(self, alarm_failure: float = 0.0, faults_until_ms: int | None = None) -> Env:
+    def env(
+        self,
+        alarm_failure: float = 0.0,
+        faults_until_ms: int | None = None,
+        input_faults: tuple[InputFault, ...] = (),
+    ) -> Env:
         return Env(
             limit=self.limit,
             round_wait_ms=self.round_wait_ms,
@@ -148,6 +153,7 @@ class HolderSpec:
             engine_fallback=self.engine_fallback,
             alarm_failure=alarm_failure,
             faults_until_ms=faults_until_ms,
+            input_faults=input_faults,
         )
 
 
@@ -290,13 +296,13 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
     end = config.duration_ms
     if faults.faults_until_ms is not None and faults.faults_until_ms > end:
         raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
-    for name in ("partitions", "drops"):
+    for name in ("partitions", "drops", "input_faults"):
         for index, window in enumerate(getattr(faults, name)):
             if window.end_ms > end:
                 raise ValueError(
                     f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
                 )
-    for name in ("evictions", "limit_changes", "group_limit_changes"):
+    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels"):
         for index, entry in enumerate(getattr(faults, name)):
             if entry.at_ms >= end:
                 raise ValueError(
@@ -314,6 +320,9 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
         ("limit_changes", faults.limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "group", config.workload.groups),
+        ("input_faults", faults.input_faults, "key", config.workload.keys),
+        ("input_faults", faults.input_faults, "group", config.workload.groups),
+        ("cancels", faults.cancels, "target", config.workload.client_names()),
     ):
         for index, entry in enumerate(entries):
             value = getattr(entry, field)
@@ -344,7 +353,8 @@ def _build(
 
     for key in config.workload.keys:
         name = world.holder_name(key)
-        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms)
+        mine = tuple(fault for fault in faults.input_faults if fault.key in (None, key))
+        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms, mine)
         obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
         obj.monitor = monitor
         monitor.attach(key, obj, env)
@@ -368,6 +378,7 @@ def _build(
         nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
 
     if faults.forged_reports:
+        until = faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms
         for key in config.workload.keys:
             nursery.start_soon(
                 forge,
@@ -376,10 +387,22 @@ def _build(
                 world.holder_name(key),
                 config.workload.groups[0],
                 faults.forged_reports,
-                faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms,
+                until,
+                faults.forged_lies,
                 name=f"forger.{key}",
             )
-    nursery.start_soon(_scheduled_faults, sim, world, faults, name="faults")
+            nursery.start_soon(
+                forge_leases,
+                sim,
+                network,
+                world.holder_name(key),
+                faults.forged_reports,
+                until,
+                faults.forged_lies,
+                functools.partial(lease_rows, world.holders[key].storage),
+                name=f"forger.leases.{key}",
+            )
+    nursery.start_soon(_scheduled_faults, sim, world, faults, nursery, name="faults")
     return world
 
 
@@ -466,7 +489,7 @@ def _client_factory(
     return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
 
 
-async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
+async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:
     """Evictions and the operator's limit changes, at their times, in plan order on ties."""
     objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
     actions: list[tuple[int, int, Callable[[], Awaitable[None]]]] = []
@@ -492,6 +515,10 @@ async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan) -> None:
                 _set_group_limit, sim, world, group_change.key, group_change.group, group_change.limit
             ),
         )
+    for cancel in faults.cancels:
+        # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
+        aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
+        add(cancel.at_ms, functools.partial(_start, nursery, aimed))
     for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
         await sim.sleep_until(at_ms)
         await action()
@@ -527,3 +554,30 @@ async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: 
     else:
         instance.group_limits[group] = limit
     sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
+
+
+async def _start(nursery: trio.Nursery, action: Callable[[], Awaitable[None]]) -> None:
+    nursery.start_soon(action, name="cancel")
+
+
+#: A cancel waits at most this long for its client to have a request out, checking this often.
+CANCEL_AIM_MS = 30_000
+CANCEL_POLL_MS = 100
+
+
+async def _cancel(sim: Sim, world: World, target: str, count: int) -> None:
+    """The user cancels the newest ``count`` items still queued on client ``target``.
+
+    Aimed: from its time on, it waits (up to ``CANCEL_AIM_MS``) until the client
+    has a request waiting for its round, so that the grant answering it is
+    claimed in part; a cancel at a random moment rarely lands there.
+    """
+    instance = world.clients[target].instance()
+    waited = 0
+    while waited < CANCEL_AIM_MS and not (isinstance(instance, ClientObject) and instance.asking()):
+        await sim.sleep(CANCEL_POLL_MS)
+        waited += CANCEL_POLL_MS
+        instance = world.clients[target].instance()
+    assert isinstance(instance, ClientObject)
+    cancelled = instance.cancel_newest(count)
+    sim.event("fault", fault="cancel", target=target, items=cancelled)

@@ -1,0 +1,244 @@
+"""Reports, holder callbacks and cancelled items: the scenarios' checks fail on the wrong story,
+and the pieces under them (the forger's lease lies, the callbacks, cancel, the plan, coverage)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from scenarios import SCENARIOS, run_scenario
+from semaphore_core.queue import QueueClient, QueueItem
+from sim.coverage import EXPECTED, coverage
+from sim.faults import Cancel, FaultPlan, InputFault
+from sim.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
+from sim.mutant_catalog import mutant
+from sim.strategies import cases
+from sim.world import check_plan, run_world
+
+# --- each new scenario's check notices the wrong story ------------------------------------------
+
+
+def failures_with(name: str, **changes: Any) -> tuple[str, ...]:
+    return run_scenario(attrs.evolve(SCENARIOS[name], **changes)).failures
+
+
+def without_faults(name: str) -> tuple[str, ...]:
+    return failures_with(name, faults=FaultPlan())
+
+
+def test_without_duplicates_no_report_arrives_twice() -> None:
+    assert any("reached the holder twice" in f for f in without_faults("reports-duplicated"))
+
+
+def test_without_reordering_no_stale_report_arrives_second() -> None:
+    assert any("after one sent later" in f for f in without_faults("reports-reordered"))
+
+
+def test_a_forger_that_only_rewinds_has_not_told_every_lie() -> None:
+    plan = attrs.evolve(SCENARIOS["forged-grant-reports"].faults, forged_lies=("rewind",))
+    assert any("every kind of lie" in f for f in failures_with("forged-grant-reports", faults=plan))
+
+
+@pytest.mark.parametrize(
+    ("name", "wrong"),
+    [
+        ("unknown-lease-report", "foreign_lease"),
+        ("foreign-lease-report", "unknown_lease"),
+        ("replayed-lease-report", "unknown_lease"),
+    ],
+)
+def test_each_lease_story_needs_its_own_lie(name: str, wrong: str) -> None:
+    plan = attrs.evolve(SCENARIOS[name].faults, forged_lies=(wrong,))
+    failures = failures_with(name, faults=plan)
+    assert failures
+    assert "the forger" in failures[0]
+
+
+def test_an_unknown_lease_that_is_not_charged_leaves_the_round_s_lease_whole() -> None:
+    with mutant("unknown-lease-debt-dropped").patch():
+        failures = run_scenario(SCENARIOS["unknown-lease-report"]).failures
+    assert any("short by the" in f for f in failures)
+
+
+def test_a_report_that_is_not_clamped_frees_capacity_twice() -> None:
+    with mutant("released-not-clamped-to-claimed").patch():
+        failures = run_scenario(SCENARIOS["forged-grant-reports"]).failures
+    assert failures
+
+
+def test_without_the_cancel_the_grant_is_claimed_whole() -> None:
+    failures = without_faults("grant-claimed-in-part")
+    assert any("claimed 2 of the 3" in f for f in failures)
+
+
+def test_a_reclaim_that_takes_claimed_permits_fails_the_partial_claim_story() -> None:
+    with mutant("reclaim-takes-claimed").patch():
+        result = run_scenario(SCENARIOS["grant-claimed-in-part"])
+    assert result.invariant_failure is not None
+    assert "conservative" in result.invariant_failure
+    assert any("stayed charged" in f or "only the unclaimed permit" in f for f in result.failures)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("can-grant-denied", "`not_permitted`"),
+        ("group-limit-fails-closed", "`limit_resolution_error`"),
+        ("group-limit-returns-bad", "`limit_resolution_error`"),
+        ("limit-fails-round", "rounds in the window failed"),
+    ],
+)
+def test_without_the_misbehaving_callback_nothing_is_blocked(name: str, expected: str) -> None:
+    assert any(expected in f for f in without_faults(name))
+
+
+def test_a_denial_is_not_a_resolution_error() -> None:
+    denied = SCENARIOS["can-grant-denied"].faults
+    assert any(
+        "`limit_resolution_error`" in f for f in failures_with("group-limit-fails-closed", faults=denied)
+    )
+
+
+# --- the callbacks ----------------------------------------------------------------------------
+
+
+def test_callbacks_misbehave_only_in_their_window_and_for_their_group() -> None:
+    t = [0]
+    faults = (
+        InputFault("can_grant", 10, 20, group="a"),
+        InputFault("group_limit", 10, 20, group="b"),
+        InputFault("group_limit", 10, 20, group="c", bad=True),
+        InputFault("limit", 30, 40),
+        InputFault("limit", 50, 60, bad=True),
+    )
+    inputs = holder_inputs(lambda: 7, {"b": 3}, faults, lambda: t[0])
+    assert inputs.can_grant is not None
+    assert (inputs.limit(), inputs.group_limit("b"), inputs.can_grant("a")) == (7, 3, True)
+    t[0] = 10
+    assert not inputs.can_grant("a")
+    assert inputs.can_grant("b")
+    with pytest.raises(PlannedInputFailure):
+        inputs.group_limit("b")
+    assert inputs.group_limit("c") == BAD_VALUE
+    assert inputs.group_limit("a") is None
+    t[0] = 30
+    with pytest.raises(PlannedInputFailure):
+        inputs.limit()
+    with inputs.behaving():
+        assert inputs.limit() == 7  # the checkers read the deployment's limit
+    t[0] = 55
+    assert inputs.limit() == BAD_VALUE
+    t[0] = 60
+    assert inputs.limit() == 7
+    assert holder_inputs(lambda: 1, {}, faults[1:], lambda: 0).can_grant is None
+
+
+def test_a_denial_that_never_ends_is_still_seen_by_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Liveness is judged once every window has ended; a denial that outlived its window
+    # (a broken fault model) would starve its group, and ``progress`` must say so.
+    scenario = SCENARIOS["can-grant-denied"]
+    monkeypatch.setattr(
+        InputFault, "covers", lambda self, input, group, t_ms: input == "can_grant" and group == "wf-2"
+    )
+    run = run_world(scenario.config, scenario.faults, scenario.seed)
+    assert run.result.invariant == "progress"
+
+
+# --- cancelling ------------------------------------------------------------------------------
+
+
+def test_cancel_withdraws_only_queued_items_newest_first() -> None:
+    queue = QueueClient(sqlite3.connect(":memory:"), "c")
+    queue.enqueue([QueueItem(f"i{n}", "k", "g") for n in range(3)], now=1)
+    assert queue.newest_queued(2) == ["i2", "i1"]
+    assert queue.cancel("i2")
+    assert not queue.cancel("i2")
+    assert not queue.cancel("nope")
+    assert queue.enqueue([QueueItem("i2", "k", "g")], now=2) == 0  # its id stays taken
+    assert [d.count for d in queue.build_request("k", 3).demand] == [2]
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"input_faults": [{"input": "limit", "start_ms": 5, "end_ms": 5}]}, "end_ms must be after"),
+        (
+            {"input_faults": [{"input": "limit", "start_ms": 1, "end_ms": 5, "group": "a"}]},
+            "group must be null",
+        ),
+        (
+            {"input_faults": [{"input": "can_grant", "start_ms": 1, "end_ms": 5, "bad": True}]},
+            "can_grant only",
+        ),
+        ({"input_faults": [{"input": "size", "start_ms": 1, "end_ms": 5}]}, "input_faults[0].input"),
+        ({"cancels": [{"target": "client-0", "at_ms": 1, "count": 0}]}, "cancels[0].count"),
+        ({"forged_lies": ["lying"]}, "faults.forged_lies[0] must be one of"),
+        ({"forged_lies": "rewind"}, "faults.forged_lies must be a list"),
+    ],
+)
+def test_bad_plan_entries_are_named(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=r".") as caught:
+        FaultPlan.from_dict(data)
+    assert message in str(caught.value)
+
+
+def test_plan_entries_round_trip_and_set_the_quiet_point() -> None:
+    plan = FaultPlan(
+        forged_lies=("unknown_lease",),
+        input_faults=(InputFault("group_limit", 1, 9_000, group="wf-1", bad=True),),
+        cancels=(Cancel("client-0", 12_000, 2),),
+    )
+    assert FaultPlan.from_dict(plan.to_dict() | {"forged_lies": ["unknown_lease"]}) == plan
+    assert plan.quiet_from_ms(60_000) == 12_000
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        (FaultPlan(input_faults=(InputFault("limit", 1, 2, key="nope"),)), "input_faults[0].key 'nope'"),
+        (FaultPlan(input_faults=(InputFault("can_grant", 1, 2, group="nope"),)), "input_faults[0].group"),
+        (FaultPlan(input_faults=(InputFault("limit", 1, 10**8),)), "input_faults[0].end_ms"),
+        (FaultPlan(cancels=(Cancel("client-9", 1),)), "cancels[0].target 'client-9'"),
+        (FaultPlan(cancels=(Cancel("client-0", 10**8),)), "cancels[0].at_ms"),
+    ],
+)
+def test_plans_naming_nothing_in_the_world_are_refused(plan: FaultPlan, message: str) -> None:
+    with pytest.raises(ValueError, match=r".") as caught:
+        check_plan(SCENARIOS["can-grant-denied"].config, plan)
+    assert message in str(caught.value)
+
+
+# --- coverage and the swarm --------------------------------------------------------------------
+
+
+def test_coverage_counts_lease_lies_callbacks_and_partial_claims() -> None:
+    events = [
+        {"t": 1, "kind": "fault", "fault": "forged_lease_report", "lie": "foreign_lease"},
+        {"t": 1, "kind": "fault", "fault": "cancel"},
+        {"t": 1, "kind": "blocked", "reason": "not_permitted"},
+        {"t": 1, "kind": "round_failed"},
+        {"t": 2, "kind": "grant", "grant": "g", "permits": 3},
+        {"t": 3, "kind": "claim", "grant": "g", "items": 2},
+        {"t": 4, "kind": "grant", "grant": "h", "permits": 2},
+        {"t": 5, "kind": "claim", "grant": "h", "items": 2},
+    ]
+    counts = coverage(events, latency_ms=5)
+    for name in ("forged:foreign_lease", "fault:cancel", "blocked:not_permitted", "round_failed"):
+        assert counts[name] == 1
+        assert name in EXPECTED
+    assert counts["grant_claimed_in_part"] == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(cases())
+def test_the_swarm_draws_callback_windows_and_cancels_inside_the_fault_phase(case: Any) -> None:
+    check_plan(case.config, case.faults)  # raises if anything falls outside the story
+    for fault in case.faults.input_faults:
+        assert fault.end_ms <= case.faults.faults_until_ms
