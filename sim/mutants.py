@@ -118,7 +118,38 @@ WHY_IT_CAN_SURVIVE: Final = {
 
 #: Why the whole-system fuzz alone misses a mutant another layer kills: what its invariants
 #: (docs/INVARIANTS.md) cannot see. Printed only for mutants the fuzz layer let survive.
-WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {}
+WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
+    "group-policy-per-demand": (
+        "The simulator's group limits change only between rounds (a limit_workflow call), so "
+        "resolving them once per round or once per demand gives the same answers."
+    ),
+    "usage-available-ignores-footprint": "No invariant reads usage().available.",
+    "usage-available-ignores-reserve": "No invariant reads usage().available.",
+    "usage-wire-drops-zero-group-limit": (
+        "The monitor reads the typed Usage, never its wire form, and no client reads usage."
+    ),
+    "ties-by-code-point": "Simulated client ids (client-0, client-1, ...) never differ only in case.",
+    "ties-case-blind": "Simulated client ids (client-0, client-1, ...) never differ only in case.",
+    "strict-lease-budget-net": (
+        "It under-issues leases: conservative accepts over-charging, and no invariant compares "
+        "lease sizes with the reference's share (lease_fairness, issue 9, is to)."
+    ),
+    "release-only-report-not-persisted": (
+        "It over-charges until the grant is fully released: conservative accepts that, and no "
+        "check compares the holder's accounting with an exact model (issue 9 item 4)."
+    ),
+    "migration-down-keeps-claim-index": "No simulation migrates the schema down.",
+    "reply-omits-empty-leases": "The queue client reads a missing leases list as an empty one.",
+    "parse-accepts-negative-counts": "No simulated client or forger sends a negative count.",
+    "queue-demand-counts-running": (
+        "Over-asking only grants permits the client cannot claim, reclaimed at the claim deadline; "
+        "no_overask (issue 9) is the check meant to see it."
+    ),
+    "engine-pushes-alarm-later": (
+        "While the instance lives its in-memory early timer reclaims at the deadline; only an "
+        "eviction during steady traffic leaves the pushed alarm to do it."
+    ),
+}
 
 
 @attrs.frozen
