@@ -232,6 +232,26 @@ def _canned(
         return attrs.evolve(result, layers=verdicts, fuzz=result.fuzz if "fuzz" in layers else None)
 
     monkeypatch.setattr(sim.mutants, "score_mutant", fake)
+    # The baseline (each pytest layer without a mutant) passes, without running pytest.
+    monkeypatch.setattr(sim.mutants, "run_pytest_layer", lambda name, layer, budget: SURVIVED)
+
+
+def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mutant(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _canned(monkeypatch)  # any mutant run would fail the test: no canned results
+    baseline: list[tuple[str | None, str]] = []
+
+    def clean(name: str | None, layer: str, budget: int) -> LayerVerdict:
+        baseline.append((name, layer))
+        return LayerVerdict("killed", "test_docs.py::test_every_option") if layer == "unit" else SURVIVED
+
+    monkeypatch.setattr(sim.mutants, "run_pytest_layer", clean)
+    assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_USAGE
+    assert baseline == [(None, "unit")]
+    err = capsys.readouterr().err
+    assert "the unit layer fails without a mutant (killed by test_docs.py::test_every_option)" in err
+    assert "started" not in err
 
 
 def test_without_a_terminal_progress_is_plain_lines_on_stderr(
