@@ -154,8 +154,8 @@ def _parser() -> argparse.ArgumentParser:
 
     mutants = commands.add_parser(
         "mutants",
-        help="run the fuzz budget against each protocol mutant and print the kill table",
-        description="Apply each catalogued mutant of semaphore_core and check the fuzzer kills it.",
+        help="run every layer of the suite against each protocol mutant and print the kill table",
+        description="Apply each catalogued mutant of semaphore_core and report which layers kill it.",
     )
     mutants.add_argument("--only", metavar="A,B", help="run only these mutants")
     mutants.add_argument("--markdown", type=Path, metavar="F.md", help="write the table here")
@@ -164,6 +164,21 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="F.md",
         help="the table to compare the verdicts with (default: docs/MUTANTS.md)",
+    )
+    mutants.add_argument(
+        "--layers",
+        metavar="L,M",
+        help="run only these layers: unit, state-machine, scenarios, fuzz (default: all)",
+    )
+    mutants.add_argument(
+        "--workers", type=_integer, default=1, metavar="N", help="score N mutants at once (default 1)"
+    )
+    mutants.add_argument(
+        "--cpu-budget",
+        type=_integer,
+        default=20 * 60,
+        metavar="S",
+        help="CPU seconds a pytest layer may take per mutant before it is timed out (default 1200)",
     )
 
     replay = commands.add_parser(

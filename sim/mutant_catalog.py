@@ -41,14 +41,29 @@ import attrs
 import semaphore_core.grants as grants_module
 import semaphore_core.holder as holder_module
 import semaphore_core.leases as leases_module
+import semaphore_core.migrations as migrations_module
+import semaphore_core.protocol as protocol_module
 import semaphore_core.rounds as rounds_module
+from semaphore_core.collation import CollationKey
 from semaphore_core.config import Budgets, HolderConfig, Provisioning, Strict, Under, scaled
 from semaphore_core.leases import LeaseAllocation, LeaseReportOutcome
-from semaphore_core.policy import GroupPolicy
-from semaphore_core.protocol import GrantReport, GrantResult, LeaseReport, PermitRequest
+from semaphore_core.migrations import Migration
+from semaphore_core.policy import UNLIMITED, GroupPolicy
+from semaphore_core.protocol import (
+    GrantReport,
+    GrantResult,
+    LeaseReport,
+    PermitGrant,
+    PermitRequest,
+    PermitSync,
+    PermitSyncResult,
+)
+from semaphore_core.queue import QueueClient
 from semaphore_core.rounds import RoundResult
-from semaphore_core.store import GRANTS, GrantRow, HolderStore, LeaseRow
+from semaphore_core.store import GRANTS, LEASES, GrantRow, HolderStore, LeaseRow
 from semaphore_core.transaction import transaction
+from semaphore_core.usage import Usage
+from sim.engine import Engine
 
 _NAME: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -423,9 +438,489 @@ def _retired_report_shrinks_to_released(original: ApplyLeaseReports) -> ApplyLea
     return apply_lease_reports
 
 
+# --- written from the reference's code paths (issue 9) -----------------------------------------
+#
+# Each of these plants a bug on a path of semaphore-server.ts, semaphore-leases.ts, the
+# queue's documented rules or the scheduler engine, chosen by the class of bug it stands
+# for (an edge value at one layer, a boundary, what survives an eviction, a tie-break
+# under the reference's collation, serialisation, parsing, efficiency), not by what an
+# existing test happens to check.
+
+# Deadlines: the reference's boundaries are ``now >= expires_at`` (a claim is late, a
+# grant is reclaimed) and ``expires_at <= now`` (a lease has expired).
+
+
+def _claim_deadline_exclusive(_: Callable[..., int]) -> Callable[..., int]:
+    def effective_permits(grant: GrantRow, now: int) -> int:
+        # MUTATION: ``now > expires_at`` where the reference has ``now >= expires_at``.
+        return grant.claimed if now > grant.expires_at else grant.permits
+
+    return effective_permits
+
+
+class _ReclaimsLateStore(HolderStore):
+    """The store as the mutated reclaim pass sees it: a grant is due one millisecond late."""
+
+    __slots__ = ()
+
+    def expired_unclaimed(self, now: int) -> list[GrantRow]:
+        # MUTATION: ``expires_at < now`` where the reference has ``now < expires_at`` to keep.
+        return super().expired_unclaimed(now - 1)
+
+
+def _reclaim_deadline_exclusive(original: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    def reclaim(store: HolderStore, now: int, *args: Any, **kw: Any) -> list[Any]:
+        return original(_ReclaimsLateStore(store._conn), now, *args, **kw)
+
+    return reclaim
+
+
+class _LeasesExpireLateStore(HolderStore):
+    """The store as the mutated lease pass sees it: a lease expires one millisecond late."""
+
+    __slots__ = ()
+
+    def live_leases_to_retire(self, now: int, ineligible: Iterable[str]) -> list[LeaseRow]:
+        # MUTATION: ``expires_at < now`` where the reference has ``expires_at <= now``.
+        return super().live_leases_to_retire(now - 1, ineligible)
+
+
+def _lease_expiry_exclusive(original: AllocateLeases) -> AllocateLeases:
+    def allocate_leases(store: HolderStore, *args: Any, **kw: Any) -> LeaseAllocation:
+        return original(_LeasesExpireLateStore(store._conn), *args, **kw)
+
+    return allocate_leases
+
+
+# Limits and policies: resolved once per round, and 0 is a limit like any other.
+
+
+class _PerLookupPolicies(Mapping[str, GroupPolicy]):
+    """Group policies re-resolved on every lookup, as a per-demand resolution would."""
+
+    def __init__(self, config: HolderConfig, real: Mapping[str, GroupPolicy]) -> None:
+        self.config = config
+        self.real = real
+
+    def __getitem__(self, group: str) -> GroupPolicy:
+        if group not in self.real:
+            raise KeyError(group)
+        # MUTATION: the callbacks run again for each demand (and each lease check).
+        resolve: Callable[[HolderConfig, str], GroupPolicy] = vars(holder_module)["group_policy"]
+        return resolve(self.config, group)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.real)
+
+    def __len__(self) -> int:
+        return len(self.real)
+
+
+def _policy_per_demand(original: Allocate) -> Allocate:
+    def allocate(
+        store: HolderStore,
+        config: HolderConfig,
+        requests: Sequence[PermitRequest],
+        limit: int,
+        policies: Mapping[str, GroupPolicy],
+        *args: Any,
+        **kw: Any,
+    ) -> RoundResult:
+        return original(store, config, requests, limit, _PerLookupPolicies(config, policies), *args, **kw)
+
+    return allocate
+
+
+def _group_limit_zero_unlimited(original: Callable[..., GroupPolicy]) -> Callable[..., GroupPolicy]:
+    def group_policy(config: HolderConfig, group: str) -> GroupPolicy:
+        policy = original(config, group)
+        # MUTATION: ``if (!value)`` where the reference has ``value === undefined``: a cap of 0 is no cap.
+        return UNLIMITED if policy.limit == 0 else policy
+
+    return group_policy
+
+
+def _limit_zero_rejected(original: Callable[[HolderConfig], int]) -> Callable[[HolderConfig], int]:
+    def resolve_limit(config: HolderConfig) -> int:
+        limit = original(config)
+        if limit == 0:
+            # MUTATION: a positive integer is required; the reference accepts 0 (admit nothing).
+            raise ValueError("limit must resolve to a positive safe integer, got 0")
+        return limit
+
+    return resolve_limit
+
+
+# usage(): each field, in each provisioning mode, and on the wire.
+
+GrantRoom: TypeAlias = Callable[[Any, int, int, int], int]
+
+
+def _available_ignores_footprint(original: GrantRoom) -> GrantRoom:
+    def _grant_room(self: Any, limit: int, granted: int, leased: int) -> int:
+        # MUTATION: strict mode's grant room forgets the lease footprint that shares the limit.
+        return original(self, limit, granted, 0)
+
+    return _grant_room
+
+
+def _available_ignores_reserve(original: GrantRoom) -> GrantRoom:
+    def _grant_room(self: Any, limit: int, granted: int, leased: int) -> int:
+        leases = self.config.leases
+        if leases is not None and isinstance(leases.provisioning, Under):
+            # MUTATION: the room is counted from the limit, not from limit - reserve.
+            return max(0, limit - granted)
+        return original(self, limit, granted, leased)
+
+    return _grant_room
+
+
+def _usage_wire_drops_zero_limit(original: Callable[[Usage], dict[str, Any]]) -> Callable[..., Any]:
+    def to_wire(self: Usage) -> dict[str, Any]:
+        wire = original(self)
+        for name, group in self.groups.items():
+            if group.limit == 0:
+                # MUTATION: ``if (group.limit)`` where the reference has ``!== undefined``.
+                del wire["groups"][name]["limit"]
+        return wire
+
+    return to_wire
+
+
+# Tie-breaks: ``localeCompare`` (ICU root collation), where "a" < "A" < "b".
+
+
+def _ties_by_code_point(_: Callable[[str], CollationKey]) -> Callable[[str], CollationKey]:
+    def locale_key(text: str) -> CollationKey:
+        # MUTATION: code point order ("A" < "B" < "a"), the classic port of ``localeCompare``.
+        return tuple(map(ord, text)), ()
+
+    return locale_key
+
+
+def _ties_case_blind(original: Callable[[str], CollationKey]) -> Callable[[str], CollationKey]:
+    def locale_key(text: str) -> CollationKey:
+        # MUTATION: primary weights only: "a" and "A" tie, so arrival order decides.
+        return original(text)[0], ()
+
+    return locale_key
+
+
+# Budgets and reports.
+
+
+def _strict_lease_budget_net(original: AllocateLeases) -> AllocateLeases:
+    def allocate_leases(
+        store: HolderStore, options: Any, *args: Any, budget: int, **kw: Any
+    ) -> LeaseAllocation:
+        if isinstance(options.provisioning, Strict):
+            # MUTATION: the pass is handed capacity net of live footprint, which it nets out again.
+            budget = max(0, budget - store.leased_footprint())
+        return original(store, options, *args, budget=budget, **kw)
+
+    return allocate_leases
+
+
+class _ReleaseBlindStore(HolderStore):
+    """The store as the mutated report pass sees it: a row whose claim did not move is not rewritten."""
+
+    __slots__ = ()
+
+    def update(self, grant_id: str, permits: int, claimed: int, released: int) -> None:
+        current = self.get(grant_id)
+        if current is not None and (current.permits, current.claimed) == (permits, claimed):
+            return  # MUTATION: a report that only releases is not persisted.
+        super().update(grant_id, permits, claimed, released)
+
+
+def _release_only_not_persisted(original: ApplyGrantReports) -> ApplyGrantReports:
+    def apply_grant_reports(store: HolderStore, *args: Any, **kw: Any) -> list[GrantResult]:
+        return original(_ReleaseBlindStore(store._conn), *args, **kw)
+
+    return apply_grant_reports
+
+
+def _sync_ignores_lease_reports(original: Callable[..., PermitSyncResult]) -> Callable[..., PermitSyncResult]:
+    def sync_message(self: Any, message: Any, now: int) -> PermitSyncResult:
+        sync: PermitSync = holder_module._as_sync(message)
+        if sync.leases:
+            # MUTATION: only a round applies lease reports; a sync's are dropped.
+            sync = attrs.evolve(sync, leases=())
+        return original(self, sync, now)
+
+    return sync_message
+
+
+def _partly_claimed_pending_at(self: HolderStore) -> int | None:
+    """``HolderStore.next_pending_at`` with one change."""
+    # MUTATION: ``claimed = 0`` where the original has ``claimed < permits``.
+    row = self._conn.execute(f"SELECT min(expires_at) FROM {GRANTS} WHERE claimed = 0").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _alarm_ignores_partly_claimed(_: Callable[..., int | None]) -> Callable[..., int | None]:
+    def next_alarm_at(self: Any) -> int | None:
+        return _partly_claimed_pending_at(self.store)
+
+    return next_alarm_at
+
+
+# What survives an eviction: every row. A rebuilt instance must not tidy up.
+
+
+def _rebuilt_drops_retired_leases(original: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: Any, conn: Any, *args: Any, **kw: Any) -> None:
+        original(self, conn, *args, **kw)
+        # MUTATION: a new instance deletes retired leases, as if retired meant dead.
+        with transaction(conn):
+            conn.execute(f"DELETE FROM {LEASES} WHERE retired = 1")
+
+    return __init__
+
+
+def _down_keeps_claim_index(original: tuple[Migration, ...]) -> tuple[Migration, ...]:
+    # MUTATION: 0002's down path forgets one of the indexes its up path created.
+    return tuple(
+        attrs.evolve(m, down=tuple(s for s in m.down if "grants_claim_deadline" not in s)) for m in original
+    )
+
+
+# Serialisation of replies and parsing of wire input.
+
+
+def _reply_omits_empty_leases(original: Callable[[PermitGrant], dict[str, Any]]) -> Callable[..., Any]:
+    def to_wire(self: PermitGrant) -> dict[str, Any]:
+        wire = original(self)
+        if not self.leases:
+            # MUTATION: ``if (leases.length)`` where the reference spreads ``leases`` whenever asked.
+            wire.pop("leases", None)
+            wire.pop("contended", None)
+        return wire
+
+    return to_wire
+
+
+def _empty_leases_as_plain(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _reports(obj: Any) -> Any:
+        grants, leases = original(obj)
+        # MUTATION: ``if (message.leases?.length)`` where the reference tests ``'leases' in``.
+        return grants, leases or None
+
+    return _reports
+
+
+def _negative_counts_accepted(original: Callable[..., int]) -> Callable[..., int]:
+    def _integer(obj: Any, key: str, path: str, *, count: bool) -> int:
+        # MUTATION: ``z.number().int()`` without ``.nonnegative()``: counts may be negative.
+        return original(obj, key, path, count=False)
+
+    return _integer
+
+
+# The queue client (semaphore_core/queue.py): the docs' rules for what it asks and reports.
+
+
+def _reports_assumed_delivered(original: Callable[..., int]) -> Callable[..., int]:
+    def sent(self: QueueClient, key: str, now: int) -> int:
+        changes = original(self, key, now)
+        # MUTATION: acknowledged when sent, as if only a reply could be lost, never a request.
+        self.acked(key, changes)
+        return changes
+
+    return sent
+
+
+def _demand_counts_running(original: Callable[..., PermitRequest]) -> Callable[..., PermitRequest]:
+    def build_request(self: QueueClient, key: str, now: int) -> PermitRequest:
+        request = original(self, key, now)
+        running = dict(
+            self._conn.execute(
+                "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+                "WHERE key = ? AND status = 'running' GROUP BY grp",
+                (key,),
+            ).fetchall()
+        )
+        # MUTATION: demand counts items that already hold a permit, asking again for it.
+        demand = tuple(attrs.evolve(d, count=d.count + int(running.get(d.group, 0))) for d in request.demand)
+        return attrs.evolve(request, demand=demand)
+
+    return build_request
+
+
+def _released_permit_drawn_again(original: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    def draw_leases(self: QueueClient, now: int) -> list[Any]:
+        conn = self._conn
+        # MUTATION: a lease's room is permits - (drawn - released): a released permit is drawable again.
+        conn.execute("UPDATE durability_semaphore_queue_leases SET drawn = drawn - released")
+        try:
+            return original(self, now)
+        finally:
+            conn.execute("UPDATE durability_semaphore_queue_leases SET drawn = drawn + released")
+
+    return draw_leases
+
+
+# The scheduler engine (seed 002): its own fallback, and an alarm never pushed later.
+
+
+def _engine_without_fallback(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def alarm(self: Engine) -> None:
+        # MUTATION: a throwing alarm() is handed to the platform, which retries and then drops it.
+        fallback, self.fallback = self.fallback, False
+        try:
+            await original(self)
+        finally:
+            self.fallback = fallback
+
+    return alarm
+
+
+def _alarm_pushed_later(original: Callable[..., None]) -> Callable[..., None]:
+    def reconcile(self: Engine, conn: Any) -> None:
+        original(self, conn)
+        physical = self._timer_at
+        if physical is None:
+            return
+        # MUTATION: always rewritten to the target, so each commit pushes a pending alarm later.
+        target = max(physical, self.ctx.sim.now() + self.alarm_min_delay_ms)
+        if self.ctx.get_alarm() != target:
+            self.ctx.set_alarm(target)
+
+    return reconcile
+
+
+_FROM_THE_REFERENCE: Final[tuple[Mutant, ...]] = (
+    Mutant(
+        "claim-deadline-off-by-one",
+        "a claim arriving exactly at the claim deadline is accepted in full (> where the reference has >=)",
+        _patcher((grants_module, "effective_permits", _claim_deadline_exclusive)),
+    ),
+    Mutant(
+        "reclaim-deadline-off-by-one",
+        "reclaim takes only grants whose deadline has passed by a millisecond, not those due now",
+        _patcher(*_everywhere(_GRANT_REPORT_USERS, "reclaim", _reclaim_deadline_exclusive)),
+    ),
+    Mutant(
+        "lease-expiry-off-by-one",
+        "the lease pass retires an unreported lease a millisecond after its expiry, not at it",
+        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_expiry_exclusive)),
+    ),
+    Mutant(
+        "group-policy-per-demand",
+        "group policies are resolved again for every demand instead of once per round",
+        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _policy_per_demand)),
+    ),
+    Mutant(
+        "group-limit-zero-unlimited",
+        "a group limit of 0 is read as no group limit",
+        _patcher((holder_module, "group_policy", _group_limit_zero_unlimited)),
+    ),
+    Mutant(
+        "limit-zero-rejected",
+        "a limit of 0 fails the round instead of admitting nothing",
+        _patcher((holder_module, "resolve_limit", _limit_zero_rejected)),
+    ),
+    Mutant(
+        "usage-available-ignores-footprint",
+        "usage().available in strict mode does not subtract the lease footprint",
+        _patcher((holder_module.Holder, "_grant_room", _available_ignores_footprint)),
+    ),
+    Mutant(
+        "usage-available-ignores-reserve",
+        "usage().available in under mode is counted from the limit, not limit - reserve",
+        _patcher((holder_module.Holder, "_grant_room", _available_ignores_reserve)),
+    ),
+    Mutant(
+        "usage-wire-drops-zero-group-limit",
+        "usage's wire form leaves out a group limit of 0, as if the group were unlimited",
+        _patcher((Usage, "to_wire", _usage_wire_drops_zero_limit)),
+    ),
+    Mutant(
+        "ties-by-code-point",
+        "equally old demand is ordered by clientId code points instead of localeCompare",
+        _patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_by_code_point)),
+    ),
+    Mutant(
+        "ties-case-blind",
+        "ids that differ only in case tie, so arrival order decides instead of localeCompare",
+        _patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_case_blind)),
+    ),
+    Mutant(
+        "strict-lease-budget-net",
+        "the strict lease pass is handed capacity net of live footprint and nets it out again",
+        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _strict_lease_budget_net)),
+    ),
+    Mutant(
+        "release-only-report-not-persisted",
+        "a grant report that only advances released (claimed unchanged) is not written",
+        _patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _release_only_not_persisted)),
+    ),
+    Mutant(
+        "sync-ignores-lease-reports",
+        "a sync applies grant reports only; its lease reports are dropped",
+        _patcher((holder_module.Holder, "sync_message", _sync_ignores_lease_reports)),
+    ),
+    Mutant(
+        "alarm-ignores-partly-claimed",
+        "the alarm follows only grants with nothing claimed, not every grant with unclaimed permits",
+        _patcher((holder_module.Holder, "next_alarm_at", _alarm_ignores_partly_claimed)),
+    ),
+    Mutant(
+        "rebuilt-holder-drops-retired-leases",
+        "a rebuilt holder instance deletes retired leases, losing footprint that survived the eviction",
+        _patcher((holder_module.Holder, "__init__", _rebuilt_drops_retired_leases)),
+    ),
+    Mutant(
+        "migration-down-keeps-claim-index",
+        "migration 0002's down path leaves an index behind, so migrating up again fails",
+        _patcher((migrations_module, "SEMAPHORE_MIGRATIONS", _down_keeps_claim_index)),
+    ),
+    Mutant(
+        "reply-omits-empty-leases",
+        "a round reply leaves out leases (and contended) when the list is empty, though the request asked",
+        _patcher((PermitGrant, "to_wire", _reply_omits_empty_leases)),
+    ),
+    Mutant(
+        "parse-empty-leases-as-plain",
+        "a request whose leases list is empty is parsed as a plain client's",
+        _patcher((protocol_module, "_reports", _empty_leases_as_plain)),
+    ),
+    Mutant(
+        "parse-accepts-negative-counts",
+        "parsing accepts negative counts (demand, claimed, released, drawn)",
+        _patcher((protocol_module, "_integer", _negative_counts_accepted)),
+    ),
+    Mutant(
+        "queue-reports-assumed-delivered",
+        "the queue counts its reports acknowledged when sent, so a lost request is never resent",
+        _patcher((QueueClient, "sent", _reports_assumed_delivered)),
+    ),
+    Mutant(
+        "queue-demand-counts-running",
+        "the queue's demand counts items already running, asking again for permits it holds",
+        _patcher((QueueClient, "build_request", _demand_counts_running)),
+    ),
+    Mutant(
+        "queue-released-permit-drawn-again",
+        "a lease permit released by its item can be drawn again (leases are one-shot)",
+        _patcher((QueueClient, "draw_leases", _released_permit_drawn_again)),
+    ),
+    Mutant(
+        "engine-without-fallback",
+        "the engine hands a throwing alarm to the platform instead of arming its own fallback",
+        _patcher((Engine, "alarm", _engine_without_fallback)),
+    ),
+    Mutant(
+        "engine-pushes-alarm-later",
+        "every commit rewrites the alarm to its target, pushing a pending reclaim later",
+        _patcher((Engine, "reconcile", _alarm_pushed_later)),
+    ),
+)
+
+
 # --- the catalog -------------------------------------------------------------------------------
 
-MUTANTS: Final[tuple[Mutant, ...]] = (
+_FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
     Mutant(
         "report-lowers-high-water",
         "a stale grant report rewinds claimed/released, so the marks are not monotone",
@@ -513,6 +1008,8 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
 )
 
+#: Every mutant: the first catalog, then those written from the reference's code paths.
+MUTANTS: Final[tuple[Mutant, ...]] = (*_FIRST_CATALOG, *_FROM_THE_REFERENCE)
 _BY_NAME: Final[Mapping[str, Mutant]] = {m.name: m for m in MUTANTS}
 assert len(_BY_NAME) == len(MUTANTS), "mutant names must be unique"
 

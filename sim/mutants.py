@@ -34,7 +34,12 @@ else in a row is an error that names the line.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import multiprocessing
+import re
+import resource
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -46,6 +51,16 @@ from semaphore_core.fixes import ALL_FIXES
 from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length
 from sim.inputs import InputError, read_text
 from sim.mutant_catalog import MUTANTS, Mutant, mutant
+from sim.mutant_plugin import (
+    DEFAULT_CPU_BUDGET_S,
+    LAYERS,
+    NOT_RUN,
+    PYTEST_LAYERS,
+    SURVIVED,
+    LayerVerdict,
+    run_pytest_layer,
+    run_scenarios_layer,
+)
 
 #: The ``ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
@@ -60,7 +75,20 @@ COMMITTED_TABLE: Final = Path(__file__).resolve().parent.parent / "docs" / "MUTA
 #: in local modules, so this module adds none; see tests/conftest.py).
 MAX_TABLE_BYTES: Final = 1 << 20
 #: The kill table's columns, as :func:`markdown` writes them and :func:`read_table` finds them.
-COLUMNS: Final = ("mutant", "planted bug", "result", "caught by", "campaign", "runs to kill", "steps")
+COLUMNS: Final = (
+    "mutant",
+    "planted bug",
+    "unit tests",
+    "state machine",
+    "scenarios",
+    "fuzz",
+    "campaign",
+    "runs to kill",
+    "steps",
+)
+#: ``--workers`` and ``--cpu-budget`` (seconds per pytest layer and mutant) bounds.
+MAX_WORKERS: Final = 64
+MAX_CPU_BUDGET_S: Final = 24 * 60 * 60
 
 
 #: Why a mutant can survive the campaigns, for the table: what no honest or faulty run
@@ -88,11 +116,46 @@ WHY_IT_CAN_SURVIVE: Final = {
     ),
 }
 
+#: Why the whole-system fuzz alone misses a mutant another layer kills: what its invariants
+#: (docs/INVARIANTS.md) cannot see. Printed only for mutants the fuzz layer let survive.
+WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
+    "group-policy-per-demand": (
+        "The simulator's group limits change only between rounds (a limit_workflow call), so "
+        "resolving them once per round or once per demand gives the same answers."
+    ),
+    "usage-available-ignores-footprint": "No invariant reads usage().available.",
+    "usage-available-ignores-reserve": "No invariant reads usage().available.",
+    "usage-wire-drops-zero-group-limit": (
+        "The monitor reads the typed Usage, never its wire form, and no client reads usage."
+    ),
+    "ties-by-code-point": "Simulated client ids (client-0, client-1, ...) never differ only in case.",
+    "ties-case-blind": "Simulated client ids (client-0, client-1, ...) never differ only in case.",
+    "strict-lease-budget-net": (
+        "It under-issues leases: conservative accepts over-charging, and no invariant compares "
+        "lease sizes with the reference's share (lease_fairness, issue 9, is to)."
+    ),
+    "release-only-report-not-persisted": (
+        "It over-charges until the grant is fully released: conservative accepts that, and no "
+        "check compares the holder's accounting with an exact model (issue 9 item 4)."
+    ),
+    "migration-down-keeps-claim-index": "No simulation migrates the schema down.",
+    "reply-omits-empty-leases": "The queue client reads a missing leases list as an empty one.",
+    "parse-accepts-negative-counts": "No simulated client or forger sends a negative count.",
+    "queue-demand-counts-running": (
+        "Over-asking only grants permits the client cannot claim, reclaimed at the claim deadline; "
+        "no_overask (issue 9) is the check meant to see it."
+    ),
+    "engine-pushes-alarm-later": (
+        "While the instance lives its in-memory early timer reclaims at the deadline; only an "
+        "eviction during steady traffic leaves the pushed alarm to do it."
+    ),
+}
+
 
 @attrs.frozen
-class MutantResult:
-    name: str
-    description: str
+class FuzzResult:
+    """What the whole-system fuzz campaigns made of one mutant."""
+
     killed: bool
     #: The invariant (or outcome, such as ``crash``) that caught it.
     caught_by: str | None
@@ -103,19 +166,30 @@ class MutantResult:
     shrink_runs: int
 
     @property
-    def verdict(self) -> Verdict:
-        return Verdict(self.killed, self.caught_by)
+    def verdict(self) -> LayerVerdict:
+        return LayerVerdict("killed", self.caught_by) if self.killed else SURVIVED
+
+
+def _as_dict(verdicts: Mapping[str, LayerVerdict]) -> dict[str, LayerVerdict]:
+    return dict(verdicts)
 
 
 @attrs.frozen
-class Verdict:
-    """What the exit status compares: killed or not, and by which invariant."""
+class MutantResult:
+    """One mutant's verdict from each layer (``not run`` for a layer left out), and the fuzz details."""
 
-    killed: bool
-    caught_by: str | None
+    name: str
+    description: str
+    layers: Mapping[str, LayerVerdict] = attrs.field(converter=_as_dict, hash=False)
+    fuzz: FuzzResult | None = None
 
-    def __str__(self) -> str:
-        return f"killed by {self.caught_by}" if self.killed else "survived"
+    def __attrs_post_init__(self) -> None:
+        assert tuple(self.layers) == LAYERS, self.layers
+
+    @property
+    def killed(self) -> bool:
+        """Killed by the suite: by any layer."""
+        return any(verdict.killed for verdict in self.layers.values())
 
 
 def try_mutant(
@@ -123,7 +197,7 @@ def try_mutant(
     runs: int = CI_RUNS,
     seed: int = CI_SEED,
     on_run: Callable[[str, Campaign, bool], None] | None = None,
-) -> MutantResult:
+) -> FuzzResult:
     """The ci campaigns with ``candidate`` applied: the reference (findings tolerated), then every fix.
 
     ``on_run(variant, campaign, shrinking)`` is called after every run;
@@ -152,9 +226,7 @@ def try_mutant(
             break
     assert result is not None
     failure = result.failure
-    return MutantResult(
-        name=candidate.name,
-        description=candidate.description,
+    return FuzzResult(
         killed=failure is not None,
         caught_by=None if failure is None else failure.failure_name,
         variant=caught_in,
@@ -162,6 +234,37 @@ def try_mutant(
         counterexample_steps=None if failure is None else case_length(failure.case),
         shrink_runs=result.shrink_runs,
     )
+
+
+def score_mutant(
+    candidate: Mutant,
+    layers: Sequence[str] = LAYERS,
+    cpu_budget_s: int = DEFAULT_CPU_BUDGET_S,
+    on_run: Callable[[str, Campaign, bool], None] | None = None,
+    on_layer: Callable[[str, LayerVerdict], None] | None = None,
+) -> MutantResult:
+    """Every chosen layer's verdict on ``candidate``, in :data:`LAYERS` order (all are run, kill or not).
+
+    Each layer runs even after another killed the mutant: the table's point is
+    which layers see the bug, so a reader knows what a user who runs only the
+    fuzzer on their own change would catch.
+    """
+    verdicts: dict[str, LayerVerdict] = {}
+    fuzz: FuzzResult | None = None
+    for layer in LAYERS:
+        if layer not in layers:
+            verdict = NOT_RUN
+        elif layer in PYTEST_LAYERS:
+            verdict = run_pytest_layer(candidate.name, layer, cpu_budget_s)
+        elif layer == "scenarios":
+            verdict = run_scenarios_layer(candidate.name)
+        else:
+            fuzz = try_mutant(candidate, on_run=on_run)
+            verdict = fuzz.verdict
+        verdicts[layer] = verdict
+        if on_layer is not None and layer in layers:
+            on_layer(layer, verdict)
+    return MutantResult(candidate.name, candidate.description, verdicts, fuzz)
 
 
 def progress_reporter(label: str, interactive: bool) -> Callable[[str, Campaign, bool], None]:
@@ -192,36 +295,88 @@ def progress_reporter(label: str, interactive: bool) -> Callable[[str, Campaign,
     return report
 
 
+#: Each layer's heading in the table.
+LAYER_HEADINGS: Final = {
+    "unit": "unit tests",
+    "state-machine": "state machine",
+    "scenarios": "scenarios",
+    "fuzz": "fuzz",
+}
+
+
+def _percent(count: int, total: int) -> str:
+    return f"{100 * count // total}%" if total else "-"
+
+
+def scores(results: Sequence[MutantResult]) -> tuple[int, int]:
+    """(killed by the suite, killed by the whole-system fuzz alone)."""
+    return sum(r.killed for r in results), sum(r.layers["fuzz"].killed for r in results)
+
+
+def _cell(verdict: LayerVerdict) -> str:
+    if verdict.killed:
+        # A node id may hold a pipe (a parametrized id): escaped, the row still splits right.
+        return f"`{str(verdict.caught_by).replace('|', chr(92) + '|')}`"
+    return "**survived**" if verdict.status == "survived" else verdict.status
+
+
 def markdown(results: Sequence[MutantResult], runs: int, seed: int) -> str:
-    killed = sum(r.killed for r in results)
+    suite, fuzz = scores(results)
+    total = len(results)
+    per_layer = ", ".join(
+        f"{LAYER_HEADINGS[layer]} {sum(r.layers[layer].killed for r in results)}"
+        for layer in LAYERS
+        if any(r.layers[layer].status != "not run" for r in results)
+    )
     lines = [
         "# Mutation score",
         "",
         "Generated by `semsim mutants --markdown docs/MUTANTS.md`: each mutant of",
-        "`sim/mutant_catalog.py` is applied at run time (nothing is edited) and the fuzz",
-        f"suite's campaigns with the `ci` budget ({runs} runs each, seed {seed}) must break an",
-        "invariant: first the faithful reference with its known findings tolerated, then,",
-        "if the mutant survived it, the variant with every fix, where nothing is tolerated.",
-        "Each campaign first runs the named scenarios' worlds as explicit examples.",
-        "Runs to kill count both campaigns. Steps are the shrunk counterexample's plan",
-        f"steps (target: at most {MAX_COUNTEREXAMPLE_STEPS}).",
+        "`sim/mutant_catalog.py` is applied at run time (nothing is edited) and every layer",
+        "of the suite is run against it, each in full, so the table says which layers see",
+        "which bugs:",
         "",
-        f"**{killed} of {len(results)} mutants killed.**",
+        "- **unit tests**: the pytest suite minus the other layers' files (the `ci`",
+        "  profile, `-x`; the first failing test is named);",
+        "- **state machine**: `tests/test_stateful_holder.py`;",
+        "- **scenarios**: every named scenario's documented outcome and invariants;",
+        f"- **fuzz**: the fuzz suite's campaigns with the `ci` budget ({runs} runs each, seed {seed}):",
+        "  first the faithful reference with its known findings tolerated, then, if the",
+        "  mutant survived it, the variant with every fix, where nothing is tolerated. Each",
+        "  campaign first runs the named scenarios' worlds as explicit examples. The",
+        "  invariant that caught the mutant is named; runs to kill count both campaigns;",
+        f"  steps are the shrunk counterexample's plan steps (target: at most {MAX_COUNTEREXAMPLE_STEPS}).",
+        "",
+        "The fuzz column is what a user who runs only `semsim fuzz` on their own change",
+        "would catch. Targets: at least 95% killed by the suite, at least 80% by the fuzz alone.",
+        "",
+        f"**Killed by the suite (any layer): {suite} of {total} ({_percent(suite, total)}).**",
+        f"**Killed by the whole-system fuzz alone: {fuzz} of {total} ({_percent(fuzz, total)}).**",
+        f"Per layer: {per_layer}.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
     for r in results:
-        status = "killed" if r.killed else "**survived**"
-        steps = "" if r.counterexample_steps is None else str(r.counterexample_steps)
+        detail = r.fuzz
+        killed = detail is not None and detail.killed
+        steps = (
+            "" if detail is None or detail.counterexample_steps is None else str(detail.counterexample_steps)
+        )
         lines.append(
-            f"| `{r.name}` | {r.description} | {status} | {f'`{r.caught_by}`' if r.caught_by else ''} "
-            f"| {r.variant or ''} | {r.runs_to_kill if r.killed else ''} | {steps} |"
+            f"| `{r.name}` | {r.description} | "
+            + " | ".join(_cell(r.layers[layer]) for layer in LAYERS)
+            + f" | {(detail.variant or '') if detail else ''} "
+            f"| {detail.runs_to_kill if detail and killed else ''} | {steps} |"
         )
     notes = [r for r in results if not r.killed and r.name in WHY_IT_CAN_SURVIVE]
     if notes:
         lines += ["", "## Why a survivor can survive", ""]
         lines += [f"- `{r.name}`: {WHY_IT_CAN_SURVIVE[r.name]}" for r in notes]
+    blind = [r for r in results if r.layers["fuzz"].status == "survived" and r.name in WHY_THE_FUZZ_MISSES]
+    if blind:
+        lines += ["", "## What the whole-system fuzz does not see", ""]
+        lines += [f"- `{r.name}`: {WHY_THE_FUZZ_MISSES[r.name]}" for r in blind]
     return "\n".join(lines) + "\n"
 
 
@@ -229,20 +384,29 @@ class TableError(ValueError):
     """An expected table that cannot be read as a kill table; the message names the file and line."""
 
 
+_PIPE: Final = re.compile(r"(?<!\\)\|")
+
+
 def _cells(line: str) -> list[str] | None:
-    """A Markdown table row's trimmed cells, or None when ``line`` is not a row."""
+    """A Markdown table row's trimmed cells (``\\|`` is a pipe inside a cell), or None when not a row."""
     line = line.strip()
     if len(line) < 2 or not (line.startswith("|") and line.endswith("|")):
         return None
-    return [cell.strip() for cell in line[1:-1].split("|")]
+    return [cell.strip().replace("\\|", "|") for cell in _PIPE.split(line[1:-1])]
 
 
-def _unquoted(cell: str) -> str:
-    return cell.strip("`").strip()
+def _verdict(cell: str) -> LayerVerdict | None:
+    """A layer cell as :func:`markdown` writes it; None when it is none of those."""
+    plain = cell.strip("*").strip()
+    if plain in ("survived", "timed out", "not run"):
+        return LayerVerdict(plain)
+    if len(cell) > 2 and cell.startswith("`") and cell.endswith("`"):
+        return LayerVerdict("killed", cell[1:-1].strip())
+    return None
 
 
-def read_table(path: Path) -> dict[str, Verdict]:
-    """Each mutant's verdict in the kill table of the Markdown file ``path``, in table order.
+def read_table(path: Path) -> dict[str, dict[str, LayerVerdict]]:
+    """Each mutant's verdict per layer in the kill table of the Markdown file ``path``, in table order.
 
     Raises :class:`~sim.inputs.InputError` when the file cannot be read and
     :class:`TableError` when it holds no well-formed kill table.
@@ -254,56 +418,117 @@ def read_table(path: Path) -> dict[str, Verdict]:
     rule = _cells(lines[header + 1]) if header + 1 < len(lines) else None
     if rule is None or not all("-" in cell and set(cell) <= set(":-") for cell in rule):
         raise TableError(f"{path}, line {header + 2}: the kill table's header has no |---| line under it")
-    verdicts: dict[str, Verdict] = {}
+    table: dict[str, dict[str, LayerVerdict]] = {}
     for number, line in enumerate(lines[header + 2 :], start=header + 3):
         cells = _cells(line)
         if cells is None:
             break
         if len(cells) < len(COLUMNS):
             raise TableError(f"{path}, line {number}: {len(cells)} cells, not {len(COLUMNS)}")
-        # The verdict's cells counted from the end: a planted bug's text may hold a pipe.
-        quoted_name, *_planted_bug, result_cell, caught_cell, _campaign, _runs, _steps = cells
-        name, result, caught_by = (
-            _unquoted(quoted_name),
-            result_cell.strip("*").strip(),
-            _unquoted(caught_cell),
-        )
+        # The verdicts are counted from the end: a planted bug's text may hold a pipe.
+        name = _unquoted(cells[0])
+        layer_cells = cells[-len(COLUMNS) + 2 : -3]
         if not name:
             raise TableError(f"{path}, line {number}: no mutant name")
-        if name in verdicts:
+        if name in table:
             raise TableError(f"{path}, line {number}: {name} has a row already")
-        if result not in ("killed", "survived"):
-            raise TableError(f"{path}, line {number}: {name}: result {result_cell!r}, not killed or survived")
-        if (result == "killed") != bool(caught_by):
-            missing = (
-                "killed by no invariant" if result == "killed" else f"survived, yet caught by {caught_by}"
-            )
-            raise TableError(f"{path}, line {number}: {name}: {missing}")
-        verdicts[name] = Verdict(result == "killed", caught_by or None)
-    if not verdicts:
+        verdicts: dict[str, LayerVerdict] = {}
+        for layer, cell in zip(LAYERS, layer_cells, strict=True):
+            verdict = _verdict(cell)
+            if verdict is None:
+                raise TableError(
+                    f"{path}, line {number}: {name}: {LAYER_HEADINGS[layer]} {cell!r} is not a verdict "
+                    "(`what caught it`, survived, timed out or not run)"
+                )
+            verdicts[layer] = verdict
+        table[name] = verdicts
+    if not table:
         raise TableError(f"{path}, line {header + 1}: the kill table has no rows")
-    return verdicts
+    return table
+
+
+def _unquoted(cell: str) -> str:
+    return cell.strip("`").strip()
+
+
+def _compared(layer: str, verdict: LayerVerdict) -> tuple[str, str | None]:
+    """What the exit status compares: the status, and for the fuzz the invariant that caught it.
+
+    A pytest layer's first failing test is reported, not compared: it moves
+    whenever a test is added ahead of it, and a reviewer needs to hear about
+    verdicts.
+    """
+    return verdict.status, verdict.caught_by if layer == "fuzz" else None
 
 
 def differences(
-    results: Sequence[MutantResult], expected: Mapping[str, Verdict], complete: bool
+    results: Sequence[MutantResult], expected: Mapping[str, Mapping[str, LayerVerdict]], complete: bool
 ) -> list[str]:
-    """One line per mutant whose verdict is not the one ``expected``, in the order of ``results``.
+    """One line per layer verdict that is not the one ``expected``, in the order of ``results``.
 
-    With ``complete`` (every mutant of the catalog ran), a mutant the table has and the
-    run did not is a difference too.
+    A layer that did not run in this run, or is ``not run`` in the table, is not
+    compared. With ``complete`` (every mutant of the catalog ran), a mutant the
+    table has and the run did not is a difference too.
     """
     lines = []
     for result in results:
         was = expected.get(result.name)
         if was is None:
-            lines.append(f"{result.name}: not in the table; this run: {result.verdict}")
-        elif was != result.verdict:
-            lines.append(f"{result.name}: the table says {was}; this run: {result.verdict}")
+            verdicts = "; ".join(
+                f"{layer} {v}" for layer, v in result.layers.items() if v.status != "not run"
+            )
+            lines.append(f"{result.name}: not in the table; this run: {verdicts}")
+            continue
+        for layer, now in result.layers.items():
+            then = was.get(layer, NOT_RUN)
+            if "not run" in (now.status, then.status):
+                continue
+            if _compared(layer, then) != _compared(layer, now):
+                lines.append(f"{result.name}: {layer}: the table says {then}; this run: {now}")
     if complete:
         ran = {result.name for result in results}
         lines += [f"{name}: in the table, not in the catalog" for name in expected if name not in ran]
     return lines
+
+
+def _score_in_worker(name: str, layers: tuple[str, ...], cpu_budget_s: int, label: str) -> MutantResult:
+    """One mutant's score in a worker process; progress as plain lines on stderr."""
+    return score_mutant(
+        mutant(name),
+        layers,
+        cpu_budget_s,
+        on_run=progress_reporter(label, interactive=False),
+        on_layer=_layer_reporter(label),
+    )
+
+
+def _layer_reporter(label: str) -> Callable[[str, LayerVerdict], None]:
+    def report(layer: str, verdict: LayerVerdict) -> None:
+        print(f"{label}  {layer}: {verdict}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of every child it waited for (pytest layers, workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _parse_layers(text: str | None) -> tuple[str, ...]:
+    from sim.cli import UsageError
+
+    if text is None:
+        return LAYERS
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in LAYERS]
+    if unknown or not names:
+        raise UsageError(
+            f"--layers: unknown layer {unknown[0]!r}; layers: {', '.join(LAYERS)}"
+            if unknown
+            else f"--layers names no layer (give some of {','.join(LAYERS)})"
+        )
+    return tuple(layer for layer in LAYERS if layer in names)
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
@@ -316,48 +541,95 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         chosen = [mutant(name) for name in names] if names else list(MUTANTS)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    layers = _parse_layers(getattr(args, "layers", None))
+    workers: int = getattr(args, "workers", 1)
+    cpu_budget_s: int = getattr(args, "cpu_budget", DEFAULT_CPU_BUDGET_S)
+    if not 1 <= workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    if not 1 <= cpu_budget_s <= MAX_CPU_BUDGET_S:
+        raise UsageError(f"--cpu-budget must be from 1 to {MAX_CPU_BUDGET_S} seconds, got {cpu_budget_s}")
     out: Path | None = args.markdown
     if out is not None:
         output_file(out, "--markdown")
     # Read before any run, so a bad table fails at once and --markdown may overwrite it.
     named: Path | None = args.expected
     table = COMMITTED_TABLE if named is None else named
-    expected: dict[str, Verdict] | None = None
+    expected: dict[str, dict[str, LayerVerdict]] | None = None
     if named is not None or table.exists():
         try:
             expected = read_table(table)
         except (InputError, TableError) as error:
             raise UsageError(f"expected table: {error}") from None
-    interactive = sys.stderr.isatty()
-    results: list[MutantResult] = []
+    # Every pytest layer must pass on the clean code first: a layer that fails anyway
+    # (a stale doc, a broken test) would "kill" every mutant and report nothing.
+    for layer in layers:
+        if layer in PYTEST_LAYERS:
+            print(f"baseline: the {layer} layer without a mutant", file=sys.stderr, flush=True)
+            clean = run_pytest_layer(None, layer, cpu_budget_s)
+            if clean.status != "survived":
+                raise UsageError(
+                    f"the {layer} layer fails without a mutant ({clean}); fix it before scoring mutants"
+                )
+    interactive = sys.stderr.isatty() and workers == 1
     width = max(len(m.name) for m in chosen)
-    started = wall_clock()
-    for index, candidate in enumerate(chosen, start=1):
-        label = f"[{index}/{len(chosen)}] {candidate.name:<{width}}"
-        if not interactive:
-            print(f"{label}  started", file=sys.stderr, flush=True)
-        result = try_mutant(candidate, on_run=progress_reporter(label, interactive))
-        results.append(result)
+    labels = [f"[{index}/{len(chosen)}] {m.name:<{width}}" for index, m in enumerate(chosen, start=1)]
+    started, cpu_started = wall_clock(), _cpu_seconds()
+
+    def report(label: str, result: MutantResult) -> None:
         if interactive:
             print("\r\033[K", end="", file=sys.stderr)
-        verdict = (
-            f"killed by {result.caught_by} ({result.variant}) after {result.runs_to_kill} runs, "
-            f"{result.counterexample_steps} steps"
-            if result.killed
-            else f"SURVIVED {result.runs_to_kill} runs"
-        )
-        print(f"{label}  {verdict}", flush=True)
-    killed = sum(r.killed for r in results)
-    print(f"\n{killed} of {len(results)} mutants killed in {wall_clock() - started:.0f} s")
+        verdicts = "; ".join(f"{layer} {result.layers[layer]}" for layer in layers)
+        fuzz = result.fuzz
+        if fuzz is not None and fuzz.killed:
+            verdicts += f" ({fuzz.variant}, {fuzz.runs_to_kill} runs, {fuzz.counterexample_steps} steps)"
+        print(f"{label}  {'killed' if result.killed else 'SURVIVED'}: {verdicts}", flush=True)
+
+    results: list[MutantResult] = []
+    if workers == 1:
+        for candidate, label in zip(chosen, labels, strict=True):
+            if not interactive:
+                print(f"{label}  started", file=sys.stderr, flush=True)
+            result = score_mutant(
+                candidate,
+                layers,
+                cpu_budget_s,
+                on_run=progress_reporter(label, interactive),
+                on_layer=None if interactive else _layer_reporter(label),
+            )
+            results.append(result)
+            report(label, result)
+    else:
+        # Each mutant in a fresh process (spawned: no Trio or Hypothesis state is inherited), so the
+        # verdicts are those of a serial run; they are printed and tabled in catalog order.
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_score_in_worker, m.name, layers, cpu_budget_s, label)
+                for m, label in zip(chosen, labels, strict=True)
+            ]
+            for future, label in zip(futures, labels, strict=True):
+                result = future.result()
+                results.append(result)
+                report(label, result)
+    suite, fuzz_kills = scores(results)
+    print(
+        f"\n{suite} of {len(results)} mutants killed by the suite, {fuzz_kills} by the fuzz alone "
+        f"(layers: {', '.join(layers)}) in {wall_clock() - started:.0f} s, "
+        f"{_cpu_seconds() - cpu_started:.0f} s of CPU time"
+    )
     if out is not None:
         out.write_text(markdown(results, CI_RUNS, CI_SEED), encoding="utf-8")
         print(f"table written to {out}")
-    too_long = [r.name for r in results if (r.counterexample_steps or 0) > MAX_COUNTEREXAMPLE_STEPS]
+    too_long = [
+        r.name
+        for r in results
+        if r.fuzz is not None and (r.fuzz.counterexample_steps or 0) > MAX_COUNTEREXAMPLE_STEPS
+    ]
     if too_long:
         print(f"counterexamples longer than {MAX_COUNTEREXAMPLE_STEPS} steps: {', '.join(too_long)}")
     if expected is None:
         print(f"no expected table at {table}: exit 0 only if every mutant is killed", flush=True)
-        return EXIT_OK if killed == len(results) else EXIT_VIOLATION
+        return EXIT_OK if suite == len(results) else EXIT_VIOLATION
     changed = differences(results, expected, complete=not names)
     if not changed:
         print(f"every verdict as in {table}", flush=True)

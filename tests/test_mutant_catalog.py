@@ -13,13 +13,25 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
+import trio
 
-from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict, Under
+from semaphore_core import Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Strict, Under, migrate
+from semaphore_core.protocol import (
+    GrantedPermits,
+    GrantResult,
+    LeaseGrant,
+    PermitGrant,
+    PermitRequest,
+    PermitSyncResult,
+    parse_request,
+)
+from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.store import HolderStore
+from sim.engine import Engine
 from sim.mutant_catalog import MUTANTS, Mutant, mutant
 from tests.helpers import holder, ids, request, sync
 
@@ -184,6 +196,267 @@ def retired_report_shrinks_to_released() -> object:
     return h.usage(10).leased
 
 
+# --- the mutants written from the reference's code paths ----------------------------------------
+
+
+def claim_deadline_off_by_one() -> object:
+    """Nothing claimed in time; a claim of all four arrives exactly at the deadline."""
+    h = holder(limit=5, grant_timeout_ms=1_000)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    return _results(h.sync(sync("a", [(_grant_id(reply), 4, 0)]), now=1_000))
+
+
+def reclaim_deadline_off_by_one() -> object:
+    """The alarm runs exactly at the claim deadline of an unclaimed grant: what it reclaims."""
+    h = holder(limit=4, grant_timeout_ms=1_000)
+    h.run_round([request("a", [("g", 4, 0)])], now=0)
+    return [event.permits for event in h.reclaim_expired(now=1_000)]
+
+
+def lease_expiry_off_by_one() -> object:
+    """An unreported lease, and a round exactly at its expiry: is it retired?"""
+    h = _leasing(limit=10, permits_per_lease=4)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    h.run_round([request("b", leases=[])], now=TTL)
+    lease = h.store.get_lease(_lease_id(reply))
+    return None if lease is None else lease.retired
+
+
+def group_policy_per_demand() -> object:
+    """A group limit that reads 5, then 1 on any later call; two clients want 3 each."""
+    answers = iter([5])
+    h = holder(limit=10, group_limit=lambda g: next(answers, 1))
+    first, second = h.run_round([request("a", [("g", 3, 0)]), request("b", [("g", 3, 1)])], now=0)
+    return [_grants(first), _grants(second)]
+
+
+def group_limit_zero_unlimited() -> object:
+    """A group capped at 0 asks for 3."""
+    h = holder(limit=10, group_limit=lambda g: 0)
+    [reply] = h.run_round([request("a", [("g", 3, 0)])], now=0)
+    return {"grants": _grants(reply), "blocked": reply["blocked"]}
+
+
+def limit_zero_rejected() -> object:
+    """A limit of 0: the round admits nothing, or fails."""
+    h = holder(limit=0)
+    try:
+        [reply] = h.run_round([request("a", [("g", 3, 0)])], now=0)
+    except ValueError as error:
+        return type(error).__name__
+    return reply["blocked"]
+
+
+def usage_available_ignores_footprint() -> object:
+    """Strict, limit 10: a 1-permit grant and a 6-permit lease; the room left for grants."""
+    h = _leasing(limit=10, permits_per_lease=6)
+    h.run_round([request("a", [("g", 1, 0)], leases=[])], now=0)
+    usage = h.usage(0)
+    return (usage.granted, usage.leased, usage.available)
+
+
+def usage_available_ignores_reserve() -> object:
+    """Under, limit 10, reserve 4: a plain client holds 2; the room left for grants."""
+    h = _leasing(limit=10, provisioning=Under(reserve=4))
+    h.run_round([request("p", [("g", 2, 0)])], now=0)
+    return h.usage(0).available
+
+
+def usage_wire_drops_zero_group_limit() -> object:
+    """A group holding 2 permits whose cap was then set to 0: usage on the wire."""
+    caps = {"g": 3}
+    h = holder(limit=10, group_limit=caps.get)
+    h.run_round([request("a", [("g", 2, 0)])], now=0)
+    caps["g"] = 0
+    return h.usage(0).to_wire()["groups"]
+
+
+def _equally_old_a_and_upper_a() -> object:
+    """Limit 1; "A" and "a" are equally old and "A" arrived first: who is served."""
+    h = holder(limit=1)
+    upper, lower = h.run_round([request("A", [("g", 1, 5)]), request("a", [("g", 1, 5)])], now=10)
+    return {"A": _grants(upper), "a": _grants(lower)}
+
+
+def strict_lease_budget_net() -> object:
+    """Strict, limit 10: a holds a 4-permit lease; the lease b gets next round."""
+    h = _leasing(limit=10, permits_per_lease=4)
+    h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    [reply] = h.run_round([request("b", [("g", 0, 1)], leases=[])], now=100)
+    return [lease["permits"] for lease in reply["leases"]]
+
+
+def release_only_report_not_persisted() -> object:
+    """All four permits claimed, then a report releasing two: what stays charged."""
+    h = holder(limit=5)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    grant = _grant_id(reply)
+    h.sync(sync("a", [(grant, 4, 0)]), now=10)
+    h.sync(sync("a", [(grant, 4, 2)]), now=20)
+    return h.usage(20).granted
+
+
+def sync_ignores_lease_reports() -> object:
+    """A client retires its 4-permit lease by sync, having drawn and released 3: the footprint left."""
+    h = _leasing(limit=10, permits_per_lease=4)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    h.sync(sync("a", leases=[(_lease_id(reply), 3, 3, True)]), now=10)
+    return h.usage(10).leased
+
+
+def alarm_ignores_partly_claimed() -> object:
+    """Two of four permits claimed in time: when the alarm is due."""
+    h = holder(limit=5, grant_timeout_ms=1_000)
+    [reply] = h.run_round([request("a", [("g", 4, 0)])], now=0)
+    h.sync(sync("a", [(_grant_id(reply), 2, 0)]), now=10)
+    return h.next_alarm_at()
+
+
+def rebuilt_holder_drops_retired_leases() -> object:
+    """A lease retired at its expiry, then the instance is evicted and rebuilt: the footprint charged."""
+    h = _leasing(limit=10, permits_per_lease=4)
+    h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    h.run_round([request("b", leases=[])], now=TTL)
+    rebuilt = Holder(h.store._conn, h.config, new_id=ids("rebuilt"))
+    return rebuilt.usage(TTL).leased
+
+
+def migration_down_keeps_claim_index() -> object:
+    """Migrate up, down to 0001, and up again."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    migrate(conn, "0001_grants_and_leases")
+    try:
+        return migrate(conn).applied
+    except sqlite3.OperationalError as error:
+        return type(error).__name__
+
+
+def reply_omits_empty_leases() -> object:
+    """A lease-capable request to a holder without leases: the reply's keys."""
+    h = holder(limit=5)
+    [reply] = h.run_round([request("a", [("g", 1, 0)], leases=[])], now=0)
+    return sorted(reply)
+
+
+def parse_empty_leases_as_plain() -> object:
+    """A lease-capable client holding no lease asks: the leases it gets."""
+    h = _leasing(limit=10, permits_per_lease=4)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    return [lease["permits"] for lease in reply.get("leases", [])]
+
+
+def parse_accepts_negative_counts() -> object:
+    """A request whose demand count is -1."""
+    try:
+        parsed = parse_request(request("a", [("g", -1, 0)]))
+    except SemaphoreProtocolError as error:
+        return type(error).__name__
+    assert isinstance(parsed, PermitRequest)
+    return parsed.demand[0].count
+
+
+def _queue_holding_a_grant() -> QueueClient:
+    """A queue client with two items in (k, g); one was granted, claimed and confirmed."""
+    queue = QueueClient(sqlite3.connect(":memory:"), "c")
+    queue.enqueue([QueueItem("i1", "k", "g"), QueueItem("i2", "k", "g")], now=0)
+    queue.sent("k", 0)
+    queue.on_grant("k", PermitGrant((GrantedPermits("g1", "g", 1),), (), (), next_request_at=2_000), now=10)
+    return queue
+
+
+def queue_reports_assumed_delivered() -> object:
+    """The sync reporting a claim is sent and no reply has come: is the key still unacknowledged?"""
+    queue = _queue_holding_a_grant()
+    queue.sent("k", 20)
+    return queue.dirty_keys()
+
+
+def queue_demand_counts_running() -> object:
+    """One item runs under a confirmed grant, one is queued: the demand asked for."""
+    queue = _queue_holding_a_grant()
+    queue.on_synced("k", PermitSyncResult((GrantResult("g1", 1, "ok"),)), now=20)
+    return [(d.group, d.count) for d in queue.build_request("k", now=2_000).demand]
+
+
+def queue_released_permit_drawn_again() -> object:
+    """A 2-permit lease, 3 items: two drawn, one released; how many the lease admits next."""
+    queue = QueueClient(sqlite3.connect(":memory:"), "c")
+    queue.enqueue([QueueItem(f"i{n}", "k", "g") for n in (1, 2, 3)], now=0)
+    lease = LeaseGrant("L1", "g", permits=2, expires_at=TTL)
+    queue.on_grant("k", PermitGrant((), (), (), next_request_at=2_000, leases=(lease,)), now=10)
+    first = queue.draw_leases(now=20)
+    queue.release(first[0].item_id)
+    return len(queue.draw_leases(now=30))
+
+
+class _Platform:
+    """Just enough of an ObjectContext for the engine: a clock, the one alarm, no tasks."""
+
+    name = "holder"
+
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self.alarm: int | None = None
+        self.sim = self
+
+    def now(self) -> int:
+        return self.now_ms
+
+    def event(self, *_: object, **__: object) -> None:
+        pass
+
+    def get_alarm(self) -> int | None:
+        return self.alarm
+
+    def set_alarm(self, at_ms: int) -> None:
+        self.alarm = at_ms
+
+    def delete_alarm(self) -> None:
+        self.alarm = None
+
+    def alarm_written(self) -> None:
+        pass
+
+
+@attrs.define
+class _Pending:
+    """An engine participant with one pending time, whose due work may throw."""
+
+    at_ms: int | None
+    fails: bool = False
+
+    def next_pending_at(self, conn: object) -> int | None:
+        return self.at_ms
+
+    def run_due(self, now_ms: int) -> None:
+        if self.fails:
+            raise RuntimeError("due work threw")
+
+
+def engine_without_fallback() -> object:
+    """Due work throws inside alarm(): the engine re-arms itself, or the platform sees the error."""
+    platform = _Platform()
+    engine = Engine(cast(Any, platform), fallback=True)
+    engine.register(_Pending(None, fails=True))
+    try:
+        trio.run(engine.alarm)
+    except RuntimeError as error:
+        return str(error)
+    return platform.alarm
+
+
+def engine_pushes_alarm_later() -> object:
+    """Reclaim due at 20 s: the alarm after commits at 0 s and 10 s (floor 15 s)."""
+    platform = _Platform()
+    engine = Engine(cast(Any, platform))
+    engine.register(_Pending(20_000))
+    engine.reconcile(cast(Any, None))
+    platform.now_ms = 10_000
+    engine.reconcile(cast(Any, None))
+    return platform.alarm
+
+
 @attrs.frozen
 class Scenario:
     run: Callable[[], object]
@@ -216,15 +489,57 @@ SCENARIOS: dict[str, Scenario] = {
     "contended-never-set": Scenario(contended_never_set, [True] * 3, [False] * 3),
     "alarm-latest-deadline": Scenario(alarm_latest_deadline, 1_000, 1_500),
     "retired-report-shrinks-to-released": Scenario(retired_report_shrinks_to_released, 2, 0),
+    # Written from the reference's code paths.
+    "claim-deadline-off-by-one": Scenario(claim_deadline_off_by_one, [(0, "expired")], [(4, "ok")]),
+    "reclaim-deadline-off-by-one": Scenario(reclaim_deadline_off_by_one, [4], []),
+    "lease-expiry-off-by-one": Scenario(lease_expiry_off_by_one, 1, 0),
+    "group-policy-per-demand": Scenario(group_policy_per_demand, [[("g", 3)], [("g", 2)]], [[("g", 1)], []]),
+    "group-limit-zero-unlimited": Scenario(
+        group_limit_zero_unlimited,
+        {"grants": [], "blocked": [{"group": "g", "reason": "group_limit"}]},
+        {"grants": [("g", 3)], "blocked": []},
+    ),
+    "limit-zero-rejected": Scenario(limit_zero_rejected, [{"group": "g", "reason": "limit"}], "ValueError"),
+    "usage-available-ignores-footprint": Scenario(usage_available_ignores_footprint, (1, 6, 3), (1, 6, 9)),
+    "usage-available-ignores-reserve": Scenario(usage_available_ignores_reserve, 4, 8),
+    "usage-wire-drops-zero-group-limit": Scenario(
+        usage_wire_drops_zero_group_limit, {"g": {"granted": 2, "limit": 0}}, {"g": {"granted": 2}}
+    ),
+    "ties-by-code-point": Scenario(
+        _equally_old_a_and_upper_a, {"A": [], "a": [("g", 1)]}, {"A": [("g", 1)], "a": []}
+    ),
+    "ties-case-blind": Scenario(
+        _equally_old_a_and_upper_a, {"A": [], "a": [("g", 1)]}, {"A": [("g", 1)], "a": []}
+    ),
+    "strict-lease-budget-net": Scenario(strict_lease_budget_net, [4], [2]),
+    "release-only-report-not-persisted": Scenario(release_only_report_not_persisted, 2, 4),
+    "sync-ignores-lease-reports": Scenario(sync_ignores_lease_reports, 0, 4),
+    "alarm-ignores-partly-claimed": Scenario(alarm_ignores_partly_claimed, 1_000, None),
+    "rebuilt-holder-drops-retired-leases": Scenario(rebuilt_holder_drops_retired_leases, 4, 0),
+    "migration-down-keeps-claim-index": Scenario(
+        migration_down_keeps_claim_index, ("0002_indexes_and_totals",), "OperationalError"
+    ),
+    "reply-omits-empty-leases": Scenario(
+        reply_omits_empty_leases,
+        ["blocked", "grantResults", "grants", "leases", "nextRequestAt", "type", "v"],
+        ["blocked", "grantResults", "grants", "nextRequestAt", "type", "v"],
+    ),
+    "parse-empty-leases-as-plain": Scenario(parse_empty_leases_as_plain, [4], []),
+    "parse-accepts-negative-counts": Scenario(parse_accepts_negative_counts, "SemaphoreProtocolError", -1),
+    "queue-reports-assumed-delivered": Scenario(queue_reports_assumed_delivered, ["k"], []),
+    "queue-demand-counts-running": Scenario(queue_demand_counts_running, [("g", 1)], [("g", 2)]),
+    "queue-released-permit-drawn-again": Scenario(queue_released_permit_drawn_again, 0, 1),
+    "engine-without-fallback": Scenario(engine_without_fallback, 15_000, "due work threw"),
+    "engine-pushes-alarm-later": Scenario(engine_pushes_alarm_later, 20_000, 25_000),
 }
 
 
 # --- the catalog's shape -----------------------------------------------------------------------
 
 
-def test_the_catalog_has_at_least_fourteen_uniquely_named_mutants() -> None:
+def test_the_catalog_has_at_least_thirty_two_uniquely_named_mutants() -> None:
     names = [m.name for m in MUTANTS]
-    assert len(names) >= 14
+    assert len(names) >= 32
     assert len(set(names)) == len(names)
 
 

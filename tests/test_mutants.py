@@ -7,18 +7,23 @@ quiet on the reference, in a short scripted world.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 import pytest
 
+import sim.mutant_plugin
 import sim.mutants
 from scenarios import SCENARIOS
 from sim.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, main
 from sim.faults import FaultPlan
 from sim.fuzz import Campaign
 from sim.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.mutants import MutantResult
+from sim.mutant_plugin import NOT_RUN, SURVIVED, LayerVerdict
+from sim.mutants import FuzzResult, MutantResult
 from sim.workload import Arrival, Workload
 from sim.world import HolderSpec, WorldConfig, run_world
 
@@ -66,12 +71,24 @@ def test_semsim_mutants_prints_the_verdict_and_writes_the_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "MUTANTS.md"
-    assert main(["mutants", "--only", "alarm-armed-before-round-writes", "--markdown", str(table)]) == EXIT_OK
+    argv = [
+        "mutants",
+        "--only",
+        "alarm-armed-before-round-writes",
+        "--layers",
+        "fuzz",
+        "--markdown",
+        str(table),
+    ]
+    assert main(argv) == EXIT_OK
     out = capsys.readouterr().out
-    assert "killed by alarm_armed" in out
+    assert "fuzz killed by alarm_armed" in out
+    assert "s of CPU time" in out
     text = table.read_text()
     assert "| `alarm-armed-before-round-writes` |" in text
-    assert "**1 of 1 mutants killed.**" in text
+    assert "**Killed by the suite (any layer): 1 of 1 (100%).**" in text
+    row = next(line for line in text.splitlines() if "alarm-armed-before-round-writes" in line)
+    assert "| not run | not run | not run | `alarm_armed` | reference |" in row
 
 
 def test_an_unknown_mutant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,15 +119,92 @@ def test_a_forged_report_exposes_a_missing_clamp(name: str) -> None:
     assert run.result.invariant == "reports_monotone"
 
 
-# --- semsim mutants without real campaigns: try_mutant returns canned results ------------------
+# --- the layers: the pytest plugin, a pytest layer, the scenarios layer -------------------------
 
 
-def _killed(name: str, caught_by: str, runs: int = 3) -> MutantResult:
-    return MutantResult(name, mutant(name).description, True, caught_by, "reference", runs, 2, 5)
+def test_the_plugin_applies_a_mutant_for_the_whole_session_and_refuses_an_unknown_one() -> None:
+    base = [sys.executable, "-m", "pytest", "-p", "sim.mutant_plugin", "-q", "-p", "no:cacheprovider"]
+    target = [
+        "tests/test_mutant_catalog.py::"
+        "test_the_mutant_changes_what_it_claims_and_the_original_comes_back[limit-off-by-one]"
+    ]
+    root = sim.mutant_plugin.ROOT
+    # The catalog's own test pins the faithful behaviour outside a patch block: under a
+    # session-wide mutant it must fail, and it passes without one.
+    assert subprocess.run([*base, *target], cwd=root, capture_output=True, check=False).returncode == 0
+    mutated = subprocess.run(
+        [*base, "--mutant=limit-off-by-one", *target], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert mutated.returncode == 1
+    assert "1 failed" in mutated.stdout
+    unknown = subprocess.run(
+        [*base, "--mutant=no-such-mutant", *target], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert unknown.returncode == 4
+    assert "unknown mutant 'no-such-mutant'" in unknown.stderr
 
 
-def _survived(name: str) -> MutantResult:
-    return MutantResult(name, mutant(name).description, False, None, None, 2 * 150, None, 0)
+def test_a_pytest_layer_names_the_first_failing_test_or_survives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sim.mutant_plugin.PYTEST_LAYERS, "unit", ("tests/test_holder.py",))
+    killed = sim.mutant_plugin.run_pytest_layer("limit-off-by-one", "unit")
+    assert killed.status == "killed"
+    assert killed.caught_by is not None
+    assert killed.caught_by.startswith("test_holder.py::")
+    # The engine is not the holder's: test_holder.py cannot see this one.
+    assert sim.mutant_plugin.run_pytest_layer("engine-pushes-alarm-later", "unit") == SURVIVED
+
+
+def test_a_pytest_layer_over_its_cpu_budget_is_timed_out_not_waited_on() -> None:
+    verdict = sim.mutant_plugin.run_pytest_layer("limit-off-by-one", "state-machine", cpu_budget_s=1)
+    assert verdict == LayerVerdict("timed out")
+
+
+def test_the_scenarios_layer_names_the_scenario_whose_outcome_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenarios
+
+    monkeypatch.setattr(scenarios, "SCENARIOS", {"late-claim-expired": SCENARIOS["late-claim-expired"]})
+    killed = sim.mutant_plugin.run_scenarios_layer("claim-window-not-enforced")
+    assert killed == LayerVerdict("killed", "late-claim-expired")
+    assert sim.mutant_plugin.run_scenarios_layer("parse-accepts-negative-counts") == SURVIVED
+
+
+def test_workers_give_the_verdicts_of_a_serial_run_in_catalog_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["mutants", "--only", "limit-off-by-one,alarm-armed-before-round-writes", "--layers", "fuzz"]
+    main(argv)
+    serial = capsys.readouterr().out.splitlines()
+    main([*argv, "--workers", "2"])
+    parallel = capsys.readouterr().out.splitlines()
+    verdicts = [line for line in serial if line.startswith("[")]
+    assert len(verdicts) == 2
+    assert verdicts[0].startswith("[1/2] limit-off-by-one")
+    assert [line for line in parallel if line.startswith("[")] == verdicts
+
+
+# --- semsim mutants without real layers: score_mutant returns canned results --------------------
+
+FUZZ_ONLY = {"unit": NOT_RUN, "state-machine": NOT_RUN, "scenarios": NOT_RUN}
+
+
+def _result(name: str, fuzz: str | None, **layers: LayerVerdict) -> MutantResult:
+    """A result whose fuzz layer killed the mutant with ``fuzz`` (None: it survived)."""
+    detail = (
+        FuzzResult(True, fuzz, "reference", 3, 2, 5)
+        if fuzz is not None
+        else FuzzResult(False, None, None, 2 * 150, None, 0)
+    )
+    verdicts = {
+        "unit": SURVIVED,
+        "state-machine": SURVIVED,
+        "scenarios": SURVIVED,
+        **{key.replace("_", "-"): value for key, value in layers.items()},
+        "fuzz": detail.verdict,
+    }
+    return MutantResult(name, mutant(name).description if name in NAMES else "a bug", verdicts, detail)
+
+
+NAMES = {m.name for m in MUTANTS}
 
 
 def _canned(
@@ -118,15 +212,46 @@ def _canned(
     *results: MutantResult,
     runs: Callable[[Callable[[str, Campaign, bool], None]], None] | None = None,
 ) -> None:
-    """``try_mutant`` answers from ``results``; ``runs`` plays progress callbacks first."""
+    """``score_mutant`` answers from ``results``; ``runs`` plays progress callbacks first."""
     by_name = {result.name: result for result in results}
 
-    def fake(candidate: Mutant, on_run: Callable[[str, Campaign, bool], None] | None = None) -> MutantResult:
+    def fake(
+        candidate: Mutant,
+        layers: Sequence[str],
+        cpu_budget_s: int,
+        on_run: Callable[[str, Campaign, bool], None] | None = None,
+        on_layer: Callable[[str, LayerVerdict], None] | None = None,
+    ) -> MutantResult:
         if runs is not None and on_run is not None:
             runs(on_run)
-        return by_name[candidate.name]
+        result = by_name[candidate.name]
+        verdicts = {layer: v if layer in layers else NOT_RUN for layer, v in result.layers.items()}
+        if on_layer is not None:
+            for layer in layers:
+                on_layer(layer, verdicts[layer])
+        return attrs.evolve(result, layers=verdicts, fuzz=result.fuzz if "fuzz" in layers else None)
 
-    monkeypatch.setattr(sim.mutants, "try_mutant", fake)
+    monkeypatch.setattr(sim.mutants, "score_mutant", fake)
+    # The baseline (each pytest layer without a mutant) passes, without running pytest.
+    monkeypatch.setattr(sim.mutants, "run_pytest_layer", lambda name, layer, budget: SURVIVED)
+
+
+def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mutant(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _canned(monkeypatch)  # any mutant run would fail the test: no canned results
+    baseline: list[tuple[str | None, str]] = []
+
+    def clean(name: str | None, layer: str, budget: int) -> LayerVerdict:
+        baseline.append((name, layer))
+        return LayerVerdict("killed", "test_docs.py::test_every_option") if layer == "unit" else SURVIVED
+
+    monkeypatch.setattr(sim.mutants, "run_pytest_layer", clean)
+    assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_USAGE
+    assert baseline == [(None, "unit")]
+    err = capsys.readouterr().err
+    assert "the unit layer fails without a mutant (killed by test_docs.py::test_every_option)" in err
+    assert "started" not in err
 
 
 def test_without_a_terminal_progress_is_plain_lines_on_stderr(
@@ -140,63 +265,91 @@ def test_without_a_terminal_progress_is_plain_lines_on_stderr(
         for n in range(1, every + 1):
             on_run("reference", Campaign(runs=2 * every + 1, shrink_runs=n), True)
 
-    _canned(monkeypatch, _killed("limit-off-by-one", "ceiling"), runs=play)
-    main(["mutants", "--only", "limit-off-by-one"])
-    err = capsys.readouterr().err
-    assert "\r" not in err
-    assert "\033" not in err
-    assert err.splitlines() == [
+    _canned(monkeypatch, _result("limit-off-by-one", "ceiling"), runs=play)
+    main(["mutants", "--only", "limit-off-by-one", "--layers", "scenarios,fuzz"])
+    captured = capsys.readouterr()
+    assert "\r" not in captured.err
+    assert "\033" not in captured.err
+    assert captured.err.splitlines() == [
         "[1/1] limit-off-by-one  started",
         f"[1/1] limit-off-by-one  reference: run {every}",
         f"[1/1] limit-off-by-one  reference: run {2 * every}",
         "[1/1] limit-off-by-one  reference: shrinking the counterexample",
         f"[1/1] limit-off-by-one  reference: shrinking ({every} runs)",
+        "[1/1] limit-off-by-one  scenarios: survived",
+        "[1/1] limit-off-by-one  fuzz: killed by ceiling",
     ]
+    assert captured.out.splitlines()[0] == (
+        "[1/1] limit-off-by-one  killed: scenarios survived; "
+        "fuzz killed by ceiling (reference, 3 runs, 2 steps)"
+    )
 
 
 def _as_in_the_committed_table() -> list[MutantResult]:
     table = sim.mutants.read_table(sim.mutants.COMMITTED_TABLE)
-    return [
-        _killed(m.name, caught_by) if (caught_by := table[m.name].caught_by) else _survived(m.name)
-        for m in MUTANTS
-    ]
+    results = []
+    for m in MUTANTS:
+        verdicts = table[m.name]
+        fuzz = verdicts["fuzz"].caught_by
+        others = {layer.replace("-", "_"): v for layer, v in verdicts.items() if layer != "fuzz"}
+        results.append(_result(m.name, fuzz, **others))
+    return results
 
 
-def test_the_committed_table_reads_back_as_one_verdict_per_catalogued_mutant() -> None:
+def test_the_committed_table_reads_back_as_one_verdict_per_catalogued_mutant_and_layer() -> None:
     table = sim.mutants.read_table(sim.mutants.COMMITTED_TABLE)
     assert list(table) == [m.name for m in MUTANTS]
-    assert str(table["limit-off-by-one"]) == "killed by ceiling"
-    assert str(table["reports-after-allocation"]) == "survived"
+    assert all(list(verdicts) == list(sim.mutant_plugin.LAYERS) for verdicts in table.values())
+    assert str(table["limit-off-by-one"]["fuzz"]) == "killed by ceiling"
 
 
 def test_a_written_table_reads_back_and_the_same_results_give_the_same_bytes(tmp_path: Path) -> None:
-    results = [_killed("limit-off-by-one", "ceiling"), _survived("contended-never-set")]
+    results = [
+        _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_rounds.py::test_x[a|b]")),
+        _result("contended-never-set", None, state_machine=LayerVerdict("timed out"), scenarios=NOT_RUN),
+    ]
     text = sim.mutants.markdown(results, 150, 7)
     assert sim.mutants.markdown(list(results), 150, 7) == text
+    assert "**Killed by the suite (any layer): 1 of 2 (50%).**" in text
+    assert "**Killed by the whole-system fuzz alone: 1 of 2 (50%).**" in text
     path = tmp_path / "MUTANTS.md"
     path.write_text(text)
-    assert sim.mutants.read_table(path) == {r.name: r.verdict for r in results}
+    assert sim.mutants.read_table(path) == {r.name: r.layers for r in results}
 
 
 def test_a_hand_edited_table_with_padding_and_a_pipe_in_a_planted_bug_still_reads(tmp_path: Path) -> None:
     path = tmp_path / "MUTANTS.md"
     path.write_text(
         "# Mutation score\n\n"
-        "| mutant   | planted bug | result | caught by | campaign | runs to kill | steps |\n"
-        "|:---------|-------------|--------|-----------|----------|-------------:|------:|\n"
-        "| `a-b`    | x | y       | killed | `ceiling` | reference | 3 | 2 |\n"
-        "| `c-d`    | z           | **survived** |  |  |  |  |\n"
+        "| mutant | planted bug | unit tests | state machine | scenarios | fuzz "
+        "| campaign | runs to kill | steps |\n"
+        "|:-------|-------------|------------|---------------|-----------|------|----------|-------------:|------:|\n"
+        "| `a-b`  | x | y       | `t.py::t` | **survived** | not run | `ceiling` | reference | 3 | 2 |\n"
+        "| `c-d`  | z           | timed out | **survived** | **survived** | **survived** |  |  |  |\n"
         "\nmore text | with a pipe\n"
     )
     table = sim.mutants.read_table(path)
-    assert table == {"a-b": sim.mutants.Verdict(True, "ceiling"), "c-d": sim.mutants.Verdict(False, None)}
+    assert table == {
+        "a-b": {
+            "unit": LayerVerdict("killed", "t.py::t"),
+            "state-machine": SURVIVED,
+            "scenarios": NOT_RUN,
+            "fuzz": LayerVerdict("killed", "ceiling"),
+        },
+        "c-d": {
+            "unit": LayerVerdict("timed out"),
+            "state-machine": SURVIVED,
+            "scenarios": SURVIVED,
+            "fuzz": SURVIVED,
+        },
+    }
 
 
 def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _canned(monkeypatch, *_as_in_the_committed_table())
-    assert main(["mutants"]) == EXIT_OK  # though three mutants survive
+    assert main(["mutants"]) == EXIT_OK  # though some mutants survive
     assert f"every verdict as in {sim.mutants.COMMITTED_TABLE}" in capsys.readouterr().out
 
 
@@ -204,16 +357,16 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
     ("result", "line"),
     [
         (
-            _survived("limit-off-by-one"),
-            "limit-off-by-one: the table says killed by ceiling; this run: survived",
+            _result("limit-off-by-one", None),
+            "limit-off-by-one: fuzz: the table says killed by ceiling; this run: survived",
         ),
         (
-            _killed("limit-off-by-one", "conservative"),
-            "limit-off-by-one: the table says killed by ceiling; this run: killed by conservative",
+            _result("limit-off-by-one", "conservative"),
+            "limit-off-by-one: fuzz: the table says killed by ceiling; this run: killed by conservative",
         ),
         (
-            _killed("reports-after-allocation", "progress"),
-            "reports-after-allocation: the table says survived; this run: killed by progress",
+            _result("reports-after-allocation", "progress"),
+            "reports-after-allocation: fuzz: the table says survived; this run: killed by progress",
         ),
     ],
     ids=["now-survives", "other-invariant", "now-killed"],
@@ -221,10 +374,43 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
 def test_exit_1_with_one_line_per_verdict_that_differs_from_the_table(
     result: MutantResult, line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    table = {r.name: r for r in _as_in_the_committed_table()}
+    # Only the fuzz verdict differs from the table's row; the other layers agree.
+    result = attrs.evolve(result, layers={**table[result.name].layers, "fuzz": result.layers["fuzz"]})
     _canned(monkeypatch, result)
     assert main(["mutants", "--only", result.name]) == EXIT_VIOLATION
     out = capsys.readouterr().out.splitlines()
     assert out[-2:] == [f"1 difference from {sim.mutants.COMMITTED_TABLE}:", f"  {line}"]
+
+
+def test_a_pytest_layers_first_failing_test_is_reported_but_not_compared(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "expected.md"
+    then = _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_a.py::one"))
+    table.write_text(sim.mutants.markdown([then], 150, 7))
+    now = _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_b.py::two"))
+    _canned(monkeypatch, now)
+    assert sim.mutants.cmd_mutants(_expected(table)) == EXIT_OK
+    survived = _result("limit-off-by-one", "ceiling", unit=SURVIVED)
+    _canned(monkeypatch, survived)
+    assert sim.mutants.cmd_mutants(_expected(table)) == EXIT_VIOLATION
+    out = capsys.readouterr().out
+    assert "limit-off-by-one: unit: the table says killed by test_a.py::one; this run: survived" in out
+
+
+def test_layers_not_run_are_not_compared(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "expected.md"
+    table.write_text(sim.mutants.markdown([_result("limit-off-by-one", "ceiling", unit=SURVIVED)], 150, 7))
+    monkeypatch.setattr(sim.mutants, "COMMITTED_TABLE", table)
+    _canned(monkeypatch, _result("limit-off-by-one", "ceiling", unit=LayerVerdict("timed out")))
+    # The unit verdict differs from the table's, but only the fuzz layer runs.
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "fuzz"]) == EXIT_OK
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "unit"]) == EXIT_VIOLATION
+    out = capsys.readouterr().out
+    assert "limit-off-by-one: unit: the table says survived; this run: timed out" in out
 
 
 def test_a_full_run_reports_the_tables_rows_the_catalog_no_longer_has(
@@ -232,26 +418,33 @@ def test_a_full_run_reports_the_tables_rows_the_catalog_no_longer_has(
 ) -> None:
     results = _as_in_the_committed_table()
     _canned(monkeypatch, *results)
-    rows = [_survived(r.name) if r.name == "limit-off-by-one" else r for r in results]
-    gone = MutantResult("renamed-mutant", "a bug", True, "ceiling", "reference", 3, 2, 5)
+    rows = [_result(r.name, None, **FUZZ_ONLY) if r.name == "limit-off-by-one" else r for r in results]
+    gone = _result("renamed-mutant", "ceiling")
     table = tmp_path / "MUTANTS.md"
     table.write_text(sim.mutants.markdown([*rows, gone], 150, 7))
     monkeypatch.setattr(sim.mutants, "COMMITTED_TABLE", table)
     assert main(["mutants"]) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert "  renamed-mutant: in the table, not in the catalog" in out
-    assert "  limit-off-by-one: the table says survived; this run: killed by ceiling" in out
+    assert "  limit-off-by-one: fuzz: the table says survived; this run: killed by ceiling" in out
 
 
 def test_without_a_committed_table_it_says_so_and_every_mutant_must_be_killed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sim.mutants, "COMMITTED_TABLE", tmp_path / "MUTANTS.md")
-    _canned(monkeypatch, _killed("limit-off-by-one", "ceiling"), _survived("contended-never-set"))
+    _canned(monkeypatch, _result("limit-off-by-one", "ceiling"), _result("contended-never-set", None))
     assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_OK
     assert main(["mutants", "--only", "limit-off-by-one,contended-never-set"]) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert f"no expected table at {tmp_path / 'MUTANTS.md'}: exit 0 only if every mutant is killed" in out
+
+
+HEADER = (
+    "| mutant | planted bug | unit tests | state machine | scenarios | fuzz "
+    "| campaign | runs to kill | steps |\n"
+    "|---|---|---|---|---|---|---|---|---|\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -259,19 +452,16 @@ def test_without_a_committed_table_it_says_so_and_every_mutant_must_be_killed(
     [
         ("# Mutation score\n\nno table here\n", "no kill table"),
         (
-            "| mutant | planted bug | result | caught by | campaign | runs to kill | steps |\n"
-            "|---|---|---|---|---|---|---|\n"
-            "| `limit-off-by-one` | bug | killed |  | reference | 3 | 2 |\n",
-            "line 3: limit-off-by-one: killed by no invariant",
+            HEADER + "| `limit-off-by-one` | bug | killed | x | y | z | reference | 3 | 2 |\n",
+            "line 3: limit-off-by-one: unit tests 'killed' is not a verdict",
         ),
+        (HEADER + "| `limit-off-by-one` | bug | maybe | `ceiling` |\n", "line 3: 4 cells, not 9"),
         (
-            "| mutant | planted bug | result | caught by | campaign | runs to kill | steps |\n"
-            "|---|---|---|---|---|---|---|\n"
-            "| `limit-off-by-one` | bug | maybe | `ceiling` |\n",
-            "line 3: 4 cells, not 7",
+            "| mutant | planted bug | result | caught by | campaign | runs to kill | steps |\n|---|---|\n",
+            "no kill table",
         ),
     ],
-    ids=["no-table", "killed-by-nothing", "short-row"],
+    ids=["no-table", "not-a-verdict", "short-row", "old-format"],
 )
 def test_exit_2_for_a_malformed_committed_table_before_any_run(
     text: str,
@@ -283,7 +473,7 @@ def test_exit_2_for_a_malformed_committed_table_before_any_run(
     table = tmp_path / "MUTANTS.md"
     table.write_text(text)
     monkeypatch.setattr(sim.mutants, "COMMITTED_TABLE", table)
-    _canned(monkeypatch)  # any campaign would fail the test: no canned results
+    _canned(monkeypatch)  # any run would fail the test: no canned results
     assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_USAGE
     captured = capsys.readouterr()
     assert f"semsim mutants: error: expected table: {table}" in captured.err
@@ -292,17 +482,39 @@ def test_exit_2_for_a_malformed_committed_table_before_any_run(
     assert "started" not in captured.err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--layers", "unit,fuzzz"], "--layers: unknown layer 'fuzzz'; layers: unit, state-machine"),
+        (["--layers", ","], "--layers names no layer"),
+        (["--workers", "0"], "--workers must be from 1 to 64, got 0"),
+        (["--cpu-budget", "0"], "--cpu-budget must be from 1 to 86400 seconds, got 0"),
+    ],
+    ids=["unknown-layer", "no-layer", "no-workers", "no-budget"],
+)
+def test_bad_layers_workers_or_budget_are_usage_errors_before_any_run(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _canned(monkeypatch)
+    assert main(["mutants", "--only", "limit-off-by-one", *argv]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
 def _expected(path: Path) -> argparse.Namespace:
     """``semsim mutants --only limit-off-by-one --expected PATH``, as sim/cli.py would parse it."""
-    return argparse.Namespace(only="limit-off-by-one", markdown=None, expected=path)
+    return argparse.Namespace(
+        only="limit-off-by-one", markdown=None, expected=path, layers=None, workers=1, cpu_budget=60
+    )
 
 
 def test_a_named_expected_table_replaces_the_committed_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "expected.md"
-    table.write_text(sim.mutants.markdown([_survived("limit-off-by-one")], 150, 7))
-    _canned(monkeypatch, _survived("limit-off-by-one"))
+    table.write_text(sim.mutants.markdown([_result("limit-off-by-one", None)], 150, 7))
+    _canned(monkeypatch, _result("limit-off-by-one", None))
     assert sim.mutants.cmd_mutants(_expected(table)) == EXIT_OK
     assert f"every verdict as in {table}" in capsys.readouterr().out
 
@@ -310,6 +522,6 @@ def test_a_named_expected_table_replaces_the_committed_one(
 def test_a_named_expected_table_that_does_not_exist_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _canned(monkeypatch, _killed("limit-off-by-one", "ceiling"))
+    _canned(monkeypatch, _result("limit-off-by-one", "ceiling"))
     with pytest.raises(UsageError, match="no such file"):
         sim.mutants.cmd_mutants(_expected(tmp_path / "missing.md"))
