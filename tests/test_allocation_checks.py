@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from semaphore_core.protocol import (
 from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.usage import GroupUsage, Usage
 from sim.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
+from sim.cli import main
 from sim.faults import FaultPlan
 from sim.invariants import INVARIANTS
 from sim.mutant_catalog import mutant
@@ -349,3 +351,18 @@ def test_a_planted_bug_stops_a_simulated_run_on_the_check(
     assert (planted.result.outcome, planted.result.invariant) == ("violation", invariant), planted.result
     first = planted.trace.of_kind("violation")[0]  # tasks at the same instant may add more
     assert (first["invariant"], first["finding"]) == (invariant, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "invariant"),
+    [("lease-share-not-capped", LEASE_FAIRNESS), ("reports-after-allocation", REUSE)],
+)
+def test_replay_judges_every_round_of_recorded_traffic(
+    name: str, invariant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = str(Path(__file__).resolve().parent.parent / "examples" / "traffic.jsonl")
+    assert main(["replay", example]) == 0
+    assert "after every round: reuse, lease_fairness: all held" in capsys.readouterr().out
+    with mutant(name).patch():
+        assert main(["replay", example]) == 1
+    assert f"VIOLATED {invariant} at " in capsys.readouterr().out
