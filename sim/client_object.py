@@ -26,7 +26,7 @@ import attrs
 
 from semaphore_core.fixes import RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
-from semaphore_core.protocol import PermitGrant, PermitSyncResult, parse_response
+from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.durable import ObjectContext
 from sim.jobs import Jobs
@@ -206,6 +206,8 @@ class ClientObject:
     async def _exchange(self, key: str, kind: str) -> None:
         now = self.sim.now()
         message = self.queue.build_request(key, now) if kind == "request" else self.queue.build_sync(key, now)
+        if self.monitor is not None and isinstance(message, PermitRequest):
+            self.monitor.requesting(self.ctx.name, key, message, self.ctx.storage)
         wire = message.to_wire()
         if not self.settings.lease_capable:
             wire.pop("leases", None)

@@ -33,6 +33,8 @@ from semaphore_core.config import LeaseOptions, Over, Under, budgets
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
+from sim.allocation_checks import NAMES as ALLOCATION
+from sim.allocation_checks import NO_OVERASK, AllocationChecks
 
 if TYPE_CHECKING:
     from sim.durable import DurableObject
@@ -50,7 +52,8 @@ SAFETY: Final = (
     "deterministic",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
-INVARIANTS: Final = SAFETY + LIVENESS
+#: Who gets permits, and when (sim/allocation_checks.py): checked at every round and request.
+INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 #: The leak the reference documents: a lease in a lost reply is never settled.
 DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
 #: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.
@@ -189,6 +192,8 @@ class Monitor:
         #: Per key, for the open starvation window: [its start, rounds full but for idle lease
         #: headroom, rounds short even counting it].
         self._window_rounds: dict[str, list[int]] = {}
+        #: ``reuse``, ``lease_fairness`` and ``no_overask``.
+        self.allocation = AllocationChecks()
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
@@ -235,6 +240,7 @@ class Monitor:
         state.groups = groups
 
         rows = _rows(holder.ctx.storage)
+        self.allocation.committed(key, state.rows, rows, usage, holder.group_limits)
         self._monotone(key, state.rows, rows)
         _record_claims(state, rows, usage.limit)
         state.rows = rows
@@ -333,6 +339,9 @@ class Monitor:
         Also notes, while a starvation window is open, whether this round left the
         key full but for idle lease headroom (what F4 explains) or not even then.
         """
+        env, now = self._holders[key].env, self.sim.now()
+        for name, detail in self.allocation.round(key, env.leases, env.fixes, requests, replies, now):
+            self.fail(name, detail, key=key)
         self._note_round(key)
         blocked = [
             demand.oldest_at
@@ -352,6 +361,12 @@ class Monitor:
                         f"{key}: {request.client_id}'s demand in {demand.group} (oldest {demand.oldest_at}) "
                         f"was granted while demand from {oldest_blocked} waited on the limit",
                     )
+
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None:
+        """A client sends a request for ``key``; ``conn`` is its own storage at that moment."""
+        broken = self.allocation.request_sent(key, request, conn, self.sim.now())
+        if broken:
+            self.fail(NO_OVERASK, broken, key=key)
 
     def released(self, key: str, group: str, client: str = "") -> None:
         self.last_moved_ms = self.sim.now()

@@ -43,10 +43,11 @@ import semaphore_core.holder as holder_module
 import semaphore_core.leases as leases_module
 import semaphore_core.migrations as migrations_module
 import semaphore_core.protocol as protocol_module
+import semaphore_core.queue as queue_module
 import semaphore_core.rounds as rounds_module
 from semaphore_core.collation import CollationKey
-from semaphore_core.config import Budgets, HolderConfig, Provisioning, Strict, Under, scaled
-from semaphore_core.leases import LeaseAllocation, LeaseReportOutcome
+from semaphore_core.config import Budgets, HolderConfig, LeaseOptions, Provisioning, Strict, Under, scaled
+from semaphore_core.leases import LeaseAllocation, LeaseCandidate, LeaseReportOutcome
 from semaphore_core.migrations import Migration
 from semaphore_core.policy import UNLIMITED, GroupPolicy
 from semaphore_core.protocol import (
@@ -789,6 +790,76 @@ def _alarm_pushed_later(original: Callable[..., None]) -> Callable[..., None]:
     return reconcile
 
 
+# --- who gets permits: the lease pass's shares and order, and what a client asks for ------------------
+
+#: Larger than any lease budget a simulation draws: the share is then never capped.
+_UNCAPPED_PERMITS_PER_LEASE: Final = 1_000_000_000
+
+
+def _lease_share_not_capped(original: AllocateLeases) -> AllocateLeases:
+    def allocate_leases(store: HolderStore, options: LeaseOptions, *args: Any, **kw: Any) -> LeaseAllocation:
+        # MUTATION: ``share = min(permitsPerLease, ...)`` loses its cap: one candidate takes the budget.
+        return original(
+            store, attrs.evolve(options, permits_per_lease=_UNCAPPED_PERMITS_PER_LEASE), *args, **kw
+        )
+
+    return allocate_leases
+
+
+def _lease_candidates_newest_first(original: AllocateLeases) -> AllocateLeases:
+    def allocate_leases(*args: Any, **kw: Any) -> LeaseAllocation:
+        # MUTATION: the lease pass ranks candidates (and groups) newest demand first.
+        candidates: Iterable[LeaseCandidate] = kw["candidates"]
+        kw["candidates"] = [attrs.evolve(c, oldest_at=-c.oldest_at) for c in candidates]
+        return original(*args, **kw)
+
+    return allocate_leases
+
+
+class _RoomBlindPolicies(Mapping[str, GroupPolicy]):
+    """The policies as the mutated lease pass sees them: no group limits (eligibility kept)."""
+
+    def __init__(self, real: Mapping[str, GroupPolicy]) -> None:
+        self.real = real
+
+    def __getitem__(self, group: str) -> GroupPolicy:
+        return attrs.evolve(self.real[group], limit=None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.real)
+
+    def __len__(self) -> int:
+        return len(self.real)
+
+
+def _lease_ignores_group_room(original: AllocateLeases) -> AllocateLeases:
+    def allocate_leases(store: HolderStore, options: LeaseOptions, *args: Any, **kw: Any) -> LeaseAllocation:
+        # MUTATION: with ``within_group_limit`` (where capped groups stay eligible) a lease is
+        # sized by the share alone, not by what the group's limit has left.
+        if options.limited_groups == "within_group_limit":
+            kw["policies"] = _RoomBlindPolicies(kw["policies"])
+        return original(store, options, *args, **kw)
+
+    return allocate_leases
+
+
+def _asks_for_held_capacity(original: Callable[..., PermitRequest]) -> Callable[..., PermitRequest]:
+    def build_request(self: Any, key: str, now: int) -> PermitRequest:
+        request = original(self, key, now)
+        held = dict(
+            self._conn.execute(
+                "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+                "WHERE key = ? AND status IN ('claiming', 'running') GROUP BY grp",
+                (key,),
+            ).fetchall()
+        )
+        # MUTATION: demand counts the items already claimed or running, not only the queued ones.
+        demand = tuple(attrs.evolve(d, count=d.count + int(held.get(d.group, 0))) for d in request.demand)
+        return attrs.evolve(request, demand=demand)
+
+    return build_request
+
+
 _FROM_THE_REFERENCE: Final[tuple[Mutant, ...]] = (
     Mutant(
         "claim-deadline-off-by-one",
@@ -1009,7 +1080,31 @@ _FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
 )
 
 #: Every mutant: the first catalog, then those written from the reference's code paths.
-MUTANTS: Final[tuple[Mutant, ...]] = (*_FIRST_CATALOG, *_FROM_THE_REFERENCE)
+#: Mutants the allocation checks (``reuse``, ``lease_fairness``, ``no_overask``) should kill.
+_FOR_THE_ALLOCATION_CHECKS: Final[tuple[Mutant, ...]] = (
+    Mutant(
+        "lease-share-not-capped",
+        "the lease pass's equal share is not capped at permits_per_lease",
+        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_share_not_capped)),
+    ),
+    Mutant(
+        "lease-candidates-newest-first",
+        "the lease pass serves the newest demand first, so when short the oldest get no lease",
+        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_candidates_newest_first)),
+    ),
+    Mutant(
+        "lease-ignores-group-room",
+        "with within_group_limit a lease is sized by the share alone, not by the group limit's room",
+        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_ignores_group_room)),
+    ),
+    Mutant(
+        "client-asks-for-held-capacity",
+        "a client's demand counts its claimed and running items too, asking again for what it holds",
+        _patcher((queue_module.QueueClient, "build_request", _asks_for_held_capacity)),
+    ),
+)
+
+MUTANTS: Final[tuple[Mutant, ...]] = (*_FIRST_CATALOG, *_FROM_THE_REFERENCE, *_FOR_THE_ALLOCATION_CHECKS)
 _BY_NAME: Final[Mapping[str, Mutant]] = {m.name: m for m in MUTANTS}
 assert len(_BY_NAME) == len(MUTANTS), "mutant names must be unique"
 

@@ -12,9 +12,12 @@ Everything is validated before the first message is replayed, so a
 malformed file changes nothing and says which line is wrong (exit 2).
 After every step the holder-side invariants (docs/INVARIANTS.md) are
 checked: ``ceiling``, ``group_ceiling``, ``reports_monotone`` and, at every
-eviction and at the end, ``durable``. ``conservative`` and ``real_ceiling``
+eviction and at the end, ``durable``; after every round, ``reuse`` and
+``lease_fairness`` (sim/allocation_checks.py, judged from the round's
+requests, replies and rows alone). ``conservative`` and ``real_ceiling``
 need to know what clients actually run, which wire traffic does not say;
-``alarm_armed`` needs the platform's alarm: they belong to ``semsim run``.
+``alarm_armed`` needs the platform's alarm, ``no_overask`` a client's queue:
+they belong to ``semsim run``.
 
 The format (the README has it in full). Line 1 is the config, in the
 reference's names (``DurabilitySemaphoreConfig``)::
@@ -61,6 +64,7 @@ from semaphore_core import (
 from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
+from sim.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
 from sim.inputs import InputError, parse_json, read_text
 from sim.invariants import ceiling_rule, group_ceiling_rule
 
@@ -76,6 +80,10 @@ MAX_RECORDING_CHOICES: Final = 256
 MAX_PRINTED_VIOLATIONS: Final = 20
 #: The invariants replay checks, in the order they are reported.
 CHECKED: Final = ("ceiling", "group_ceiling", "reports_monotone", "durable")
+#: And after every round.
+ROUND_CHECKED: Final = (REUSE, LEASE_FAIRNESS)
+#: The lease rows as ``SELECT *`` returns them, what the allocation checks read.
+_LEASE_ROWS: Final = "SELECT * FROM durability_semaphore_leases"
 
 Schedule = Literal["auto", "explicit"]
 LINE_KINDS: Final = ("request", "sync", "round", "reclaim", "limit", "groupLimit", "evict")
@@ -532,6 +540,7 @@ class _Replayer:
         self.usage_before = (0, 0)
         self.groups_before: dict[str, tuple[int, int]] = {}
         self.rows_before: _Rows = ({}, {})
+        self.allocation = AllocationChecks()
         self.after_line = 1  # the config line
 
     def _new_id(self) -> str:
@@ -625,6 +634,7 @@ class _Replayer:
         pending, self.pending = self.pending, []
         self.round_due_ms = None
         self.last_round_ms = t_ms
+        leases_before = {row[0]: tuple(row) for row in self.conn.execute(_LEASE_ROWS)}
         outcome = self.holder.round([request for _, request in pending], t_ms)
         self.counts["rounds"] += 1
         for reply in outcome.replies:
@@ -642,6 +652,19 @@ class _Replayer:
         if explicit_line is not None:
             numbers += (explicit_line,)
         self._check(t_ms, numbers, f"a round of {_plural(len(pending), 'request')}")
+        leases_after = {row[0]: tuple(row) for row in self.conn.execute(_LEASE_ROWS)}
+        self.allocation.committed(
+            self.config.key,
+            {"leases": leases_before},
+            {"leases": leases_after},
+            self.holder.usage(t_ms),
+            self.group_limits,
+        )
+        requests = [request for _, request in pending]
+        for name, detail in self.allocation.round(
+            self.config.key, self.config.leases, self.config.fixes, requests, outcome.replies, t_ms
+        ):
+            self._fail(name, t_ms, numbers, f"a round of {_plural(len(pending), 'request')}", detail)
 
     def _reclaim(self, t_ms: int, where: tuple[int, ...], what: str) -> None:
         events = self.holder.reclaim_expired(t_ms)
@@ -828,7 +851,10 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
         f"at t={s.peak_at_ms} ms; at the end {s.final_granted} granted + {s.final_leased} leased",
     ]
     if not result.violations:
-        lines.append(f"invariants checked after every step: {', '.join(CHECKED)}: all held")
+        lines.append(
+            f"invariants checked after every step: {', '.join(CHECKED)}; "
+            f"after every round: {', '.join(ROUND_CHECKED)}: all held"
+        )
         return lines
     by_name = Counter(
         v.invariant if v.finding is None else f"{v.invariant} (finding {v.finding})"

@@ -457,6 +457,43 @@ def engine_pushes_alarm_later() -> object:
     return platform.alarm
 
 
+def lease_share_not_capped() -> object:
+    """One lease-capable candidate, 10 permits free, permits_per_lease 2: the lease's size."""
+    h = _leasing(limit=10, permits_per_lease=2)
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    return [lease["permits"] for lease in reply["leases"]]
+
+
+def lease_candidates_newest_first() -> object:
+    """Three lease-capable clients, two permits: which ones get a lease."""
+    h = _leasing(limit=2, permits_per_lease=1)
+    clients = (("young", 9), ("old", 1), ("mid", 5))
+    replies = h.run_round([request(c, [("g", 0, t)], leases=[]) for c, t in clients], now=0)
+    return sorted(c for (c, _), reply in zip(clients, replies, strict=True) if reply["leases"])
+
+
+def lease_ignores_group_room() -> object:
+    """A within_group_limit group capped at 2, permits_per_lease 4: the lease's size."""
+    h = holder(
+        limit=10,
+        group_limit=lambda g: 2,
+        leases=LeaseOptions(permits_per_lease=4, ttl_ms=TTL, limited_groups="within_group_limit"),
+    )
+    [reply] = h.run_round([request("a", [("g", 0, 0)], leases=[])], now=0)
+    return [lease["permits"] for lease in reply["leases"]]
+
+
+def client_asks_for_held_capacity() -> object:
+    """Three items queued, a grant of 2 claimed: the demand of the client's next request."""
+    queue = QueueClient(sqlite3.connect(":memory:"), "a")
+    queue.enqueue([QueueItem(f"item-{n}", "acct", "g") for n in range(3)], now=0)
+    grant = GrantedPermits(grant_id="g-1", group="g", permits=2)
+    queue.on_grant(
+        "acct", PermitGrant(grants=(grant,), blocked=(), grant_results=(), next_request_at=0), now=1
+    )
+    return [(d.group, d.count) for d in queue.build_request("acct", now=2).demand]
+
+
 @attrs.frozen
 class Scenario:
     run: Callable[[], object]
@@ -531,6 +568,12 @@ SCENARIOS: dict[str, Scenario] = {
     "queue-released-permit-drawn-again": Scenario(queue_released_permit_drawn_again, 0, 1),
     "engine-without-fallback": Scenario(engine_without_fallback, 15_000, "due work threw"),
     "engine-pushes-alarm-later": Scenario(engine_pushes_alarm_later, 20_000, 25_000),
+    "lease-share-not-capped": Scenario(lease_share_not_capped, [2], [10]),
+    "lease-candidates-newest-first": Scenario(
+        lease_candidates_newest_first, ["mid", "old"], ["mid", "young"]
+    ),
+    "lease-ignores-group-room": Scenario(lease_ignores_group_room, [2], [4]),
+    "client-asks-for-held-capacity": Scenario(client_asks_for_held_capacity, [("g", 1)], [("g", 3)]),
 }
 
 
@@ -602,7 +645,7 @@ def test_the_patch_rebinds_only_the_holders_code_and_restores_every_binding(muta
         changed = _changed(before)
     assert changed, "the patch rebound nothing"
     # The checkers read sim.invariants' own names, HolderStore and Holder.usage: never mutated.
-    assert not any(module.startswith("sim.invariants") for module, _ in changed)
+    assert not any(module.startswith(("sim.invariants", "sim.allocation_checks")) for module, _ in changed)
     assert not any(module == "semaphore_core.store.HolderStore" for module, _ in changed)
     assert ("semaphore_core.holder.Holder", "usage") not in changed
     assert _changed(before) == set()
