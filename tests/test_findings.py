@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
+import attrs
 import pytest
 
+from scenarios.base import delivered_at, events, sends
 from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT, GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
 from semaphore_core.queue import QueueClient, QueueItem
+from semaphore_core.store import HolderStore
+from sim.faults import Eviction
+from sim.fuzz import load_case
+from sim.world import run_world
 from tests.helpers import holder, request, sync
 from tests.stateful_holder import HolderMachine, InvariantViolation
+
+CASES = Path(__file__).resolve().parent / "fixtures" / "findings"
 
 
 def machine(fixes: frozenset[str]) -> HolderMachine:
@@ -185,3 +194,45 @@ def test_f4_reference_keeps_idle_lease_headroom_until_told_contended() -> None:
 
 def test_f4_fix_returns_idle_lease_headroom_at_once() -> None:
     assert _f4_idle_lease_footprint(fix=True) == 0
+
+
+@pytest.mark.parametrize("evict_client", [False, True], ids=["live", "evicted-while-idle"])
+def test_f4_lease_is_settled_once_its_ttl_runs_out(evict_client: bool) -> None:
+    """F4's case, run past the lease's ttl: the idle client retires its lease at the expiry and
+    reports it, and the holder forgets it. Blocked "until ttlMs", not for good.
+
+    Evicted while idle, the client comes back on its durable alarm, which it
+    keeps at the expiry (further out than the engine's alarm floor), at the
+    same instant.
+    """
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases, client = case.config.holder.leases, case.config.client
+    assert leases is not None
+    ttl_ms, latency_ms = leases.ttl_ms, case.config.latency_ms
+    config = attrs.evolve(case.config, duration_ms=ttl_ms + 100_000)
+    faults = attrs.evolve(case.faults, evictions=(Eviction("client-0", 100_000),) if evict_client else ())
+    run = run_world(config, faults, case.seed)
+    assert (run.result.outcome, run.monitor.violations) == ("completed", [])  # capacity_returns held
+
+    [lease] = events(run, "lease_granted", clientId="client-0")
+    lease_id = lease["leaseId"]
+    reports = [
+        (delivered_at(run, send["msg"]), report)
+        for send in sends(run, "client-0")
+        for report in send["body"].get("leases") or ()
+        if report["leaseId"] == lease_id
+    ]
+    last_heard = max(t for t, report in reports if t is not None and not report.get("retired"))
+    assert last_heard < 100_000  # client-0 went idle early; nothing heartbeats the lease after that
+    expired_at = last_heard + ttl_ms
+    assert [e["t"] for e in events(run, "lease_expired", lease=lease_id)] == [expired_at]
+    # Retired, with what it drew (nothing), a report delay later; the holder settles it on arrival.
+    [(reached_holder, retired)] = [(t, r) for t, r in reports if r.get("retired")]
+    assert retired == {"leaseId": lease_id, "drawn": 0, "released": 0, "retired": True}
+    assert reached_holder == expired_at + client.report_delay_ms + latency_ms
+    settled = [e["t"] for e in events(run, "lease_settled", lease=lease_id)]
+    assert settled == [reached_holder + latency_ms]
+    store = HolderStore(run.world.holders["acct"].storage)
+    assert store.list_leases() == []
+    assert store.leased_footprint() == 0
+    assert store.grant_totals() == {}
