@@ -130,6 +130,8 @@ class ClientObject:
             # A lease whose expiry came is reported retired through the dirty keys below.
             for key, lease in self.queue.retire_expired(now):
                 self.sim.event("lease_expired", client=self.ctx.name, key=key, lease=lease)
+                if self.monitor is not None:
+                    self.monitor.lease_expired(key, client=self.ctx.name)
             for admission in self.queue.draw_leases(now):
                 self._admit(admission, now)
         for key in self.queue.keys_due(now):

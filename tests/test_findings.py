@@ -21,6 +21,7 @@ from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.store import HolderStore
 from sim.faults import Eviction
 from sim.fuzz import load_case
+from sim.workload import Arrival
 from sim.world import run_world
 from tests.helpers import holder, request, sync
 from tests.stateful_holder import HolderMachine, InvariantViolation
@@ -236,3 +237,38 @@ def test_f4_lease_is_settled_once_its_ttl_runs_out(evict_client: bool) -> None:
     assert store.list_leases() == []
     assert store.leased_footprint() == 0
     assert store.grant_totals() == {}
+
+
+def test_f4_explains_an_idle_lease_only_until_its_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that never retires its expired lease (semsim's own bug before the fix) is not F4.
+
+    F4 is an idle client's live lease holding others up until its ``ttlMs``.
+    Here client 1 queues 12 items after the ttl, and they run one at a time
+    behind client 0's expired, unretired lease: starvation no finding excuses
+    (and a run that cannot settle, as the lease's expiry is never acted on).
+    """
+    monkeypatch.setattr(QueueClient, "retire_expired", lambda self, now: [])
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases = case.config.holder.leases
+    assert leases is not None
+    late = Arrival(at_ms=leases.ttl_ms + 10_000, client=1, count=12, group="wf-1", duration_ms=5_000)
+    workload = attrs.evolve(case.config.workload, script=(*case.config.workload.script, late))
+    config = attrs.evolve(case.config, workload=workload, duration_ms=leases.ttl_ms + 100_000)
+    run = run_world(config, case.faults, case.seed, tolerated=frozenset({"F4"}))
+    assert run.monitor.violations == []  # nothing was put down to F4
+    assert (run.result.outcome, run.result.invariant, run.result.finding) == ("violation", "progress", None)
+    assert "0 idle lease headroom" in run.result.detail
+
+
+@pytest.mark.parametrize("after_ms", [0, 1, 400])
+def test_a_story_ending_as_an_idle_lease_expires_waits_for_its_report(after_ms: int) -> None:
+    """Judged at, or just after, the instant the F4 lease expires: the client is about to retire
+    it, or its report is on the way. Neither is a stuck run, nor a lease charged for good."""
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases = case.config.holder.leases
+    assert leases is not None
+    whole = run_world(attrs.evolve(case.config, duration_ms=leases.ttl_ms + 100_000), case.faults, case.seed)
+    [expired_at] = [e["t"] for e in whole.trace.of_kind("lease_expired")]
+    run = run_world(attrs.evolve(case.config, duration_ms=expired_at + after_ms), case.faults, case.seed)
+    assert (run.result.outcome, run.result.detail) == ("completed", "")
+    assert run.trace.of_kind("lease_settled")
