@@ -224,7 +224,9 @@ def retired_report_settles() -> Scenario:
 
     As ``unreported-lease-retired``, but of the 2 items client 0 draws at 5 s one runs 30 s
     and the other 60 s, so when client 0 gets through after 50 s it has drawn 2 and released
-    only 1. It also queues one more item at 30 s, after its lease expired: that item is not
+    only 1 (it retired the lease itself at its expiry, 25.51 s, the ``expiresAt`` last
+    echoed, and reports it retired until settled). It also queues one more item at 30 s,
+    after its lease expired: that item is not
     drawn from the stopped lease but waits for a grant. Its retired report (drew 2, released
     1) shrinks the lease to what it drew, 2 permits, not to the 1 released nor the full 3:
     the running item stays counted (footprint 1) while the undrawn permit comes back, enough

@@ -23,6 +23,14 @@ composition):
   returning their undrawn permits. A lease the holder stopped (or that
   expired) is retired by the client and reported until the holder settles
   it.
+- A lease's expiry is the client's to notice too, not only the holder's
+  ("A client that stops talking to the holder keeps its lease until
+  ``ttlMs``"): ``lease_expiry_at`` says when the next live lease runs out
+  and ``retire_expired`` retires it there, so an idle client, which has no
+  reply to learn it from, still reports the lease retired with what it drew
+  and the holder settles it. Without that the holder, which keeps a retired
+  lease "counted in full until its client confirms how much it drew",
+  charges an idle client's lease for good.
 
 Nothing here does I/O or reads a clock: the simulator's client object
 (``sim.client_object``) sends what this builds and feeds back the replies.
@@ -300,17 +308,44 @@ class QueueClient:
         ).fetchall()
         return [key for (key,) in rows]
 
-    def next_wakeup(self) -> tuple[int | None, int | None, int | None]:
-        """``(next_request_at(), heartbeat_at(), oldest running admission)`` in one query."""
+    def next_wakeup(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """``(next_request_at(), heartbeat_at(), oldest running admission, lease_expiry_at())``
+        in one query."""
         row = self._conn.execute(
             "SELECT (SELECT min(k.next_request_at) FROM durability_semaphore_queue_keys k WHERE EXISTS "
             "(SELECT 1 FROM durability_semaphore_queue_items i "
             "WHERE i.key = k.key AND i.status = 'queued')), "
             "(SELECT min(reported_at + (expires_at - reported_at) / 2) "
             "FROM durability_semaphore_queue_leases WHERE retired = 0 AND drawn > released), "
-            "(SELECT min(admitted_at) FROM durability_semaphore_queue_items WHERE status = 'running')"
+            "(SELECT min(admitted_at) FROM durability_semaphore_queue_items WHERE status = 'running'), "
+            "(SELECT min(expires_at) FROM durability_semaphore_queue_leases WHERE retired = 0)"
         ).fetchone()
-        return row[0], row[1], row[2]
+        return row[0], row[1], row[2], row[3]
+
+    def lease_expiry_at(self) -> int | None:
+        """When the earliest live (unretired) lease expires: ``retire_expired`` is due then.
+
+        The holder's ``expiresAt`` as last echoed, so both sides stop the lease
+        at the same instant of the shared clock.
+        """
+        row = self._conn.execute(
+            "SELECT min(expires_at) FROM durability_semaphore_queue_leases WHERE retired = 0"
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def retire_expired(self, now: int) -> list[tuple[str, str]]:
+        """Retire every live lease whose expiry has come; returns them as ``(key, lease_id)``.
+
+        A retired lease stops drawing and is reported ``retired`` with what it
+        drew until the holder settles it (its key is marked dirty). This is
+        what makes an idle client's lease come back at its ``ttlMs``: with
+        nothing queued it sends no request, so no reply would tell it.
+        """
+        due = self.lease_expiry_at()
+        if due is None or due > now:
+            return []  # the common case, read without opening a transaction
+        with transaction(self._conn):
+            return self._retire_expired(now)
 
     def heartbeat_at(self) -> int | None:
         """When a lease with permits in use is next due a report (half its remaining lifetime)."""
@@ -546,14 +581,28 @@ class QueueClient:
                 )
                 self._mark_dirty(key)
         # A lease past its own expiry is stopped too, even if no echo said so.
-        stopped = self._conn.execute(
-            "UPDATE durability_semaphore_queue_leases SET retired = 1 WHERE key = ? AND retired = 0 AND "
-            "expires_at <= ?",
-            (key, now),
-        )
-        if stopped.rowcount > 0:
-            self._mark_dirty(key)
+        self._retire_expired(now, key)
         return tuple(settled)
+
+    def _retire_expired(self, now: int, key: str | None = None) -> list[tuple[str, str]]:
+        """Retire live leases (of ``key``, or of every key) expired at ``now``; mark their keys dirty."""
+        where = "retired = 0 AND expires_at <= ?" + ("" if key is None else " AND key = ?")
+        params: tuple[object, ...] = (now,) if key is None else (now, key)
+        stopped = [
+            (str(k), str(lease_id))
+            for k, lease_id in self._conn.execute(
+                f"SELECT key, lease_id FROM durability_semaphore_queue_leases WHERE {where} "
+                "ORDER BY key, lease_id",
+                params,
+            )
+        ]
+        if stopped:
+            self._conn.execute(
+                f"UPDATE durability_semaphore_queue_leases SET retired = 1 WHERE {where}", params
+            )
+            for dirty in sorted({k for k, _ in stopped}):
+                self._mark_dirty(dirty)
+        return stopped
 
     def _return_idle_headroom(self, key: str) -> None:
         """``contended``: retire live leases of groups where nothing is queued."""

@@ -9,6 +9,8 @@ live instance, never the queue. A loop on the instance decides what to send:
 - a sync right after new grants were claimed (admission waits on it), and
   otherwise ``report_delay_ms`` after the first unreported change;
 - a heartbeat sync when a lease with permits in use is at half its lifetime;
+- at a lease's expiry, its retirement (the core's ``retire_expired``), which
+  is then reported like any other change, until the holder settles it;
 - a ``finished`` check for items running longer than ``finished_check_ms``,
   which releases items whose completion notice was lost.
 
@@ -140,6 +142,11 @@ class ClientObject:
 
     def _act(self, now: int) -> None:
         if self.settings.lease_capable:
+            # A lease whose expiry came is reported retired through the dirty keys below.
+            for key, lease in self.queue.retire_expired(now):
+                self.sim.event("lease_expired", client=self.ctx.name, key=key, lease=lease)
+                if self.monitor is not None:
+                    self.monitor.lease_expired(key, client=self.ctx.name)
             for admission in self.queue.draw_leases(now):
                 self._admit(admission, now)
         for key in self.queue.keys_due(now):
@@ -161,8 +168,8 @@ class ClientObject:
             self._next_check_at = now + self.settings.finished_check_ms
 
     def _next_wakeup(self, now: int) -> int | None:
-        next_request, heartbeat, oldest_running = self.queue.next_wakeup()
-        times = [t for t in (next_request, heartbeat) if t is not None]
+        next_request, heartbeat, oldest_running, lease_expiry = self.queue.next_wakeup()
+        times = [t for t in (next_request, heartbeat, lease_expiry) if t is not None]
         times += [t for t in self._retry_at.values() if t > now]
         times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
         if self._in_flight:

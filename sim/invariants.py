@@ -368,6 +368,11 @@ class Monitor:
         if broken:
             self.fail(NO_OVERASK, broken, key=key)
 
+    def lease_expired(self, key: str, client: str = "") -> None:
+        """A client retired a lease at its expiry: its report is on the way, so the run still moves
+        (an idle run is judged stuck only when nothing moved for a stall window)."""
+        self.last_moved_ms = self.sim.now()
+
     def released(self, key: str, group: str, client: str = "") -> None:
         self.last_moved_ms = self.sim.now()
         self.in_use[key] -= 1
@@ -449,6 +454,8 @@ class Monitor:
         between a release and the next claim is latency, not starvation.
         """
         now = self.sim.now()
+        if _expiry_due(clients, now):
+            self.last_moved_ms = now  # a client is about to retire a lease and report it
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             waiting, busy, capacity, leaked, oldest = self._starvation(key, state, clients, known, now)
@@ -460,9 +467,10 @@ class Monitor:
             # items that keep arriving and being served within the window are not starved.
             since = max(self._starved_since.setdefault(key, now), oldest)
             if now - since >= PROGRESS_WINDOW_MS:
-                idle = _idle_headroom(clients, key)
-                # F4: the unused permits are leases' undrawn headroom on clients with
-                # nothing queued in those groups: they never hear ``contended``. Either
+                idle = _idle_headroom(clients, key, now)
+                # F4: the unused permits are live leases' undrawn headroom on clients with
+                # nothing queued in those groups: they never hear ``contended``, so it
+                # comes back only when the leases expire (their ``ttlMs``). Either
                 # now, or at every round of the window (permits released between rounds
                 # then wait for the next one, which idle headroom keeps from filling).
                 held_by_idle = busy + idle >= capacity or self._only_idle_headroom_kept_rounds_short(key)
@@ -518,14 +526,20 @@ class Monitor:
     def settled(self, clients: Mapping[str, DurableObject]) -> bool:
         """Whether nothing more can happen: liveness can be judged.
 
-        No client runs or is claiming anything or has changes the holder has not
-        acknowledged, and no key has items waiting that the holder could serve:
-        what stays queued waits on a capped group, or on a limit the documented
-        leak fills (or that is 0), with no grant outstanding that could serve it.
+        No client runs or is claiming anything, has changes the holder has not
+        acknowledged or a lease past its expiry it has yet to retire, and no key
+        has items waiting that the holder could serve: what stays queued waits on
+        a capped group, or on a limit the documented leak fills (or that is 0),
+        with no grant outstanding that could serve it.
         """
-        if any(self.in_use.values()) or _unreported(clients) or _claiming(clients):
-            return False
         now = self.sim.now()
+        if (
+            any(self.in_use.values())
+            or _unreported(clients)
+            or _claiming(clients)
+            or _expiry_due(clients, now)
+        ):
+            return False
         known = _known_leases(clients)
         for key, state in sorted(self._holders.items()):
             waiting, _, capacity, leaked, _ = self._starvation(key, state, clients, known, now)
@@ -536,8 +550,9 @@ class Monitor:
     def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
         """The run is stuck, or too slow, after the faults stopped: ``progress`` fails.
 
-        Attributed to F4 when every key with work waiting is held up by idle lease
-        headroom (the finding's own starvation); otherwise no finding explains it.
+        Attributed to F4 when every key with work waiting is held up by the headroom of
+        idle clients' live leases (the finding's own starvation, which lasts until those
+        leases expire); otherwise no finding explains it.
         """
         now = self.sim.now()
         known = _known_leases(clients)
@@ -546,7 +561,7 @@ class Monitor:
         for key, state in sorted(self._holders.items()):
             waiting, busy, capacity, _, _ = self._starvation(key, state, clients, known, now)
             if waiting:
-                idle = _idle_headroom(clients, key)
+                idle = _idle_headroom(clients, key, now)
                 held_up.append(bool(idle) and busy + idle >= capacity)
         if held_up and all(held_up) and not any(self.in_use.values()):
             finding = "F4"
@@ -572,7 +587,7 @@ class Monitor:
         window = self._window_rounds.get(key)
         if window is None or window[0] != since:
             window = self._window_rounds[key] = [since, 0, 0]
-        full_but_idle = busy + _idle_headroom(self.clients, key) >= capacity
+        full_but_idle = busy + _idle_headroom(self.clients, key, self.sim.now()) >= capacity
         window[1 if full_but_idle else 2] += 1
 
     def _only_idle_headroom_kept_rounds_short(self, key: str) -> bool:
@@ -655,13 +670,13 @@ class Monitor:
             # keeps its leases until the holder says contended, by design.
             held = _held_by_waiting_clients(state.obj.storage, clients, key, known)
             if granted or leased - leaked - held:
-                idle = _idle_headroom(clients, key)
+                idle = _idle_headroom(clients, key, now)
                 finding = "F4" if not granted and leased - leaked - held <= idle else None
                 self.fail(
                     "capacity_returns",
                     f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
                     f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
-                    f"{held} held by clients whose items still wait; {idle} idle lease headroom)",
+                    f"{held} held by clients whose items still wait; {idle} idle headroom of live leases)",
                     finding,
                 )
 
@@ -789,24 +804,38 @@ def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[st
     return waiting
 
 
-def _idle_headroom(clients: Mapping[str, DurableObject], key: str) -> int:
+def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> int:
     """Undrawn permits of live leases held by clients with nothing queued for the key (finding F4).
 
     Only such a client never asks the holder anything, so never hears
     ``contended``; a client with queued items asks every round and must
-    return the idle headroom of its other groups when told.
+    return the idle headroom of its other groups when told. Live means not
+    yet expired: at its expiry the client retires the lease and reports it,
+    so F4 explains a lease's headroom until its ``ttlMs`` and never after.
     """
     total = 0
     for obj in clients.values():
         for (undrawn,) in _select(
             obj.storage,
             "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
-            "l.retired = 0 AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
+            "l.retired = 0 AND l.expires_at > ? AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
             "durability_semaphore_queue_items i WHERE i.key = l.key AND i.status = 'queued')",
-            (key,),
+            (key, now),
         ):
             total += undrawn
     return total
+
+
+def _expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
+    """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
+    return any(
+        _select(
+            obj.storage,
+            "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1",
+            (now,),
+        )
+        for obj in clients.values()
+    )
 
 
 def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
+import attrs
 import pytest
 
+from scenarios.base import delivered_at, events, sends
 from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT, GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
 from semaphore_core.queue import QueueClient, QueueItem
+from semaphore_core.store import HolderStore
+from sim.faults import Eviction
+from sim.fuzz import load_case
+from sim.workload import Arrival
+from sim.world import run_world
 from tests.helpers import holder, request, sync
 from tests.stateful_holder import HolderMachine, InvariantViolation
+
+CASES = Path(__file__).resolve().parent / "fixtures" / "findings"
 
 
 def machine(fixes: frozenset[str]) -> HolderMachine:
@@ -185,3 +195,80 @@ def test_f4_reference_keeps_idle_lease_headroom_until_told_contended() -> None:
 
 def test_f4_fix_returns_idle_lease_headroom_at_once() -> None:
     assert _f4_idle_lease_footprint(fix=True) == 0
+
+
+@pytest.mark.parametrize("evict_client", [False, True], ids=["live", "evicted-while-idle"])
+def test_f4_lease_is_settled_once_its_ttl_runs_out(evict_client: bool) -> None:
+    """F4's case, run past the lease's ttl: the idle client retires its lease at the expiry and
+    reports it, and the holder forgets it. Blocked "until ttlMs", not for good.
+
+    Evicted while idle, the client comes back on its durable alarm, which it
+    keeps at the expiry (further out than the engine's alarm floor), at the
+    same instant.
+    """
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases, client = case.config.holder.leases, case.config.client
+    assert leases is not None
+    ttl_ms, latency_ms = leases.ttl_ms, case.config.latency_ms
+    config = attrs.evolve(case.config, duration_ms=ttl_ms + 100_000)
+    faults = attrs.evolve(case.faults, evictions=(Eviction("client-0", 100_000),) if evict_client else ())
+    run = run_world(config, faults, case.seed)
+    assert (run.result.outcome, run.monitor.violations) == ("completed", [])  # capacity_returns held
+
+    [lease] = events(run, "lease_granted", clientId="client-0")
+    lease_id = lease["leaseId"]
+    reports = [
+        (delivered_at(run, send["msg"]), report)
+        for send in sends(run, "client-0")
+        for report in send["body"].get("leases") or ()
+        if report["leaseId"] == lease_id
+    ]
+    last_heard = max(t for t, report in reports if t is not None and not report.get("retired"))
+    assert last_heard < 100_000  # client-0 went idle early; nothing heartbeats the lease after that
+    expired_at = last_heard + ttl_ms
+    assert [e["t"] for e in events(run, "lease_expired", lease=lease_id)] == [expired_at]
+    # Retired, with what it drew (nothing), a report delay later; the holder settles it on arrival.
+    [(reached_holder, retired)] = [(t, r) for t, r in reports if r.get("retired")]
+    assert retired == {"leaseId": lease_id, "drawn": 0, "released": 0, "retired": True}
+    assert reached_holder == expired_at + client.report_delay_ms + latency_ms
+    settled = [e["t"] for e in events(run, "lease_settled", lease=lease_id)]
+    assert settled == [reached_holder + latency_ms]
+    store = HolderStore(run.world.holders["acct"].storage)
+    assert store.list_leases() == []
+    assert store.leased_footprint() == 0
+    assert store.grant_totals() == {}
+
+
+def test_f4_explains_an_idle_lease_only_until_its_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that never retires its expired lease (semsim's own bug before the fix) is not F4.
+
+    F4 is an idle client's live lease holding others up until its ``ttlMs``.
+    Here client 1 queues 12 items after the ttl, and they run one at a time
+    behind client 0's expired, unretired lease: starvation no finding excuses
+    (and a run that cannot settle, as the lease's expiry is never acted on).
+    """
+    monkeypatch.setattr(QueueClient, "retire_expired", lambda self, now: [])
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases = case.config.holder.leases
+    assert leases is not None
+    late = Arrival(at_ms=leases.ttl_ms + 10_000, client=1, count=12, group="wf-1", duration_ms=5_000)
+    workload = attrs.evolve(case.config.workload, script=(*case.config.workload.script, late))
+    config = attrs.evolve(case.config, workload=workload, duration_ms=leases.ttl_ms + 100_000)
+    run = run_world(config, case.faults, case.seed, tolerated=frozenset({"F4"}))
+    assert run.monitor.violations == []  # nothing was put down to F4
+    assert (run.result.outcome, run.result.invariant, run.result.finding) == ("violation", "progress", None)
+    assert "0 idle lease headroom" in run.result.detail
+
+
+@pytest.mark.parametrize("after_ms", [0, 1, 400])
+def test_a_story_ending_as_an_idle_lease_expires_waits_for_its_report(after_ms: int) -> None:
+    """Judged at, or just after, the instant the F4 lease expires: the client is about to retire
+    it, or its report is on the way. Neither is a stuck run, nor a lease charged for good."""
+    case, _ = load_case(CASES / "F4-idle-lease-blocks-others.json")
+    leases = case.config.holder.leases
+    assert leases is not None
+    whole = run_world(attrs.evolve(case.config, duration_ms=leases.ttl_ms + 100_000), case.faults, case.seed)
+    [expired_at] = [e["t"] for e in whole.trace.of_kind("lease_expired")]
+    run = run_world(attrs.evolve(case.config, duration_ms=expired_at + after_ms), case.faults, case.seed)
+    assert (run.result.outcome, run.result.detail) == ("completed", "")
+    assert run.trace.of_kind("lease_settled")

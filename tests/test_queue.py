@@ -268,3 +268,81 @@ def test_a_lease_with_permits_in_use_is_due_a_report_at_half_its_lifetime() -> N
     p.now = 30_000
     p.sync()
     assert p.queue.heartbeat_at() == 60_000  # reported at 30 s, refreshed to expire at 90 s
+
+
+# --- a lease's expiry, noticed by the client itself ----------------------------------------------
+
+
+def _idle_lease(ttl_ms: int = 60_000) -> tuple[Pair, str]:
+    """Limit 4: the client's one item runs on a grant and is released; its lease of 2 sits undrawn.
+
+    Nothing is queued, so the client sends no request and hears no reply: only
+    its own clock can tell it the lease expired. Returns the pair and the lease id.
+    """
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=ttl_ms))
+    p.enqueue(1)
+    p.ask()
+    p.sync()  # claim confirmed: the item runs
+    p.queue.release("item-0")
+    p.sync()  # the release reported: the grant is gone, the lease stays
+    [(lease_id,)] = p.queue._conn.execute("SELECT lease_id FROM durability_semaphore_queue_leases")
+    assert p.holder.usage(p.now).leased == 2
+    assert p.queue.dirty_keys() == []
+    assert p.queue.keys_due(p.now) == []
+    return p, str(lease_id)
+
+
+def test_the_client_knows_when_its_next_lease_expires() -> None:
+    p, _ = _idle_lease(ttl_ms=60_000)
+    assert p.queue.lease_expiry_at() == 60_000  # the holder's expiresAt, as echoed at t=0
+    assert p.queue.next_wakeup()[3] == 60_000
+    assert p.queue.retire_expired(59_999) == []
+    assert p.queue.dirty_keys() == []
+
+
+def test_an_idle_clients_lease_is_retired_at_its_expiry_and_reported_with_what_it_drew() -> None:
+    p, lease_id = _idle_lease(ttl_ms=60_000)
+    p.now = 60_000
+    assert p.queue.retire_expired(p.now) == [("k", lease_id)]
+    assert p.queue.retire_expired(p.now) == []  # once
+    assert p.queue.lease_expiry_at() is None  # nothing live is left to wake for
+    assert p.queue.dirty_keys() == ["k"]  # due a report though nothing is queued
+    assert p.queue.build_sync("k", p.now).leases == (LeaseReport(lease_id, 0, 0, True),)
+    _, step = p.sync()  # retired with nothing drawn: the holder shrinks it to 0 and forgets it
+    assert step.settled == (lease_id,)  # type: ignore[attr-defined]
+    assert p.holder.usage(p.now).leased == 0
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
+    assert p.queue.dirty_keys() == []
+
+
+def test_a_lease_expired_with_work_running_is_reported_retired_until_every_release_is_heard() -> None:
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
+    p.enqueue(1)
+    p.ask()
+    p.enqueue(1)
+    [admitted] = p.queue.draw_leases(p.now)
+    p.now = 1_000  # every heartbeat lost: the lease expires with its item running
+    [(_, lease_id)] = p.queue.retire_expired(p.now)
+    p.enqueue(1)
+    assert p.queue.draw_leases(p.now) == []  # stopped: it draws no more
+    assert p.queue.build_sync("k", p.now).leases == (LeaseReport(lease_id, 1, 0, True),)
+    p.sync()
+    assert p.holder.usage(p.now).leased == 1  # shrunk to what it drew, still charged for the item
+    assert p.queue.lease_expiry_at() is None
+    p.queue.release(admitted.item_id)
+    assert p.queue.dirty_keys() == ["k"]
+    p.sync()
+    assert p.holder.usage(p.now).leased == 0
+    assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
+
+
+def test_a_heartbeat_moves_the_expiry_the_client_wakes_for() -> None:
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=60_000))
+    p.enqueue(1)
+    p.ask()
+    p.enqueue(1)
+    p.queue.draw_leases(p.now)
+    p.now = 30_000
+    p.sync()  # the heartbeat: the holder echoes expiresAt 90 s
+    assert p.queue.lease_expiry_at() == 90_000
+    assert p.queue.retire_expired(60_000) == []  # the first expiry no longer applies
