@@ -546,7 +546,7 @@ class QueueClient:
         settled: list[str] = []
         for echo in echoes:
             row = self._conn.execute(
-                "SELECT reported FROM durability_semaphore_queue_leases WHERE lease_id = ?",
+                "SELECT reported, retired FROM durability_semaphore_queue_leases WHERE lease_id = ?",
                 (echo.lease_id,),
             ).fetchone()
             if row is None:
@@ -557,7 +557,7 @@ class QueueClient:
                         (echo.lease_id, key, echo.group, echo.permits, echo.expires_at, now),
                     )
                 continue
-            (reported,) = row
+            reported, retired = row
             if echo.expires_at > now:
                 self._conn.execute(
                     "UPDATE durability_semaphore_queue_leases SET expires_at = ? WHERE lease_id = ?",
@@ -573,13 +573,16 @@ class QueueClient:
                     "DELETE FROM durability_semaphore_queue_leases WHERE lease_id = ?", (echo.lease_id,)
                 )
                 settled.append(echo.lease_id)
-            else:
+            elif not retired:
                 self._conn.execute(
                     "UPDATE durability_semaphore_queue_leases SET retired = 1, expires_at = ? "
                     "WHERE lease_id = ?",
                     (now, echo.lease_id),
                 )
                 self._mark_dirty(key)
+            # Already retired here: the holder heard the retired report and waits for the
+            # releases still running, which mark the key dirty themselves. Marking it dirty
+            # on every echo would resend the same report every round trip (a report storm).
         # A lease past its own expiry is stopped too, even if no echo said so.
         self._retire_expired(now, key)
         return tuple(settled)

@@ -255,6 +255,28 @@ def test_a_release_made_while_the_retired_report_is_in_flight_is_reported_before
     assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
 
 
+def test_a_stopped_echo_for_a_lease_already_retired_here_asks_for_no_new_report() -> None:
+    # Found by a scenario: with an item still running from a retired lease, every
+    # stopped echo marked the key dirty again, so the client resent the same report
+    # every round trip (1,195 syncs in 12 s). Only a release has news for the holder.
+    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
+    p.enqueue(1)
+    p.ask()
+    p.enqueue(1)
+    [admitted] = p.queue.draw_leases(p.now)
+    p.now = 1_000
+    p.holder.round([], p.now)  # the lease expired unreported: retired
+    p.sync()  # the client hears it stopped and retires it: news for the holder
+    assert p.queue.dirty_keys() == ["k"]
+    p.sync()  # retired, drawn 1, released 0: the holder keeps the running permit
+    assert p.holder.usage(p.now).leased == 1
+    assert p.queue.dirty_keys() == []
+    p.queue.release(admitted.item_id)
+    assert p.queue.dirty_keys() == ["k"]
+    p.sync()
+    assert p.holder.usage(p.now).leased == 0
+
+
 def test_a_lease_with_permits_in_use_is_due_a_report_at_half_its_lifetime() -> None:
     p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=60_000))
     p.enqueue(1)
