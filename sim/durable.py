@@ -146,6 +146,9 @@ class DurableObject:
         self._alarm_wakeup = sim.signal()
         #: Told of evictions and rebuilt instances (the ``durable`` invariant).
         self.monitor: Monitor | None = None
+        #: A second database a checker keeps beside this object's own (the literal model of
+        #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
+        self.shadow_storage: sqlite3.Connection | None = None
         nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------

@@ -48,6 +48,9 @@ SAFETY: Final = (
     "durable",
     "alarm_armed",
     "deterministic",
+    # Added as the simulation grows: the holder against the literal model in lockstep
+    # (sim/holder_object.py's Lockstep; docs/INVARIANTS.md).
+    "exact_accounting",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
 INVARIANTS: Final = SAFETY + LIVENESS
