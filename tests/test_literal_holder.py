@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 import sim.holder_object
-from semaphore_core import SemaphoreProtocolError
+from semaphore_core import Holder, SemaphoreProtocolError
 from semaphore_core.events import BlockedEvent
 from semaphore_core.protocol import parse_request
-from semaphore_core.usage import Usage
 from sim.faults import FaultPlan
 from sim.invariants import SAFETY
 from sim.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse
@@ -70,8 +69,8 @@ VALID: dict[str, Any] = {
 
 
 def _with(path: tuple[Any, ...], value: Any, drop: bool = False) -> dict[str, Any]:
-    message = json.loads(json.dumps(VALID))
-    parent = message
+    message: dict[str, Any] = json.loads(json.dumps(VALID))
+    parent: Any = message
     for step in path[:-1]:
         parent = parent[step]
     if drop:
@@ -170,8 +169,9 @@ def test_a_holder_that_misreports_blocked_permits_ends_the_run_as_exact_accounti
 def test_a_holder_whose_usage_is_off_ends_the_run_as_exact_accounting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Usage.to_wire
-    monkeypatch.setattr(Usage, "to_wire", lambda self: {**original(self), "available": self.available + 1})
+    # usage() alone (not a round's usage): its grant room is one too many.
+    original = Holder._grant_room
+    monkeypatch.setattr(Holder, "_grant_room", lambda self, *args: original(self, *args) + 1)
     result = _world().result
     assert (result.outcome, result.invariant) == ("violation", "exact_accounting")
 
