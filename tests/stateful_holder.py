@@ -140,7 +140,7 @@ def edge_message(draw: st.DrawFn, now: int) -> dict[str, Any]:
         parent: Any = message
         for step in path[:-1]:
             if (isinstance(parent, dict) and step in parent) or (
-                isinstance(parent, list) and step < len(parent)
+                isinstance(parent, list) and isinstance(step, int) and step < len(parent)
             ):
                 parent = parent[step]
             else:
@@ -151,7 +151,7 @@ def edge_message(draw: st.DrawFn, now: int) -> dict[str, Any]:
                 parent.pop(path[-1], None)
             else:
                 parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
-        elif isinstance(parent, list) and path[-1] < len(parent):
+        elif isinstance(parent, list) and isinstance(path[-1], int) and path[-1] < len(parent):
             parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
     return message
 
