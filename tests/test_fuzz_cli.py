@@ -397,19 +397,10 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
 ) -> None:
     import sim.holder_object
     from sim.mutant_catalog import mutant
+    from tests.helpers import NoLockstep
 
     # Without the literal model in lockstep, which sees this mutant at once in a case too
     # short to shrink: this test needs a failure that takes a long case to reach.
-    class NoLockstep:
-        def __init__(self, *_: Any) -> None:
-            pass
-
-        def drew(self, new_id: str) -> str:
-            return new_id
-
-        def __getattr__(self, name: str) -> Any:
-            return lambda *args, **kwargs: None
-
     monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
     with mutant("limit-off-by-one").patch():
         result = campaign(10, 20261129, shrink_budget_events=0)

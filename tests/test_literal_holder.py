@@ -28,6 +28,7 @@ from sim.invariants import SAFETY
 from sim.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse
 from sim.workload import Workload
 from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from tests.helpers import NoLockstep
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,22 +177,9 @@ def test_a_holder_whose_usage_is_off_ends_the_run_as_exact_accounting(
     assert (result.outcome, result.invariant) == ("violation", "exact_accounting")
 
 
-class _Absent:
-    """A lockstep that does nothing: the run as it was before the model existed."""
-
-    def __init__(self, *_: Any) -> None:
-        pass
-
-    def drew(self, new_id: str) -> str:
-        return new_id
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 def test_the_lockstep_leaves_a_passing_runs_trace_bytes_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     with_model = _world(seed=4)
     assert with_model.result.outcome == "completed"
-    monkeypatch.setattr(sim.holder_object, "Lockstep", _Absent)
+    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
     without = _world(seed=4)
     assert with_model.trace.to_bytes() == without.trace.to_bytes()
