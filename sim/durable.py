@@ -8,8 +8,9 @@ and background tasks, and every call it is handling (each fails with an
 ``evicted`` error). The next call or alarm builds a fresh instance on the
 same storage.
 
-Alarm delivery is the platform's: when the stored alarm time comes, the row
-is cleared and ``alarm()`` runs on the instance (built if needed). If it
+Alarm delivery is the platform's: when the stored alarm time comes (read
+again at that moment: only an alarm still stored is delivered), the row is
+cleared and ``alarm()`` runs on the instance (built if needed). If it
 throws, the platform retries a few times with backoff and then drops the
 alarm, unless the object stored a new one itself (the reference engine arms
 its own fallback for exactly this reason).
@@ -145,6 +146,9 @@ class DurableObject:
         self._alarm_wakeup = sim.signal()
         #: Told of evictions and rebuilt instances (the ``durable`` invariant).
         self.monitor: Monitor | None = None
+        #: A second database a checker keeps beside this object's own (the literal model of
+        #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
+        self.shadow_storage: sqlite3.Connection | None = None
         nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------
@@ -216,7 +220,14 @@ class DurableObject:
         wakeup.set()
 
     async def _deliver_alarms(self) -> None:
-        """The platform: wait for the stored alarm time, clear it, run ``alarm()``, retry on errors."""
+        """The platform: wait for the stored alarm time, clear it, run ``alarm()``, retry on errors.
+
+        The time waited for is only a hint: when it comes, the stored alarm is
+        read again and only an alarm still stored and due is delivered. A real
+        platform fires the alarm it stores, not a time it once read, so an
+        alarm deleted or moved without a wake-up (a bug that loses the stored
+        alarm) does not fire at the old time here either.
+        """
         while True:
             wakeup = self._alarm_wakeup
             at = self.get_alarm()
@@ -224,8 +235,11 @@ class DurableObject:
                 if at is None:
                     await wakeup.wait()
                 continue  # the alarm changed: look again
+            stored = self.get_alarm()
+            if stored is None or stored > self.sim.now():
+                continue  # deleted or moved later behind the platform's back: not due
             self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
-            await self._run_alarm(at)
+            await self._run_alarm(stored)
 
     async def _run_alarm(self, scheduled_ms: int) -> None:
         sim = self.sim

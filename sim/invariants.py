@@ -50,6 +50,9 @@ SAFETY: Final = (
     "durable",
     "alarm_armed",
     "deterministic",
+    # Added as the simulation grows: the holder against the literal model in lockstep
+    # (sim/holder_object.py's Lockstep; docs/INVARIANTS.md).
+    "exact_accounting",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
 #: Who gets permits, and when (sim/allocation_checks.py): checked at every round and request.

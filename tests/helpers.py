@@ -73,3 +73,20 @@ def rows(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
         table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
         for table in ("durability_semaphore_grants", "durability_semaphore_leases")
     }
+
+
+class NoLockstep:
+    """Stands in for ``sim.holder_object.Lockstep``: a run without the literal model in lockstep.
+
+    For tests of other checkers whose planted failure (a holder whose every
+    round throws, a mutant) the model would see first.
+    """
+
+    def __init__(self, *_: Any) -> None:
+        pass
+
+    def drew(self, new_id: str) -> str:
+        return new_id
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None

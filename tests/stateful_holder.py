@@ -9,15 +9,20 @@ rebuilds the holder on the same connection (an eviction).
 After every step it checks the invariants (docs/INVARIANTS.md) that hold
 without a simulator (``ceiling``, ``group_ceiling``, ``reports_monotone``,
 ``durable``) and compares the holder's usage with a model the machine keeps
-from the replies it saw and the reports it sent. While no fix is enabled it
-also runs :mod:`tests.reference_port` in lockstep and demands identical
-replies, events and rows.
+from the replies it saw and the reports it sent. In every variant (the
+fixes included) it also runs :mod:`sim.literal_holder`, an independent
+literal model of the reference that shares no code with the core, in
+lockstep on the same wire messages, and demands the same serialised replies
+and events, the same rows, the same ``usage()`` in full and the same alarm
+time; a rule feeds both malformed and edge wire input and demands the same
+accept or reject.
 
 The module defines the machine; ``tests/test_stateful_holder.py`` runs it.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from typing import Any
 
@@ -36,6 +41,7 @@ from semaphore_core import (
     Under,
     budgets,
 )
+from semaphore_core.errors import SemaphoreProtocolError
 from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT
 from semaphore_core.protocol import (
     Demand,
@@ -45,11 +51,113 @@ from semaphore_core.protocol import (
     PermitRequest,
     PermitSync,
     PermitSyncResult,
+    parse_request,
 )
+from sim.literal_holder import LiteralHolder, LiteralProtocolError, comparable, first_difference
+from sim.literal_holder import options_from_config as literal_options
+from sim.literal_holder import parse as literal_parse
 from tests.helpers import ids
-from tests.reference_port import ReferencePort
 
 GROUPS = ("g0", "g1", "g2")
+#: A group limit whose callback throws.
+RAISES = "raises"
+#: Group limits the reference rejects (limit_resolution_error): what a bad callback returns.
+BAD_GROUP_LIMITS = (-1, 2.5, "3", True, math.nan, math.inf, 2**53, RAISES)
+
+#: Values that break a message field (or pass as edge values: 2.0 is the integer 2).
+EDGE_VALUES: tuple[Any, ...] = (
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2.0,
+    2.5,
+    2**53 - 1,
+    2**53,
+    -(2**53),
+    math.inf,
+    math.nan,
+    "",
+    "g0",
+    "\ud800",
+    "x" * 1_025,
+    "\u00e9",
+    [],
+    {},
+    [{}],
+)
+#: Where in a message an edge value goes.
+EDGE_PATHS: tuple[tuple[Any, ...], ...] = (
+    ("type",),
+    ("v",),
+    ("clientId",),
+    ("demand",),
+    ("demand", 0),
+    ("demand", 0, "group"),
+    ("demand", 0, "count"),
+    ("demand", 0, "oldestAt"),
+    ("grants",),
+    ("grants", 0, "grantId"),
+    ("grants", 0, "claimed"),
+    ("grants", 0, "released"),
+    ("leases",),
+    ("leases", 0, "leaseId"),
+    ("leases", 0, "drawn"),
+    ("leases", 0, "released"),
+    ("leases", 0, "retired"),
+    ("extra",),
+)
+#: Client ids that differ only in case (and by an ignorable character): ties under localeCompare.
+EDGE_CLIENTS = ("edge", "Edge", "EDGE", "ed\x01ge", "\u00e9dge")
+
+
+@st.composite
+def edge_message(draw: st.DrawFn, now: int) -> dict[str, Any]:
+    """A request or sync from an edge client, valid or broken at one or two places."""
+    kind = draw(st.sampled_from(["request", "sync"]))
+    message: dict[str, Any] = {
+        "type": kind,
+        "v": 1,
+        "clientId": draw(st.sampled_from(EDGE_CLIENTS)),
+        "grants": [
+            {"grantId": draw(st.sampled_from(["nobody", "id-1", "id-2"])), "claimed": 1, "released": 0}
+        ],
+    }
+    if kind == "request":
+        message["demand"] = [
+            {
+                "group": draw(st.sampled_from(GROUPS)),
+                "count": draw(st.integers(0, 3)),
+                "oldestAt": draw(st.sampled_from([-(2**53 - 1), -1, 0, now])),
+            }
+        ]
+    if draw(st.booleans()):
+        message["leases"] = [{"leaseId": "ghost", "drawn": draw(st.integers(0, 99)), "released": 0}]
+    for _ in range(draw(st.integers(0, 2))):
+        path = draw(st.sampled_from(EDGE_PATHS))
+        parent: Any = message
+        for step in path[:-1]:
+            if (isinstance(parent, dict) and step in parent) or (
+                isinstance(parent, list) and isinstance(step, int) and step < len(parent)
+            ):
+                parent = parent[step]
+            else:
+                parent = None
+                break
+        if isinstance(parent, dict):
+            if draw(st.booleans()):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
+        elif isinstance(parent, list) and isinstance(path[-1], int) and path[-1] < len(parent):
+            parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
+    return message
+
+
+def _sorted_rows(rows: dict[str, dict[str, tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    return {table: sorted(by_id.values()) for table, by_id in rows.items()}
 
 
 class InvariantViolation(AssertionError):
@@ -248,7 +356,8 @@ class HolderMachine(RuleBasedStateMachine):
     ) -> None:
         """Build the holder and clients; replays of findings call this directly."""
         self.limit = self.initial_limit = limit
-        self.group_limits: dict[str, int] = dict(group_limits or {})
+        #: Group limits; a value that is not an int is a bad one (``RAISES`` makes the callback throw).
+        self.group_limits: dict[str, Any] = dict(group_limits or {})
         self.denied: set[str] = set()
         leases = (
             None
@@ -264,7 +373,7 @@ class HolderMachine(RuleBasedStateMachine):
         )
         self.config = HolderConfig(
             limit=lambda: self.limit,
-            group_limit=self.group_limits.get,
+            group_limit=self._group_limit,
             can_grant=lambda group: group not in self.denied,
             grant_timeout_ms=grant_timeout_ms,
             leases=leases,
@@ -273,11 +382,10 @@ class HolderMachine(RuleBasedStateMachine):
         self.conn = sqlite3.connect(":memory:")
         self.holder_ids = ids("id")
         self.holder = Holder(self.conn, self.config, new_id=self.holder_ids)
-        self.port: ReferencePort | None = None
-        if not self.fixes:
-            self.port_conn = sqlite3.connect(":memory:")
-            self.port_ids = ids("id")
-            self.port = ReferencePort(self.port_conn, self.config, new_id=self.port_ids)
+        # The literal model, on its own database, with the same callables and the same ids.
+        self.model_conn = sqlite3.connect(":memory:")
+        self.model_ids = ids("id")
+        self.model = LiteralHolder(self.model_conn, literal_options(self.config), new_id=self.model_ids)
         for i in range(plain):
             self.clients[f"p{i}"] = Client(lease_capable=False)
         for i in range(capable):
@@ -302,6 +410,18 @@ class HolderMachine(RuleBasedStateMachine):
     def _usage_totals(self) -> tuple[int, int]:
         usage = self.holder.usage(self.now)
         return usage.granted, usage.leased
+
+    def _group_limit(self, group: str) -> Any:
+        value = self.group_limits.get(group)
+        if value is RAISES:
+            raise RuntimeError(f"group limit of {group} cannot be resolved")
+        return value
+
+    def _lockstep(self, what: str, core: Any, model: Any) -> None:
+        """The core and the literal model must agree exactly (serialised, key order included)."""
+        assert comparable(core) == comparable(model), (
+            f"{what}: the holder and the literal model differ at {first_difference(core, model)}"
+        )
 
     def _violation(self, name: str, condition: bool, detail: str, finding: str | None = None) -> None:
         """Check one invariant; ``finding`` names the known finding that explains a failure here."""
@@ -506,11 +626,11 @@ class HolderMachine(RuleBasedStateMachine):
                 )
             )
             names.append(name)
-        outcome = self.holder.round(requests, self.now)
-        if self.port is not None:
-            replies, events = self.port.round(requests, self.now)
-            assert list(outcome.replies) == replies, "optimised holder differs from the reference port"
-            assert list(outcome.events) == events, "events differ from the reference port"
+        wire = [request.to_wire() for request in requests]
+        outcome = self.holder.round(wire, self.now)
+        replies, events = self.model.round(wire, self.now)
+        self._lockstep("round replies", [reply.to_wire() for reply in outcome.replies], replies)
+        self._lockstep("round events", [event.to_wire() for event in outcome.events], events)
         for name, request in zip(names, requests, strict=True):
             self._model_apply(name, request.grants, request.leases)
         self._model_reclaim()
@@ -542,10 +662,9 @@ class HolderMachine(RuleBasedStateMachine):
     def sync(self, index: int, style: str, forge_index: int) -> None:
         name, client = self._client(index)
         grants, leases = self._reports_for(name, client, style, forge_index)
-        message = PermitSync(client_id=name, grants=grants, leases=leases)
-        reply = self.holder.sync_message(message, self.now)
-        if self.port is not None:
-            assert reply == self.port.sync(message, self.now), "sync differs from the reference port"
+        wire = PermitSync(client_id=name, grants=grants, leases=leases).to_wire()
+        reply = self.holder.sync_message(wire, self.now)
+        self._lockstep("sync reply", reply.to_wire(), self.model.handle_sync(wire, self.now))
         self._model_apply(name, grants, leases)
         self._apply_results(client, reply.grant_results)
         self._receive_sync(client, reply)
@@ -568,8 +687,9 @@ class HolderMachine(RuleBasedStateMachine):
     @rule()
     def alarm(self) -> None:
         events = self.holder.reclaim_expired(self.now)
-        if self.port is not None:
-            assert events == self.port.reclaim_expired(self.now)
+        self._lockstep(
+            "alarm events", [event.to_wire() for event in events], self.model.reclaim_expired(self.now)
+        )
         self._model_reclaim()
 
     @rule(
@@ -589,6 +709,57 @@ class HolderMachine(RuleBasedStateMachine):
         else:
             self.denied.symmetric_difference_update({group})
 
+    @rule(group=st.sampled_from(GROUPS), bad=st.sampled_from(BAD_GROUP_LIMITS))
+    def bad_group_limit(self, group: str, bad: Any) -> None:
+        """The group-limit callback throws or returns a bad value: the group fails closed."""
+        self.group_limits[group] = bad
+
+    @rule(data=st.data(), count=st.integers(1, 3))
+    def edge_input(self, data: st.DataObject, count: int) -> None:
+        """Malformed and edge wire messages: the core and the literal model accept and reject the same.
+
+        The accepted requests run as one round (their clients differ only in
+        case, so ties go by localeCompare), the accepted syncs one by one, on both.
+        """
+        requests = []
+        for _ in range(count):
+            message = data.draw(edge_message(self.now), label="message")
+            try:
+                parsed: Any = parse_request(message)
+            except SemaphoreProtocolError as error:
+                parsed = error
+            try:
+                literal_parse(message)
+                model_accepts = True
+            except LiteralProtocolError:
+                model_accepts = False
+            core_accepts = not isinstance(parsed, SemaphoreProtocolError)
+            assert core_accepts == model_accepts, (
+                f"holder accepts: {core_accepts}, literal model accepts: {model_accepts}, for {message!r}"
+            )
+            if not core_accepts:
+                continue
+            self._model_apply(parsed.client_id, parsed.grants, parsed.leases)
+            if isinstance(parsed, PermitRequest):
+                requests.append(message)
+                continue
+            synced = self.holder.sync_message(message, self.now)
+            self._lockstep("sync reply", synced.to_wire(), self.model.handle_sync(message, self.now))
+        if not requests:
+            return
+        outcome = self.holder.round(requests, self.now)
+        replies, events = self.model.round(requests, self.now)
+        self._lockstep("round replies", [reply.to_wire() for reply in outcome.replies], replies)
+        self._lockstep("round events", [event.to_wire() for event in outcome.events], events)
+        self._model_reclaim()
+        for event in outcome.events:
+            if isinstance(event, LeaseGranted):
+                self.leases[event.lease_id] = ModelLease(
+                    client=event.client_id, group=event.group, permits=event.permits
+                )
+        for message, reply in zip(requests, outcome.replies, strict=True):
+            self._receive_grant_reply(message["clientId"], reply, lost=True)
+
     @rule(by=st.integers(1, 3))
     def lower_limit(self, by: int) -> None:
         """Lower the limit a little: just under current usage is where ceilings are tested.
@@ -601,8 +772,8 @@ class HolderMachine(RuleBasedStateMachine):
     def evict(self) -> None:
         before = self._rows()
         self.holder = Holder(self.conn, self.config, new_id=self.holder_ids)
-        if self.port is not None:
-            self.port = ReferencePort(self.port_conn, self.config, new_id=self.port_ids)
+        # The model loses what the reference's instance keeps in memory, too.
+        self.model = LiteralHolder(self.model_conn, literal_options(self.config), new_id=self.model_ids)
         self._violation("durable", self._rows() == before, "rebuilding the holder changed committed rows")
 
     # --- rules: the clients ---------------------------------------------------------
@@ -685,6 +856,8 @@ class HolderMachine(RuleBasedStateMachine):
     def _group_ceiling(self) -> None:
         within = self.config.leases is not None and self.config.leases.limited_groups == "within_group_limit"
         for group, limit in sorted(self.group_limits.items()):
+            if isinstance(limit, bool) or not isinstance(limit, int):
+                continue  # a bad group limit blocks the group (limit_resolution_error)
             if group in self.denied:
                 continue
             granted, leased = self._group_usage(group)
@@ -741,8 +914,9 @@ class HolderMachine(RuleBasedStateMachine):
         self._ceiling(usage)
         self._group_ceiling()
         self._reports_monotone()
-        if self.port is not None:
-            assert self.holder.next_alarm_at() == self.port.next_alarm_at()
+        self._lockstep("usage()", usage.to_wire(), self.model.usage(self.now))
+        self._lockstep("rows", _sorted_rows(self._rows()), _sorted_rows(self.model.rows()))
+        self._lockstep("next alarm", self.holder.next_alarm_at(), self.model.next_alarm_at())
         self.previous_usage = (usage.granted, usage.leased)
         self.previous_groups = {group: self._group_usage(group) for group in GROUPS}
 

@@ -397,9 +397,16 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
 # --- shrinking: a budget of work, deterministic, and honest about stopping short --------------
 
 
-def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short() -> None:
+def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sim.holder_object
     from sim.mutant_catalog import mutant
+    from tests.helpers import NoLockstep
 
+    # Without the literal model in lockstep, which sees this mutant at once in a case too
+    # short to shrink: this test needs a failure that takes a long case to reach.
+    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
     with mutant("limit-off-by-one").patch():
         result = campaign(10, 20261129, shrink_budget_events=0)
     assert result.failure is not None
