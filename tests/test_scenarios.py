@@ -141,8 +141,11 @@ def test_the_under_story_sees_a_reserve_that_takes_the_last_permit() -> None:
     with mutant("under-reserve-takes-last-permit").patch():
         failures = failures_with("under-burst")
     assert any("never took the last permit" in f for f in failures)
-    # The run stops at the first round that leaves the grants' last permit unoffered.
-    assert any("invariant reuse violated" in f for f in failures)
+    # The run stops at the first round that leaves the grants' last permit unoffered: the
+    # literal model answers otherwise (exact_accounting), and reuse sees the idle permit.
+    assert any(
+        f.startswith(("invariant reuse violated", "invariant exact_accounting violated")) for f in failures
+    )
 
 
 def test_the_heartbeat_tolerance_rejects_heartbeats_half_a_second_late() -> None:
