@@ -366,11 +366,13 @@ class HolderObject:
                 entry.done.set()
             return
         self.engine.after_commit()
+        if self.monitor is not None:
+            self.monitor.round_served(self.key, [p.request for p in pending], outcome.replies)
+        # After the other checkers of this step (the commit's, then the round's order): a
+        # difference they explain is reported under their name.
         if lockstep is not None:
             lockstep.round([p.payload for p in pending], now, outcome.replies, outcome.events)
             lockstep.state(self.holder, now)
-        if self.monitor is not None:
-            self.monitor.round_served(self.key, [p.request for p in pending], outcome.replies)
         for entry, reply in zip(pending, outcome.replies, strict=True):
             for grant in reply.grants:
                 self.ctx.sim.event(
