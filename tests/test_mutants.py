@@ -308,7 +308,7 @@ def test_the_committed_table_reads_back_as_one_verdict_per_catalogued_mutant_and
     table = sim.mutants.read_table(sim.mutants.COMMITTED_TABLE)
     assert list(table) == [m.name for m in MUTANTS]
     assert all(list(verdicts) == list(sim.mutant_plugin.LAYERS) for verdicts in table.values())
-    assert str(table["limit-off-by-one"]["fuzz"]) == "killed by ceiling"
+    assert str(table["limit-off-by-one"]["fuzz"]) == "killed by exact_accounting"
 
 
 def test_a_written_table_reads_back_and_the_same_results_give_the_same_bytes(tmp_path: Path) -> None:
@@ -366,15 +366,16 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
     [
         (
             _result("limit-off-by-one", None),
-            "limit-off-by-one: fuzz: the table says killed by ceiling; this run: survived",
+            "limit-off-by-one: fuzz: the table says killed by exact_accounting; this run: survived",
         ),
         (
             _result("limit-off-by-one", "conservative"),
-            "limit-off-by-one: fuzz: the table says killed by ceiling; this run: killed by conservative",
+            "limit-off-by-one: fuzz: the table says killed by exact_accounting; "
+            "this run: killed by conservative",
         ),
         (
-            _result("reports-after-allocation", "progress"),
-            "reports-after-allocation: fuzz: the table says survived; this run: killed by progress",
+            _result("parse-accepts-negative-counts", "progress"),
+            "parse-accepts-negative-counts: fuzz: the table says survived; this run: killed by progress",
         ),
     ],
     ids=["now-survives", "other-invariant", "now-killed"],
@@ -434,7 +435,7 @@ def test_a_full_run_reports_the_tables_rows_the_catalog_no_longer_has(
     assert main(["mutants"]) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert "  renamed-mutant: in the table, not in the catalog" in out
-    assert "  limit-off-by-one: fuzz: the table says survived; this run: killed by ceiling" in out
+    assert "  limit-off-by-one: fuzz: the table says survived; this run: killed by exact_accounting" in out
 
 
 def test_without_a_committed_table_it_says_so_and_every_mutant_must_be_killed(
