@@ -144,18 +144,18 @@ class Lockstep:
         self._same("round events", [event.to_wire() for event in events], model_events)
 
     def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None:
-        try:
-            self.model.round(payloads, now)
-        except Exception:
-            return
-        self._differ("round", f"the holder's round failed ({error}) but the literal model's did not")
+        self._fails_too("round", error, lambda: self.model.round(payloads, now))
 
     def sync_failed(self, payload: Any, now: int, error: Exception) -> None:
+        self._fails_too("sync", error, lambda: self.model.handle_sync(payload, now))
+
+    def _fails_too(self, what: str, error: Exception, run: Callable[[], object]) -> None:
+        """The holder's ``what`` raised ``error``: the model's must raise too."""
         try:
-            self.model.handle_sync(payload, now)
+            run()
         except Exception:
             return
-        self._differ("sync", f"the holder's sync failed ({error}) but the literal model's did not")
+        self._differ(what, f"the holder's {what} failed ({error}) but the literal model's did not")
 
     def sync(self, payload: Any, now: int, reply: dict[str, Any]) -> None:
         self._same("sync reply", reply, self.model.handle_sync(payload, now))

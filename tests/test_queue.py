@@ -14,7 +14,7 @@ from semaphore_core.protocol import (
     PermitSync,
     PermitSyncResult,
 )
-from semaphore_core.queue import QueueClient, QueueItem
+from semaphore_core.queue import Admission, QueueClient, QueueItem
 from tests.helpers import ids
 
 
@@ -203,12 +203,18 @@ def test_contended_returns_the_undrawn_headroom_of_idle_groups() -> None:
     assert p.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_leases").fetchone() == (0,)
 
 
-def test_a_lease_the_holder_stopped_is_reported_retired_until_settled() -> None:
+def _one_item_drawn_from_a_1_s_lease() -> tuple[Pair, Admission]:
+    """A strict lease of 2 with a 1 s ttl, granted beside a 1-permit grant; one item drawn from it at 0."""
     p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
     p.enqueue(1)
     p.ask()
     p.enqueue(1)
     [admitted] = p.queue.draw_leases(p.now)
+    return p, admitted
+
+
+def test_a_lease_the_holder_stopped_is_reported_retired_until_settled() -> None:
+    p, admitted = _one_item_drawn_from_a_1_s_lease()
     p.now = 1_000  # the lease expires unreported; the holder's next round retires it
     p.holder.round([], p.now)
     reply, _ = p.sync()
@@ -232,11 +238,7 @@ def test_a_release_made_while_the_retired_report_is_in_flight_is_reported_before
     # holder's reply echoes the lease as stopped with 1 permit. Judged against the
     # local released mark (1), that looked settled: the client dropped the lease and
     # the holder kept its footprint of 1 forever.
-    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
-    p.enqueue(1)
-    p.ask()
-    p.enqueue(1)
-    [admitted] = p.queue.draw_leases(p.now)
+    p, admitted = _one_item_drawn_from_a_1_s_lease()
     p.now = 1_000
     p.holder.round([], p.now)  # the lease expired unreported: retired
     p.sync()  # the client hears it stopped
@@ -259,11 +261,7 @@ def test_a_stopped_echo_for_a_lease_already_retired_here_asks_for_no_new_report(
     # Found by a scenario: with an item still running from a retired lease, every
     # stopped echo marked the key dirty again, so the client resent the same report
     # every round trip (1,195 syncs in 12 s). Only a release has news for the holder.
-    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
-    p.enqueue(1)
-    p.ask()
-    p.enqueue(1)
-    [admitted] = p.queue.draw_leases(p.now)
+    p, admitted = _one_item_drawn_from_a_1_s_lease()
     p.now = 1_000
     p.holder.round([], p.now)  # the lease expired unreported: retired
     p.sync()  # the client hears it stopped and retires it: news for the holder
@@ -338,11 +336,7 @@ def test_an_idle_clients_lease_is_retired_at_its_expiry_and_reported_with_what_i
 
 
 def test_a_lease_expired_with_work_running_is_reported_retired_until_every_release_is_heard() -> None:
-    p = Pair(limit=4, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2, ttl_ms=1_000))
-    p.enqueue(1)
-    p.ask()
-    p.enqueue(1)
-    [admitted] = p.queue.draw_leases(p.now)
+    p, admitted = _one_item_drawn_from_a_1_s_lease()
     p.now = 1_000  # every heartbeat lost: the lease expires with its item running
     [(_, lease_id)] = p.queue.retire_expired(p.now)
     p.enqueue(1)
