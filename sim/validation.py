@@ -147,6 +147,9 @@ def fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     unknown = sorted(set(data) - {field.name for field in attrs.fields(cls)})
     if unknown:
         raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+    missing = [f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING and f.name not in data]
+    if missing:
+        raise ValueError(f"{where}: missing field {missing[0]!r}")
     return dict(data)
 
 

@@ -74,6 +74,10 @@ def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:
         ('{"format": "semsim-case/1", "seed": 1, "config": {"holder": {"nope": 1}}}', "unknown field 'nope'"),
         ('{"format": "semsim-case/1", "seed": 1, "faults": {"reply_loss": 2}}', "probability"),
         (
+            '{"format": "semsim-case/1", "seed": 1, "faults": {"cancels": [{"at_ms": 5}]}}',
+            "faults.cancels[0]: missing field 'target'",
+        ),
+        (
             '{"format": "semsim-case/1", "seed": 1, "config": {"holder": {"fixes": ["magic"]}}}',
             "unknown fix 'magic'",
         ),
