@@ -333,10 +333,71 @@ def oldest_demand_first() -> Scenario:
     )
 
 
+def equal_age_ties_by_locale() -> Scenario:
+    """Seed 001, "Semaphore": "the oldest queued work across all clients is admitted first";
+    seed 000's ``allocate`` sorts demand by ``oldestAt``, then ``clientId.localeCompare``.
+
+    Two clients named ``Client-0`` and ``client-0`` (ids that differ only in case) each queue
+    2 items at 1 s, so their demand is equally old. ``Client-0``'s request reaches the holder
+    first and both wait for the same round. The limit is 3. ``localeCompare`` puts lower case
+    first, so ``client-0`` is served in full and ``Client-0`` gets the one permit left. A port
+    that compares code points, or treats the two ids as a tie and keeps arrival order, serves
+    ``Client-0`` first.
+    """
+    config = WorldConfig(
+        holder=HolderSpec(limit=3, leases=None),
+        workload=Workload(
+            clients=2,
+            plain_clients=2,
+            client_ids="case_twins",
+            script=(
+                Arrival(at_ms=1_000, client=0, count=2, duration_ms=20_000),
+                Arrival(at_ms=1_000, client=1, count=2, duration_ms=20_000),
+            ),
+        ),
+        duration_ms=30_000,
+    )
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        shared = rounds(run)
+        if not expect.that(bool(shared), "a round ran"):
+            return
+        round_t = shared[0]["t"]
+        # Both arrive on the same millisecond: arrival order is the trace's order.
+        first = {client: sends(run, client, "request")[:1] for client in ("Client-0", "client-0")}
+        msgs = {sent[0]["msg"]: client for client, sent in first.items() if sent}
+        order = [
+            msgs[e["msg"]] for e in run.trace.of_kind("deliver") if e["t"] <= round_t and e["msg"] in msgs
+        ]
+        expect.that(
+            order == ["Client-0", "client-0"],
+            "both first requests waited for the same round, Client-0's arriving first",
+            order,
+        )
+        ages = sorted({d["oldestAt"] for sent in first.values() for s in sent for d in s["body"]["demand"]})
+        expect.that(len(ages) == 1, "the two demands were equally old", ages)
+        granted = {g["client"]: g["permits"] for g in run.trace.of_kind("grant") if g["t"] == round_t}
+        expect.that(
+            granted == {"client-0": 2, "Client-0": 1},
+            "localeCompare served client-0 (lower case first) in full, Client-0 got what was left",
+            granted,
+        )
+
+    return Scenario(
+        name="equal-age-ties-by-locale",
+        description="equally old demand goes by localeCompare of clientId: client-0 before Client-0",
+        seed=6,
+        config=config,
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+
+
 ALL = (
     reply_lost_after_commit,
     late_claim_expired,
     late_claim_not_found,
     claims_stay_charged,
     oldest_demand_first,
+    equal_age_ties_by_locale,
 )

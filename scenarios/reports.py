@@ -229,6 +229,68 @@ def forged_grant_reports() -> Scenario:
     )
 
 
+def malformed_report_rejected() -> Scenario:
+    """Seed 001, "Grants and reports": reports are cumulative counts (non-negative integers);
+    the reference's parser rejects a message with a negative count before anything is
+    applied, so a malformed message changes nothing, not even its honest parts.
+
+    One plain client works as in ``forged-grant-reports``. The forger holds a grant of 2 and
+    every report it sends claims the whole grant but carries a -1 (in ``claimed`` or
+    ``released``), with fresh demand beside it. Each such message is answered with an
+    error; the grant is never claimed, so the alarm reclaims both permits at its deadline;
+    the demand in those messages gets nothing.
+    """
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=None, grant_timeout_ms=GRANT_TIMEOUT_MS),
+        workload=Workload(
+            clients=1,
+            plain_clients=1,
+            script=tuple(
+                Arrival(at_ms=t, client=0, count=2, duration_ms=4_000) for t in (1_000, 9_000, 17_000)
+            ),
+        ),
+        duration_ms=60_000,
+    )
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        lying = {
+            s["msg"]
+            for s in sends(run, "forger")
+            if any(r["claimed"] < 0 or r["released"] < 0 for r in s["body"]["grants"])
+        }
+        if not expect.that(len(lying) >= 2, "the forger sent reports with a negative count", len(lying)):
+            return
+        replies = [e for e in run.trace.of_kind("reply") if e["msg"] in lying]
+        expect.that(
+            bool(replies) and all("error" in e and "body" not in e for e in replies),
+            "every message with a negative count was answered with an error",
+            [sorted(e) for e in replies[:3]],
+        )
+        granted = [g for g in run.trace.of_kind("grant") if g["client"] == "forger"]
+        if not expect.that(
+            len(granted) == 1, "the forger's demand beside its lies got nothing", len(granted)
+        ):
+            return
+        grant = granted[0]
+        reclaimed = events(run, "grant_reclaimed", grantId=grant["grant"])
+        expect.that(
+            [(e["t"], e["permits"]) for e in reclaimed]
+            == [(grant["t"] + GRANT_TIMEOUT_MS, grant["permits"])],
+            "the grant was never claimed: the alarm took back every permit at its deadline",
+            ([(e["t"], e["permits"]) for e in reclaimed], grant["t"] + GRANT_TIMEOUT_MS),
+        )
+        _frees_once(run, expect, 4)
+
+    return Scenario(
+        name="malformed-report-rejected",
+        description="a message with a negative count is rejected whole: its honest parts change nothing",
+        seed=13,
+        config=config,
+        faults=FaultPlan(forged_reports=1.0, forged_lies=("negative_count",), faults_until_ms=30_000),
+        check=Check(judge),
+    )
+
+
 def _lease_story() -> WorldConfig:
     """Strict leases, limit 10, three permits a lease: client 0 is served at 2.010 s (a grant of
     2 and a lease of 3 it then draws), client 1 asks at 3 s and is served with the forger's lie."""
@@ -471,6 +533,7 @@ ALL = (
     reports_duplicated,
     reports_reordered,
     forged_grant_reports,
+    malformed_report_rejected,
     unknown_lease_report,
     foreign_lease_report,
     replayed_lease_report,

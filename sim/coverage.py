@@ -30,6 +30,7 @@ EXPECTED: Final = (
     "fault:limit_change",
     "fault:group_limit_change",
     "fault:forged_report",
+    "forged:negative_count",
     "forged:unknown_lease",
     "forged:foreign_lease",
     "forged:replayed_lease",
@@ -92,6 +93,8 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
             counts["fault:eviction"] += 1
         elif kind == "fault" and event.get("fault") == "forged_report":
             counts["fault:forged_report"] += 1
+            if event.get("lie") == "negative_count":
+                counts["forged:negative_count"] += 1
         elif kind == "fault" and event.get("fault") == "forged_lease_report":
             counts[f"forged:{event['lie']}"] += 1
         elif kind == "fault" and event.get("fault") == "cancel":

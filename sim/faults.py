@@ -116,6 +116,7 @@ FORGED_LIES: Final = (
     "released_above_claimed",
     "claim_above_permits",
     "rewind",
+    "negative_count",
     "unknown_lease",
     "foreign_lease",
     "replayed_lease",

@@ -17,6 +17,10 @@ would leave it charged forever, which ``capacity_returns`` reports as a
 leak that is the forger's, not the protocol's (the queue client had the
 same mistake, see docs/FINDINGS.md, "Found in semsim itself").
 
+A ``negative_count`` lie puts -1 in a report's ``claimed`` or ``released``:
+the message is malformed, so the holder must reject it whole (its honest
+reports with it) and change nothing.
+
 It forges lease reports too, each period with the same probability, one lie
 at a time (the reference answers them in ``applyLeaseReports``):
 
@@ -58,7 +62,7 @@ ASK_PERMITS: Final = 3
 #: At most this many grants are remembered (older ones are reported released and dropped).
 MAX_GRANTS: Final = 8
 #: The lies the forger tells about its grants, and about leases.
-GRANT_LIES: Final = ("released_above_claimed", "claim_above_permits", "rewind")
+GRANT_LIES: Final = ("released_above_claimed", "claim_above_permits", "rewind", "negative_count")
 LEASE_LIES: Final = ("unknown_lease", "foreign_lease", "replayed_lease")
 LIES: Final = GRANT_LIES + LEASE_LIES
 #: Permits an unknown lease claims to have drawn, at most.
@@ -177,8 +181,14 @@ async def forge_leases(
 def _lie(
     rng: Any, lies: Sequence[str], grant_id: str, permits: int, claimed: int, released: int
 ) -> tuple[str, dict[str, Any]]:
-    """One forged report on a grant: released above claimed, a claim above the grant, or a rewind."""
+    """One forged report on a grant: released above claimed, a claim above the grant, a rewind,
+    or a negative count (a malformed message: the holder must reject it whole and change nothing)."""
     lie = rng.choice(lies)
+    if lie == "negative_count":
+        field = rng.choice(("claimed", "released"))
+        # The rest of the report is honest (the whole grant claimed): a parser that clamped
+        # the -1 instead of rejecting the message would apply that claim.
+        return lie, {"grantId": grant_id, "claimed": permits, "released": released, field: -1}
     if lie == "released_above_claimed":
         return lie, {"grantId": grant_id, "claimed": claimed, "released": claimed + 1}
     if lie == "claim_above_permits":

@@ -9,7 +9,7 @@ faults, then a quiet period for liveness) so a campaign can afford many.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 from hypothesis import strategies as st
@@ -81,6 +81,7 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
             limited_groups=draw(st.sampled_from(["exclude", "within_group_limit"])),
         )
     clients = draw(st.integers(1, 4))
+    arrival: Literal["steady", "bursts"] = draw(st.sampled_from(["steady", "bursts"]))
     fault_phase_ms = draw(st.sampled_from([FAULT_PHASE_MS, LONG_FAULT_PHASE_MS]))
     return WorldConfig(
         holder=HolderSpec(
@@ -97,10 +98,14 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
             plain_clients=draw(st.integers(0, clients)),
             keys=KEYS,
             groups=GROUPS,
-            arrival=draw(st.sampled_from(["steady", "bursts"])),
+            arrival=arrival,
             items_per_minute=draw(st.sampled_from([10.0, 30.0, 90.0])),
             burst_size=draw(st.integers(1, 8)),
             burst_every_ms=draw(st.sampled_from([10_000, 30_000])),
+            # Clients that burst together send equally old demand: the clientId tie-break decides.
+            aligned=arrival == "bursts" and draw(st.booleans()),
+            # Ids that differ only in case: localeCompare and code points order them apart.
+            client_ids=draw(st.sampled_from(["numbered", "case_twins"])),
             # Some items outlive a lease's ttl, so leases expire with work running.
             duration_ms=(500, draw(st.sampled_from([2_000, 10_000, 45_000]))),
             # Arrivals may stop well before the faults do, leaving a quiet holder under faults.

@@ -16,6 +16,7 @@ from sim.network import Network, RpcError
 from sim.runtime import Sim
 from sim.validation import (
     MAX_TIME_MS,
+    boolean,
     check_int,
     check_list,
     check_name,
@@ -94,6 +95,16 @@ class Workload:
     )
     burst_size: int = attrs.field(default=20, converter=js_int, validator=integer(1, MAX_BATCH))
     burst_every_ms: int = attrs.field(default=60_000, converter=js_int, validator=time_ms(1))
+    #: Bursts only: every client bursts at the same moments (multiples of ``burst_every_ms``)
+    #: instead of from a random phase, so equally old demand from different clients meets
+    #: in one round and the holder's tie-break by ``clientId`` decides who is served.
+    aligned: bool = attrs.field(default=False, validator=boolean)
+    #: How clients are named: ``numbered`` (``client-0``, ``client-1``, ...) or ``case_twins``
+    #: (``client-0``, ``Client-0``, ``client-1``, ...): ids that differ only in case, which
+    #: ``localeCompare`` orders lower case first and code-point order the other way round.
+    client_ids: Literal["numbered", "case_twins"] = attrs.field(
+        default="numbered", validator=one_of("numbered", "case_twins")
+    )
     #: Each item runs for a duration drawn uniformly in this range.
     duration_ms: tuple[int, int] = attrs.field(default=(2_000, 20_000), converter=_pair, validator=_range_ms)
     #: Arrivals stop at this time (the run may go on to let work finish).
@@ -102,6 +113,8 @@ class Workload:
     script: tuple[Arrival, ...] = attrs.field(default=(), validator=lambda _, a, v: check_list(a.name, v))
 
     def __attrs_post_init__(self) -> None:
+        if self.aligned and self.arrival != "bursts":
+            raise ValueError(f"aligned needs arrival 'bursts', got arrival {self.arrival!r}")
         if self.plain_clients > self.clients:
             raise ValueError(
                 f"plain_clients must be at most clients ({self.clients}), got {self.plain_clients}"
@@ -119,6 +132,9 @@ class Workload:
                 )
 
     def client_names(self) -> list[str]:
+        if self.client_ids == "case_twins":
+            width = len(str((self.clients - 1) // 2))
+            return [f"{'cC'[i % 2]}lient-{i // 2:0{width}d}" for i in range(self.clients)]
         width = len(str(self.clients - 1))
         return [f"client-{i:0{width}d}" for i in range(self.clients)]
 
@@ -138,7 +154,10 @@ async def arrivals(sim: Sim, network: Network, workload: Workload, client: str, 
             gap = max(1, round(rng.expovariate(workload.items_per_minute / 60_000)))
             batch = 1
         else:
-            gap = workload.burst_every_ms if n else rng.randint(0, workload.burst_every_ms)
+            if workload.aligned:
+                gap = workload.burst_every_ms - sim.now() % workload.burst_every_ms
+            else:
+                gap = workload.burst_every_ms if n else rng.randint(0, workload.burst_every_ms)
             batch = workload.burst_size
         if sim.now() + gap >= workload.until_ms:
             return

@@ -21,6 +21,7 @@ import sim.mutants
 from scenarios import SCENARIOS
 from sim.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, main
 from sim.faults import FaultPlan
+from sim.forger import GRANT_LIES
 from sim.fuzz import Campaign
 from sim.mutant_catalog import MUTANTS, Mutant, mutant
 from sim.mutant_plugin import NOT_RUN, SURVIVED, LayerVerdict
@@ -106,9 +107,9 @@ def test_an_unknown_mutant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
     assert "Traceback" not in err
 
 
-def _forged_world() -> tuple[WorldConfig, FaultPlan]:
+def _forged_world(lies: tuple[str, ...] = ()) -> tuple[WorldConfig, FaultPlan]:
     config = WorldConfig(duration_ms=180_000, holder=HolderSpec(limit=10))
-    return config, FaultPlan(forged_reports=0.5, faults_until_ms=90_000)
+    return config, FaultPlan(forged_reports=0.5, forged_lies=lies, faults_until_ms=90_000)
 
 
 def test_the_reference_clamps_every_forged_report_and_the_forger_leaves_nothing_charged() -> None:
@@ -116,12 +117,13 @@ def test_the_reference_clamps_every_forged_report_and_the_forger_leaves_nothing_
     run = run_world(config, plan, seed=3, tolerated=FINDINGS)
     assert run.result.outcome == "completed"  # capacity_returns judged at the end, too
     lies = {event["lie"] for event in run.trace.of_kind("fault") if event["fault"] == "forged_report"}
-    assert lies == {"released_above_claimed", "claim_above_permits", "rewind"}
+    assert lies == set(GRANT_LIES)
 
 
 @pytest.mark.parametrize("name", ["released-not-clamped-to-claimed", "report-lowers-high-water"])
 def test_a_forged_report_exposes_a_missing_clamp(name: str) -> None:
-    config, plan = _forged_world()
+    # The lies a clamp answers (a negative count is rejected before any clamp).
+    config, plan = _forged_world(("released_above_claimed", "claim_above_permits", "rewind"))
     with mutant(name).patch():
         run = run_world(config, plan, seed=3, tolerated=FINDINGS)
     assert run.result.invariant == "reports_monotone"

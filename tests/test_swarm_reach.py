@@ -1,0 +1,134 @@
+"""What the swarm reaches so the whole-system fuzz sees more bugs, and that each reach can fail.
+
+- Clients whose ids differ only in case, and bursts that every client sends
+  at the same moment: equally old demand, so the holder's ``localeCompare``
+  tie-break decides (``equal-age-ties-by-locale``).
+- A forger's report with a negative count: the holder must reject the
+  message whole (``malformed-report-rejected``).
+
+Each is shown against a catalogued mutant: the check that should see the
+bug stops the run, and the same world without it completes.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import sim.holder_object
+from scenarios import SCENARIOS, run_scenario
+from sim.coverage import EXPECTED, coverage
+from sim.faults import FaultPlan
+from sim.mutant_catalog import mutant
+from sim.strategies import cases
+from sim.workload import Workload
+from sim.world import HolderSpec, WorldConfig, run_world
+from tests.helpers import NoLockstep
+
+# --- ids that differ only in case, and aligned bursts ----------------------------------------
+
+
+def test_case_twins_are_named_lower_case_first_and_differ_only_in_case() -> None:
+    names = Workload(clients=5, client_ids="case_twins").client_names()
+    assert names == ["client-0", "Client-0", "client-1", "Client-1", "client-2"]
+    assert Workload(clients=3).client_names() == ["client-0", "client-1", "client-2"]
+
+
+def test_aligned_needs_bursts_and_an_unknown_naming_is_refused() -> None:
+    with pytest.raises(ValueError, match="aligned needs arrival 'bursts'"):
+        Workload(arrival="steady", aligned=True)
+    with pytest.raises(ValueError, match="client_ids"):
+        Workload(client_ids="lettered")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"config\.workload\.aligned"):
+        WorldConfig.from_dict({"workload": {"arrival": "bursts", "aligned": "yes"}})
+
+
+def test_aligned_bursts_come_at_the_same_moments_from_every_client() -> None:
+    workload = Workload(
+        clients=3, arrival="bursts", burst_size=1, burst_every_ms=10_000, until_ms=35_000, aligned=True
+    )
+    config = WorldConfig(holder=HolderSpec(limit=10, leases=None), workload=workload, duration_ms=60_000)
+    run = run_world(config, FaultPlan(), seed=3)
+    ages: dict[str, set[int]] = {}
+    for send in run.trace.of_kind("send"):
+        if send["method"] == "permits" and send["body"].get("demand"):
+            ages.setdefault(send["src"], set()).update(d["oldestAt"] for d in send["body"]["demand"])
+    assert sorted(ages) == ["client-0", "client-1", "client-2"]
+    first = {client: min(times) for client, times in ages.items()}
+    assert len(set(first.values())) == 1, first
+    # Without alignment each client's first burst comes at its own random moment.
+    loose = run_world(
+        attrs.evolve(config, workload=attrs.evolve(workload, aligned=False)), FaultPlan(), seed=3
+    )
+    starts = {s["src"]: s["t"] for s in reversed(loose.trace.of_kind("send")) if s["method"] == "permits"}
+    assert len(set(starts.values())) == len(starts) == 3
+
+
+@pytest.mark.parametrize("name", ["ties-by-code-point", "ties-case-blind"])
+def test_a_port_that_breaks_ties_otherwise_fails_the_ties_story(name: str) -> None:
+    with mutant(name).patch():
+        result = run_scenario(SCENARIOS["equal-age-ties-by-locale"])
+    assert any("localeCompare served client-0" in f for f in result.failures), result.failures
+
+
+@pytest.mark.parametrize("name", ["ties-by-code-point", "ties-case-blind"])
+def test_without_the_literal_model_the_ties_story_still_sees_the_wrong_order(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    with mutant(name).patch():
+        result = run_scenario(SCENARIOS["equal-age-ties-by-locale"])
+    assert result.invariant_failure is None
+    assert any("localeCompare served client-0" in f for f in result.failures), result.failures
+
+
+def test_with_numbered_ids_the_ties_story_has_nothing_to_tell() -> None:
+    story = SCENARIOS["equal-age-ties-by-locale"]
+    numbered = attrs.evolve(story.config, workload=attrs.evolve(story.config.workload, client_ids="numbered"))
+    failures = run_scenario(attrs.evolve(story, config=numbered)).failures
+    assert failures
+
+
+def test_the_swarm_draws_case_twins_and_aligned_bursts() -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    seen: set[tuple[str, bool]] = set()
+
+    @settings(max_examples=200, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(cases())
+    def draw(case: object) -> None:
+        workload = case.config.workload  # type: ignore[attr-defined]
+        seen.add((workload.client_ids, workload.aligned))
+
+    draw()
+    assert {("case_twins", True), ("numbered", True), ("case_twins", False)} <= seen
+
+
+# --- a report with a negative count ----------------------------------------------------------
+
+
+def test_without_the_negative_counts_the_malformed_story_has_no_lie() -> None:
+    story = SCENARIOS["malformed-report-rejected"]
+    plan = attrs.evolve(story.faults, forged_lies=("rewind",))
+    failures = run_scenario(attrs.evolve(story, faults=plan)).failures
+    assert any("negative count" in f for f in failures), failures
+
+
+def test_a_parser_that_accepts_negative_counts_is_seen_by_the_story_and_the_literal_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with mutant("parse-accepts-negative-counts").patch():
+        result = run_scenario(SCENARIOS["malformed-report-rejected"])
+    assert result.invariant_failure is not None
+    assert "exact_accounting" in result.invariant_failure
+    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    with mutant("parse-accepts-negative-counts").patch():
+        result = run_scenario(SCENARIOS["malformed-report-rejected"])
+    assert result.failures, "the story's own expectations must see an accepted negative count"
+
+
+def test_a_negative_count_is_counted_as_sometimes_reached() -> None:
+    assert "forged:negative_count" in EXPECTED
+    story = SCENARIOS["malformed-report-rejected"]
+    run = run_world(story.config, story.faults, seed=story.seed)
+    assert coverage(run.trace.events(), 5)["forged:negative_count"] >= 2
