@@ -167,6 +167,8 @@ class _HolderState:
     claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     #: Per grant, how many items clients admitted through it.
     admitted: Counter[str] = attrs.Factory(Counter)
+    #: After the last commit: the earliest pending time and the stored alarm.
+    alarm: tuple[int | None, int | None] = (None, None)
 
 
 class Monitor:
@@ -249,14 +251,33 @@ class Monitor:
         state.rows = rows
 
         pending = store.next_pending_at()
+        alarm = holder.ctx.get_alarm()
         if pending is not None:
-            alarm = holder.ctx.get_alarm()
             bound = max(pending, now + holder.engine.alarm_min_delay_ms)
             if alarm is None or alarm > bound:
                 self.fail(
                     "alarm_armed",
                     f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
                 )
+            before_pending, before_alarm = state.alarm
+            # The engine keeps an alarm already inside [pending, bound] ("preserve a fallback
+            # inside this range so frequent reconciliation cannot push it later"): while the
+            # same work is pending and not yet due, and the alarm has not fired, no commit
+            # may move it later. (Once the work is due, a failed run's fallback may.)
+            if (
+                pending == before_pending
+                and pending > now
+                and before_alarm is not None
+                and before_alarm > now
+                and alarm is not None
+                and alarm > before_alarm
+            ):
+                self.fail(
+                    "alarm_armed",
+                    f"{key}: work due {pending} unchanged, but a commit pushed the alarm "
+                    f"from {before_alarm} to {alarm}",
+                )
+        state.alarm = (pending, alarm)
         self._conservative(key, usage.granted + usage.leased)
         self._conservative_per_client(key, holder.ctx.storage)
         self._round_was_full(key, state)

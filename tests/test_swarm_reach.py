@@ -5,6 +5,9 @@
   tie-break decides (``equal-age-ties-by-locale``).
 - A forger's report with a negative count: the holder must reject the
   message whole (``malformed-report-rejected``).
+- ``alarm_armed``'s second clause: while the same work is pending and not
+  yet due, no commit pushes the stored alarm later (the reference engine's
+  "preserve a fallback inside this range").
 
 Each is shown against a catalogued mutant: the check that should see the
 bug stops the run, and the same world without it completes.
@@ -18,10 +21,10 @@ import pytest
 import sim.holder_object
 from scenarios import SCENARIOS, run_scenario
 from sim.coverage import EXPECTED, coverage
-from sim.faults import FaultPlan
+from sim.faults import Drop, FaultPlan
 from sim.mutant_catalog import mutant
 from sim.strategies import cases
-from sim.workload import Workload
+from sim.workload import Arrival, Workload
 from sim.world import HolderSpec, WorldConfig, run_world
 from tests.helpers import NoLockstep
 
@@ -132,3 +135,34 @@ def test_a_negative_count_is_counted_as_sometimes_reached() -> None:
     story = SCENARIOS["malformed-report-rejected"]
     run = run_world(story.config, story.faults, seed=story.seed)
     assert coverage(run.trace.events(), 5)["forged:negative_count"] >= 2
+
+
+# --- the alarm is not pushed later ------------------------------------------------------------
+
+
+def _steady_short_grants() -> WorldConfig:
+    """Grant deadlines (3 s) well inside the alarm's 15 s floor, so every commit's target moves."""
+    return WorldConfig(
+        holder=HolderSpec(limit=2, leases=None, grant_timeout_ms=3_000, alarm_min_delay_ms=15_000),
+        workload=Workload(
+            clients=2,
+            plain_clients=2,
+            script=tuple(
+                Arrival(at_ms=t, client=t // 1_000 % 2, count=2, duration_ms=2_500)
+                for t in range(1_000, 20_000, 700)
+            ),
+        ),
+        duration_ms=60_000,
+    )
+
+
+def test_an_engine_that_pushes_the_alarm_later_breaks_alarm_armed() -> None:
+    config = _steady_short_grants()
+    # Client 1's replies are lost for a while: its grants stay unclaimed while client 0's
+    # rounds commit, each of which would move the alarm to its own now + 15 s.
+    plan = FaultPlan(drops=(Drop(leg="reply", start_ms=0, end_ms=4_000, src="client-1"),))
+    assert run_world(config, plan, seed=1).result.outcome == "completed"
+    with mutant("engine-pushes-alarm-later").patch():
+        run = run_world(config, plan, seed=1)
+    assert run.result.invariant == "alarm_armed", run.result
+    assert "pushed the alarm" in run.result.detail
