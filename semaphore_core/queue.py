@@ -5,7 +5,9 @@ the docs promise (semaphore.mdx, "Leases", and the account-concurrency
 composition):
 
 - Items (``id``, ``key``, ``group``, ``body``) are enqueued durably; a
-  repeated id is a no-op.
+  repeated id is a no-op, even long after the item finished. (A finished
+  item leaves the table of open items for a table of finished ids, so no
+  query's cost grows with the queue's history.)
 - A request carries demand per group (count of queued items, ``oldestAt``
   of the oldest) and cumulative reports for every grant and lease of the
   key. The client does not ask a key again before its ``nextRequestAt``
@@ -69,8 +71,27 @@ _SCHEMA = (
         lease_id    TEXT,
         admitted_at INTEGER
     )""",
-    """CREATE INDEX IF NOT EXISTS durability_semaphore_queue_items_open
-        ON durability_semaphore_queue_items (key, grp, status) WHERE status != 'done'""",
+    # The items table holds open items only (queued, claiming, running): a finished
+    # item moves to the done table, so no query's cost grows with history. The
+    # indexes fit the lookups: per key and state (demand, due keys, claims), per
+    # state (running, newest queued), per grant (claim results).
+    "DROP INDEX IF EXISTS durability_semaphore_queue_items_open",
+    """CREATE INDEX IF NOT EXISTS durability_semaphore_queue_items_by_key
+        ON durability_semaphore_queue_items (key, status, grp)""",
+    """CREATE INDEX IF NOT EXISTS durability_semaphore_queue_items_by_status
+        ON durability_semaphore_queue_items (status)""",
+    """CREATE INDEX IF NOT EXISTS durability_semaphore_queue_items_by_grant
+        ON durability_semaphore_queue_items (grant_id)""",
+    # Ids of finished (released or cancelled) items: an id stays taken for good, so
+    # enqueueing it again is a no-op, at the cost of one primary-key probe.
+    """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_done (
+        id TEXT NOT NULL PRIMARY KEY
+    )""",
+    # A store written before the done table existed keeps its finished items in the
+    # items table: move them (a no-op once they are gone).
+    "INSERT OR IGNORE INTO durability_semaphore_queue_done (id) "
+    "SELECT id FROM durability_semaphore_queue_items WHERE status = 'done'",
+    "DELETE FROM durability_semaphore_queue_items WHERE status = 'done'",
     """CREATE TABLE IF NOT EXISTS durability_semaphore_queue_grants (
         grant_id  TEXT    NOT NULL PRIMARY KEY,
         key       TEXT    NOT NULL,
@@ -163,8 +184,10 @@ class QueueClient:
             for item in items:
                 cursor = self._conn.execute(
                     "INSERT INTO durability_semaphore_queue_items (id, key, grp, body, status, enqueued_at) "
-                    "VALUES (?, ?, ?, ?, 'queued', ?) ON CONFLICT (id) DO NOTHING",
-                    (item.id, item.key, item.group, item.body, now),
+                    "SELECT ?, ?, ?, ?, 'queued', ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM durability_semaphore_queue_done WHERE id = ?) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    (item.id, item.key, item.group, item.body, now, item.id),
                 )
                 if cursor.rowcount > 0:
                     added += 1
@@ -185,9 +208,7 @@ class QueueClient:
             if row is None:
                 return None
             key, grp, grant_id, lease_id = row
-            self._conn.execute(
-                "UPDATE durability_semaphore_queue_items SET status = 'done' WHERE id = ?", (item_id,)
-            )
+            self._finish(item_id)
             if grant_id is not None:
                 self._conn.execute(
                     "UPDATE durability_semaphore_queue_grants SET released = released + 1 WHERE grant_id = ?",
@@ -210,10 +231,21 @@ class QueueClient:
         return [(item_id, int(at)) for item_id, at in rows]
 
     def status(self, item_id: str) -> str | None:
+        """``queued``, ``claiming``, ``running`` or ``done``; None for an id never enqueued."""
         row = self._conn.execute(
             "SELECT status FROM durability_semaphore_queue_items WHERE id = ?", (item_id,)
         ).fetchone()
-        return None if row is None else str(row[0])
+        if row is not None:
+            return str(row[0])
+        done = self._conn.execute(
+            "SELECT 1 FROM durability_semaphore_queue_done WHERE id = ?", (item_id,)
+        ).fetchone()
+        return None if done is None else "done"
+
+    def _finish(self, item_id: str) -> None:
+        """The item is done: out of the open items, its id kept so it is never enqueued again."""
+        self._conn.execute("DELETE FROM durability_semaphore_queue_items WHERE id = ?", (item_id,))
+        self._conn.execute("INSERT INTO durability_semaphore_queue_done (id) VALUES (?)", (item_id,))
 
     # --- cancelling ------------------------------------------------------------------
 
@@ -228,12 +260,13 @@ class QueueClient:
         rest at the claim deadline.
         """
         with transaction(self._conn):
-            cursor = self._conn.execute(
-                "UPDATE durability_semaphore_queue_items SET status = 'done' "
-                "WHERE id = ? AND status = 'queued'",
+            queued = self._conn.execute(
+                "SELECT 1 FROM durability_semaphore_queue_items WHERE id = ? AND status = 'queued'",
                 (item_id,),
-            )
-        return cursor.rowcount > 0
+            ).fetchone()
+            if queued is not None:
+                self._finish(item_id)
+        return queued is not None
 
     def newest_queued(self, count: int) -> list[str]:
         """The ids of up to ``count`` queued items, newest first (what a user withdraws first)."""

@@ -37,8 +37,12 @@ class Pair:
         )
 
     def _count(self) -> int:
+        """Items ever enqueued: open ones, and finished ones (whose ids stay taken)."""
         return int(
-            self.queue._conn.execute("SELECT count(*) FROM durability_semaphore_queue_items").fetchone()[0]
+            self.queue._conn.execute(
+                "SELECT (SELECT count(*) FROM durability_semaphore_queue_items) + "
+                "(SELECT count(*) FROM durability_semaphore_queue_done)"
+            ).fetchone()[0]
         )
 
     def ask(self, key: str = "k") -> tuple[PermitGrant, object]:
@@ -362,3 +366,60 @@ def test_a_heartbeat_moves_the_expiry_the_client_wakes_for() -> None:
     p.sync()  # the heartbeat: the holder echoes expiresAt 90 s
     assert p.queue.lease_expiry_at() == 90_000
     assert p.queue.retire_expired(60_000) == []  # the first expiry no longer applies
+
+
+# --- cost flat in history: finished items leave the open items --------------------------------
+
+
+def _tables(queue: QueueClient) -> tuple[int, int]:
+    conn = queue._conn
+    return (
+        conn.execute("SELECT count(*) FROM durability_semaphore_queue_items").fetchone()[0],
+        conn.execute("SELECT count(*) FROM durability_semaphore_queue_done").fetchone()[0],
+    )
+
+
+def test_finished_items_leave_the_open_items_and_their_ids_stay_taken() -> None:
+    p = Pair()
+    p.enqueue(3)
+    p.ask()
+    p.sync()  # the claim confirmed: the three run
+    assert len(p.queue.running()) == 3
+    for item_id, _ in p.queue.running():
+        assert p.queue.release(item_id) is not None
+    p.enqueue(2)
+    assert p.queue.cancel("item-4")
+    # Only the one queued item is open; the three released and the cancelled one are done.
+    assert _tables(p.queue) == (1, 4)
+    assert [p.queue.status(f"item-{i}") for i in range(5)] == ["done"] * 3 + ["queued", "done"]
+    assert p.queue.status("never-enqueued") is None
+    # A finished id is never queued again, released or cancelled.
+    assert p.queue.enqueue([QueueItem("item-0", "k", "wf"), QueueItem("item-4", "k", "wf")], p.now) == 0
+    assert _tables(p.queue) == (1, 4)
+    assert p.queue.release("item-0") is None  # a repeat release finds nothing running
+
+
+def test_a_store_from_before_the_done_table_moves_its_finished_items_when_opened() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE TABLE durability_semaphore_queue_items (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+        "key TEXT NOT NULL, grp TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL, "
+        "enqueued_at INTEGER NOT NULL, grant_id TEXT, lease_id TEXT, admitted_at INTEGER)"
+    )
+    conn.execute(
+        "CREATE INDEX durability_semaphore_queue_items_open ON durability_semaphore_queue_items "
+        "(key, grp, status) WHERE status != 'done'"
+    )
+    conn.executemany(
+        "INSERT INTO durability_semaphore_queue_items (id, key, grp, body, status, enqueued_at) "
+        "VALUES (?, 'k', 'wf', '', ?, 0)",
+        [("old-done", "done"), ("old-queued", "queued")],
+    )
+    queue = QueueClient(conn, "c1")
+    assert _tables(queue) == (1, 1)
+    assert queue.status("old-done") == "done"
+    assert queue.enqueue([QueueItem("old-done", "k", "wf")], 5) == 0
+    assert queue.build_request("k", 5).demand == (Demand(group="wf", count=1, oldest_at=0),)
+    # Opening it again changes nothing.
+    QueueClient(conn, "c1")
+    assert _tables(queue) == (1, 1)
