@@ -376,8 +376,8 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
             "this run: killed by conservative",
         ),
         (
-            _result("parse-accepts-negative-counts", "progress"),
-            "parse-accepts-negative-counts: fuzz: the table says survived; this run: killed by progress",
+            _result("migration-down-keeps-claim-index", "progress"),
+            "migration-down-keeps-claim-index: fuzz: the table says survived; this run: killed by progress",
         ),
     ],
     ids=["now-survives", "other-invariant", "now-killed"],
