@@ -73,8 +73,11 @@ def main() -> None:
             marks[hour] = time.process_time()
         original(self, t_ms, kind, fields)
 
+    try:
+        config, faults = standard(args.hours)
+    except ValueError as error:  # e.g. more items than a run may submit
+        parser.error(f"--hours {args.hours}: {error}")
     Trace.event = event  # type: ignore[method-assign]
-    config, faults = standard(args.hours)
     start = time.process_time()
     run = run_world(config, faults, args.seed)
     end = time.process_time()
