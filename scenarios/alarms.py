@@ -15,9 +15,9 @@ from itertools import pairwise
 
 from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t
 from semaphore_core.store import HolderStore
-from sim.faults import Drop, Eviction, FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun
+from sim.world.faults import Drop, Eviction, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 COMMIT_MS = 2_010
 DEADLINE_MS = 12_010

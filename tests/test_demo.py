@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import EXIT_OK, EXIT_USAGE, main
-from sim.demo import run_demo
+from sim.cli.demo import run_demo
+from sim.cli.main import EXIT_OK, EXIT_USAGE, main
 
 
 def test_every_expectation_of_the_demo_holds() -> None:
