@@ -70,7 +70,7 @@ class Stopwatch:
 
 
 class _NoLockstep:
-    """Stands in for ``sim.world.holder_object.Lockstep`` with ``--without-model``: checks nothing."""
+    """Stands in for ``sim.check.lockstep.Lockstep`` with ``--without-model``: checks nothing."""
 
     def __init__(self, *_: Any) -> None:
         pass
@@ -93,9 +93,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.without_model:
-        import sim.world.holder_object
+        import sim.check.lockstep
 
-        sim.world.holder_object.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
+        sim.check.lockstep.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
 
     watch = Stopwatch()
     watch.wrap(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import sim.world.holder_object
+import sim.check.lockstep
 from semaphore_core import LeaseOptions, Over, Strict, Under
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
 from semaphore_core.protocol import (
@@ -366,7 +366,7 @@ def test_a_planted_bug_stops_a_simulated_run_on_the_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # This check is under test: the literal model would name a core mutant first (exact_accounting).
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     faithful = run_world(config, faults, seed=seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed", faithful.result
     with mutant(name).patch():

@@ -408,13 +408,13 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
 def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import sim.world.holder_object
+    import sim.check.lockstep
     from sim.explore.mutant_catalog import mutant
     from tests.helpers import NoLockstep
 
     # Without the literal model in lockstep, which sees this mutant at once in a case too
     # short to shrink: this test needs a failure that takes a long case to reach.
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     with mutant("limit-off-by-one").patch():
         result = campaign(10, 20261129, shrink_budget_events=0)
         unshrunk = campaign(10, 20261129, shrink=False)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-import sim.world.holder_object
+import sim.check.lockstep
 from semaphore_core import Holder, SemaphoreProtocolError
 from semaphore_core.events import BlockedEvent
 from semaphore_core.protocol import parse_request
@@ -180,6 +180,6 @@ def test_a_holder_whose_usage_is_off_ends_the_run_as_exact_accounting(
 def test_the_lockstep_leaves_a_passing_runs_trace_bytes_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     with_model = _world(seed=4)
     assert with_model.result.outcome == "completed"
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     without = _world(seed=4)
     assert with_model.trace.to_bytes() == without.trace.to_bytes()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-import sim.world.holder_object
+import sim.check.lockstep
 from semaphore_core import Holder
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, check_plan, run_world
 from sim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange, LimitChange
@@ -50,7 +50,7 @@ def test_a_holder_that_fails_every_round_is_a_progress_violation(monkeypatch: py
 
     monkeypatch.setattr(Holder, "round", broken)
     # Liveness is under test: the literal model would name the failing rounds first (exact_accounting).
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     config = WorldConfig(workload=Workload(clients=2, until_ms=30_000), duration_ms=60_000)
     run = run_world(config, FaultPlan(), seed=1)
     assert run.trace.of_kind("round_failed")
@@ -64,7 +64,7 @@ def test_a_world_with_faults_until_the_end_is_judged_too(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(Holder, "round", broken)
     # Liveness is under test: the literal model would name the failing rounds first (exact_accounting).
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     config = WorldConfig(workload=Workload(clients=1, until_ms=20_000), duration_ms=40_000)
     run = run_world(config, FaultPlan(reply_loss=0.1), seed=2)  # faults_until_ms unset
     assert run.result.invariant == "progress"

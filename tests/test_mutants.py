@@ -15,9 +15,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+import sim.check.lockstep
 import sim.explore.mutant_plugin
 import sim.explore.mutants
-import sim.world.holder_object
 from scenarios import SCENARIOS
 from sim.cli.main import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, main
 from sim.explore.fuzz import Campaign
@@ -53,7 +53,7 @@ def test_progress_flags_a_round_that_serves_younger_demand_while_older_waits_on_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The checker is under test: the literal model would name the mutant first (exact_accounting).
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     config = _two_clients_one_permit()
     faithful = run_world(config, FaultPlan(), seed=1, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed"
@@ -66,7 +66,7 @@ def test_progress_flags_a_round_that_serves_younger_demand_while_older_waits_on_
 
 def test_reclaimed_flags_a_claim_accepted_after_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     # The checker is under test: the literal model would name the mutant first (exact_accounting).
-    monkeypatch.setattr(sim.world.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     story = SCENARIOS["late-claim-expired"]
     faithful = run_world(story.config, story.faults, story.seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed"

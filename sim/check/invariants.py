@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from semaphore_core.config import LeaseOptions, Over, Under, budgets
+from semaphore_core.config import HolderConfig, LeaseOptions, Over, Under, budgets
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
+from sim.check import lockstep as lockstep_module
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
+from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
     from sim.runtime.durable import DurableObject
@@ -51,7 +53,7 @@ SAFETY: Final = (
     "alarm_armed",
     "deterministic",
     # Added as the simulation grows: the holder against the literal model in lockstep
-    # (sim/holder_object.py's Lockstep; docs/INVARIANTS.md).
+    # (sim/check/lockstep.py; docs/INVARIANTS.md).
     "exact_accounting",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
@@ -65,13 +67,14 @@ DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 PROGRESS_WINDOW_MS: Final = 30_000
 
 
-class InvariantViolation(BaseException):
+class InvariantViolation(StopRun):
     """An invariant failed. ``finding`` names the known finding that explains it, if any.
 
-    A ``BaseException``, like ``trio.Cancelled``: it must stop the whole run
-    from wherever it is raised, and no handler's ``except Exception`` (the
-    platform reporting a handler failure to its caller, the engine's alarm
-    fallback, a failed round) may turn it into an ordinary error reply.
+    A :class:`~sim.runtime.kernel.StopRun`, so a ``BaseException`` like
+    ``trio.Cancelled``: it must stop the whole run from wherever it is
+    raised, and no handler's ``except Exception`` (the platform reporting a
+    handler failure to its caller, the engine's alarm fallback, a failed
+    round) may turn it into an ordinary error reply.
     """
 
     def __init__(
@@ -203,6 +206,10 @@ class Monitor:
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
         self._holders[key] = _HolderState(obj, env)
+
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep:
+        """The literal model to run beside a new instance of holder ``key`` (``exact_accounting``)."""
+        return lockstep_module.Lockstep(obj, config, key, self)
 
     # --- reporting ---------------------------------------------------------------
 

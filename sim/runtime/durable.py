@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import trio
 
 from semaphore_core import SemaphoreProtocolError
 from sim.runtime.kernel import Sim
 from sim.runtime.network import RemoteError
-
-if TYPE_CHECKING:
-    from sim.check.invariants import Monitor
 
 #: The platform retries a failing alarm this many times, with doubling backoff, then drops it.
 ALARM_RETRIES: Final = 6
@@ -52,6 +49,16 @@ class Instance(Protocol):
     async def handle(self, method: str, payload: Any) -> Any: ...
 
     async def alarm(self) -> None: ...
+
+
+class DurableMonitor(Protocol):
+    """What a checker is told about an object's life (``sim.check.invariants.Monitor`` is one)."""
+
+    def evicting(self, obj: DurableObject) -> None: ...
+
+    def rebuilt(self, obj: DurableObject) -> None: ...
+
+    def alarm_dropped(self, name: str) -> None: ...
 
 
 class ObjectContext:
@@ -145,7 +152,7 @@ class DurableObject:
         self._next_call = 0
         self._alarm_wakeup = sim.signal()
         #: Told of evictions and rebuilt instances (the ``durable`` invariant).
-        self.monitor: Monitor | None = None
+        self.monitor: DurableMonitor | None = None
         #: A second database a checker keeps beside this object's own (the literal model of
         #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
         self.shadow_storage: sqlite3.Connection | None = None

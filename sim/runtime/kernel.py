@@ -35,7 +35,6 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
-from sim.check.invariants import InvariantViolation
 from sim.runtime.timers import Signal, Timers
 from sim.runtime.trace import Trace
 
@@ -62,6 +61,25 @@ class Limits:
     def __attrs_post_init__(self) -> None:
         if self.time_limit_ms <= 0 or self.step_limit <= 0:
             raise ValueError(f"limits must be positive, got {self}")
+
+
+class StopRun(BaseException):
+    """Raised anywhere in a run to end it with a verdict: ``RunResult("violation", ...)``.
+
+    The runtime's interface to whatever judges a run: it knows nothing of
+    invariants. A checker raises a subclass (``sim.check.invariants``'s
+    ``InvariantViolation``) that sets ``name`` (what failed), ``t_ms`` (when)
+    and ``finding`` (the known finding that explains it, or None); the run
+    stops and its result carries them and the exception's message.
+
+    A ``BaseException``, like ``trio.Cancelled``: it must stop the whole run
+    from wherever it is raised, and no handler's ``except Exception`` may turn
+    it into an ordinary error reply.
+    """
+
+    name: str
+    t_ms: int
+    finding: str | None
 
 
 class StepLimitReached(BaseException):
@@ -236,9 +254,9 @@ def run(
                 result.append(RunResult(outcome, sim.now()))
         except* StepLimitReached as group:
             result.append(RunResult("step_limit", sim.now(), str(_first(group))))
-        except* InvariantViolation as group:
+        except* StopRun as group:
             violation = _first(group)
-            assert isinstance(violation, InvariantViolation)
+            assert isinstance(violation, StopRun)
             result.append(
                 RunResult("violation", violation.t_ms, str(violation), violation.name, violation.finding)
             )

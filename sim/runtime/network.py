@@ -20,7 +20,6 @@ import trio
 
 from sim.runtime.kernel import Sim
 from sim.runtime.timers import Signal
-from sim.world.faults import FaultPlan
 
 DEFAULT_LATENCY_MS: Final = 5
 DEFAULT_TIMEOUT_MS: Final = 5_000
@@ -42,6 +41,33 @@ class RemoteError(RpcError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
+
+
+class MessageFaults(Protocol):
+    """What may happen to a message: the network's part of a fault plan (``sim.world.faults.FaultPlan``).
+
+    Probabilities per message, extra delays, and scheduled faults by time:
+    the network draws each decision from its own seeded stream.
+    """
+
+    @property
+    def request_loss(self) -> float: ...
+    @property
+    def reply_loss(self) -> float: ...
+    @property
+    def duplicate(self) -> float: ...
+    @property
+    def delay_ms(self) -> int: ...
+    @property
+    def reorder(self) -> float: ...
+    @property
+    def reorder_ms(self) -> int: ...
+
+    def active(self, t_ms: int) -> bool: ...
+
+    def partitioned(self, name: str, t_ms: int) -> bool: ...
+
+    def dropped(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool: ...
 
 
 class Endpoint(Protocol):
@@ -72,7 +98,7 @@ class Network:
     def __init__(
         self,
         sim: Sim,
-        plan: FaultPlan,
+        plan: MessageFaults,
         nursery: trio.Nursery,
         latency_ms: int = DEFAULT_LATENCY_MS,
     ) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 
@@ -34,9 +34,6 @@ from sim.inputs.validation import boolean, integer, js_int
 from sim.runtime.durable import ObjectContext
 from sim.runtime.network import Network, RemoteError, RpcError
 from sim.world.jobs import Jobs
-
-if TYPE_CHECKING:
-    from sim.check.invariants import Monitor
 
 #: The client's durable alarm is never sooner than this (the engine's alarmMinDelayMs).
 ALARM_FLOOR_MS: Final = 15_000
@@ -52,6 +49,20 @@ class ClientSettings:
     lease_capable: bool = attrs.field(default=True, validator=boolean)
 
 
+class ClientMonitor(Protocol):
+    """What a checker is told by a client (``sim.check.invariants.Monitor`` is one)."""
+
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
+
+    def admitted(
+        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+    ) -> None: ...
+
+    def released(self, key: str, group: str, client: str = "") -> None: ...
+
+    def lease_expired(self, key: str, client: str = "") -> None: ...
+
+
 class ClientObject:
     """One live instance of a client object."""
 
@@ -62,7 +73,7 @@ class ClientObject:
         network: Network,
         jobs: Jobs,
         holder_for: Callable[[str], str],
-        monitor: Monitor | None = None,
+        monitor: ClientMonitor | None = None,
         fixes: frozenset[str] = frozenset(),
     ) -> None:
         self.ctx = ctx

@@ -9,46 +9,31 @@ reclaim pass. The limit comes from the deployment (``Env``, which survives
 eviction); group limits live in a map on the instance, as the walkthrough's
 ``workflowLimits`` does, so eviction resets them.
 
-Every instance watched by a monitor also runs :class:`Lockstep`: the
-literal model of the reference (``sim/literal_holder.py``, no code shared
-with ``semaphore_core``) on the same wire messages, times, ids and
-callbacks, on a database of its own that survives eviction as the object's
-does. Any difference in parsing, replies, events, ``usage()`` or the alarm
-time ends the run as ``exact_accounting``. It reads nothing the run would
-not (no random draws, no ids of its own, no trace events), so a passing
-run's trace is the same with or without it. The ``limit``, ``group_limit``
-and ``can_grant`` callbacks are called by both, as the reference calls
-them: they must be pure.
+Every instance watched by a monitor also runs a model in lockstep, which
+the monitor supplies (``sim/check/lockstep.py``: the literal model of the
+reference on the same wire messages, times, ids and callbacks; any
+difference ends the run as ``exact_accounting``). This module knows it only
+as :class:`ModelInLockstep`, and the monitor only as :class:`HolderMonitor`:
+the world does not import its checkers. The ``limit``, ``group_limit`` and
+``can_grant`` callbacks are called by both, as the reference calls them:
+they must be pure.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attrs
 
 from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Usage
-from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
-from sim.check.literal_holder import (
-    LiteralHolder,
-    LiteralProtocolError,
-    comparable,
-    first_difference,
-    options_from_config,
-)
-from sim.check.literal_holder import parse as literal_parse
+from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
 from sim.runtime.durable import DurableObject, ObjectContext
 from sim.runtime.engine import MAX_ALARM_DELAY_MS, Engine
 from sim.runtime.network import RemoteError
 from sim.runtime.timers import Signal
 from sim.world.faults import InputFault
 from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
-
-if TYPE_CHECKING:
-    from sim.check.invariants import Monitor
 
 
 @attrs.define
@@ -83,107 +68,53 @@ class _Pending:
     error: RemoteError | None = None
 
 
-class Lockstep:
-    """The literal model beside one holder instance; a difference is an ``exact_accounting`` violation.
+class ModelInLockstep(Protocol):
+    """A model the holder is run beside, fed what the holder is fed (``sim.check.lockstep.Lockstep``).
 
-    The model gets what the holder gets: the wire message as it arrived,
-    ``now``, the same callbacks, and the ids the holder drew in the same
-    operation (recorded, never drawn again), so its replies must be the
-    same bytes. Its database hangs on the durable object and survives
-    eviction; the model itself, like the holder, is rebuilt per instance and
-    forgets the ``contended`` flag.
+    The holder tells it each operation as it happens; it judges nothing the
+    run would not, draws nothing and records nothing.
     """
 
-    def __init__(self, obj: DurableObject, config: HolderConfig, key: str, monitor: Monitor) -> None:
-        if obj.shadow_storage is None:
-            obj.shadow_storage = sqlite3.connect(":memory:", isolation_level=None)
-        self._key = key
-        self._monitor = monitor
-        self._ids: deque[str] = deque()
-        self._extra = 0
-        self.model = LiteralHolder(obj.shadow_storage, options_from_config(config), self._next_id)
+    def drew(self, new_id: str) -> str: ...
 
-    def drew(self, new_id: str) -> str:
-        """The holder drew ``new_id``; the model's next id is the same."""
-        self._ids.append(new_id)
-        return new_id
+    def begin(self) -> None: ...
 
-    def _next_id(self) -> str:
-        if self._ids:
-            return self._ids.popleft()
-        # The model wants more ids than the holder drew: this id shows up in the comparison.
-        self._extra += 1
-        return f"literal-model-extra-{self._extra}"
+    def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None: ...
 
-    def begin(self) -> None:
-        self._ids.clear()
+    def round(
+        self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]
+    ) -> None: ...
 
-    def _differ(self, what: str, detail: str) -> None:
-        self._monitor.fail("exact_accounting", f"{self._key}: {what}: {detail}", key=self._key)
+    def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None: ...
 
-    def _same(self, what: str, core: Any, model: Any) -> None:
-        if comparable(core) != comparable(model):
-            self._differ(what, f"holder vs literal model at {first_difference(core, model)}")
+    def sync_failed(self, payload: Any, now: int, error: Exception) -> None: ...
 
-    def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None:
-        """The holder accepted ``payload`` (or raised ``core_error``): the model must decide the same."""
-        try:
-            literal_parse(payload)
-            model_error: str | None = None
-        except LiteralProtocolError as error:
-            model_error = str(error)
-        if (core_error is None) != (model_error is None):
-            self._differ(
-                "parsing",
-                f"the holder {'rejects' if core_error else 'accepts'} a message the literal model "
-                f"{'rejects' if model_error else 'accepts'} ({core_error or model_error})",
-            )
+    def sync(self, payload: Any, now: int, reply: dict[str, Any]) -> None: ...
 
-    def round(self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]) -> None:
-        model_replies, model_events = self.model.round(payloads, now)
-        self._same("round replies", [reply.to_wire() for reply in replies], model_replies)
-        self._same("round events", [event.to_wire() for event in events], model_events)
+    def reclaimed(self, now: int, events: Sequence[Any]) -> None: ...
 
-    def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None:
-        self._fails_too("round", error, lambda: self.model.round(payloads, now))
-
-    def sync_failed(self, payload: Any, now: int, error: Exception) -> None:
-        self._fails_too("sync", error, lambda: self.model.handle_sync(payload, now))
-
-    def _fails_too(self, what: str, error: Exception, run: Callable[[], object]) -> None:
-        """The holder's ``what`` raised ``error``: the model's must raise too."""
-        try:
-            run()
-        except Exception:
-            return
-        self._differ(what, f"the holder's {what} failed ({error}) but the literal model's did not")
-
-    def sync(self, payload: Any, now: int, reply: dict[str, Any]) -> None:
-        self._same("sync reply", reply, self.model.handle_sync(payload, now))
-
-    def reclaimed(self, now: int, events: Sequence[Any]) -> None:
-        self._same("alarm events", [event.to_wire() for event in events], self.model.reclaim_expired(now))
-
-    def state(self, holder: Holder, now: int) -> None:
-        """After every operation: ``usage()`` in full and the alarm time."""
-        core = _outcome(lambda: holder.usage(now).to_wire())
-        model = _outcome(lambda: self.model.usage(now))
-        self._same("usage()", core, model)
-        self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
+    def state(self, holder: Holder, now: int) -> None: ...
 
 
-def _outcome(read: Callable[[], Any]) -> Any:
-    """What ``read`` returns, or that it raised (a limit callback that throws fails ``usage()``)."""
-    try:
-        return read()
-    except Exception:
-        return "raised"
+class HolderMonitor(Protocol):
+    """What a checker is told by a holder (``sim.check.invariants.Monitor`` is one).
+
+    ``lockstep`` gives the model to run beside this instance (``exact_accounting``).
+    """
+
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> ModelInLockstep: ...
+
+    def committed(self, key: str, holder: HolderObject) -> None: ...
+
+    def round_served(
+        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
+    ) -> None: ...
 
 
 class _Reclaim:
     """The holder's participation in the engine: grants with unclaimed permits, and reclaim."""
 
-    def __init__(self, holder: Holder, engine: Engine, lockstep: Lockstep | None) -> None:
+    def __init__(self, holder: Holder, engine: Engine, lockstep: ModelInLockstep | None) -> None:
         self._holder = holder
         self._engine = engine
         self._lockstep = lockstep
@@ -204,7 +135,9 @@ class _Reclaim:
 class HolderObject:
     """One live instance of a holder object; the next one is built on the same storage."""
 
-    def __init__(self, ctx: ObjectContext, env: Env, key: str = "", monitor: Monitor | None = None) -> None:
+    def __init__(
+        self, ctx: ObjectContext, env: Env, key: str = "", monitor: HolderMonitor | None = None
+    ) -> None:
         self.ctx = ctx
         self.env = env
         self.key = key
@@ -232,7 +165,7 @@ class HolderObject:
         )
         #: The literal model in lockstep (exact_accounting), whenever a monitor judges the run.
         #: It is handed the same callbacks, so a planned failing input fails both alike.
-        self.lockstep = None if monitor is None else Lockstep(ctx.object, config, key, monitor)
+        self.lockstep = None if monitor is None else monitor.lockstep(ctx.object, config, key)
         lockstep = self.lockstep
         self.holder = Holder(
             ctx.storage,
