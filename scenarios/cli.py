@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
 from scenarios.base import summary
-from sim.cli.main import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
+from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sim.cli.demo import run_demo
-from sim.cli.main import EXIT_OK, EXIT_USAGE, main
+from sim.cli.main import main
+from sim.inputs.commands import EXIT_OK, EXIT_USAGE
 
 
 def test_every_expectation_of_the_demo_holds() -> None:

@@ -19,8 +19,9 @@ import pytest
 import sim.cli.fuzz_command
 from scenarios import SCENARIOS
 from sim.check.coverage import EXPECTED, coverage, missing
-from sim.cli.main import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
+from sim.cli.main import main
 from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
+from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 from sim.runtime.trace import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,12 +19,13 @@ import sim.check.lockstep
 import sim.explore.mutant_plugin
 import sim.explore.mutants
 from scenarios import SCENARIOS
-from sim.cli.main import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, main
+from sim.cli.main import main
 from sim.explore.fuzz import Campaign
 from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
 from sim.explore.mutant_plugin import NOT_RUN, SURVIVED, LayerVerdict
 from sim.explore.mutants import FuzzResult, MutantResult
 from sim.harness.run import HolderSpec, WorldConfig, run_world
+from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError
 from sim.world.faults import FaultPlan
 from sim.world.forger import GRANT_LIES
 from sim.world.workload import Arrival, Workload

@@ -29,16 +29,7 @@ from typing import Final, TextIO
 import attrs
 
 from sim.check.coverage import EXPECTED
-from sim.cli.main import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_VIOLATION,
-    UsageError,
-    interrupted_by,
-    output_dir,
-    output_file,
-    wall_clock,
-)
+from sim.cli.main import interrupted_by
 from sim.explore.fuzz import (
     DEFAULT_OUT,
     Campaign,
@@ -53,6 +44,15 @@ from sim.explore.fuzz import (
     tolerated_for,
 )
 from sim.explore.strategies import Case
+from sim.inputs.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    output_dir,
+    output_file,
+    wall_clock,
+)
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0

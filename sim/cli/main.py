@@ -8,10 +8,12 @@ by SIGPIPE would.
 
 This module only parses arguments and dispatches; each command's work lives
 with its concept (``scenarios.cli``, ``sim.report.plot``, ``sim.report.replay``,
-``sim.cli.fuzz_command``, ``sim.explore.mutants``) and is imported when the command runs, so
-``semsim --help`` stays fast. Options are checked here or at the top of each
-command, before any work starts: an output path that cannot be written is
-reported before the run it would record, not after.
+``sim.cli.fuzz_command``, ``sim.explore.mutants``) and is imported when the
+command runs, so ``semsim --help`` stays fast. What the commands share (exit
+statuses, ``UsageError``, output-path checks) is in ``sim.inputs.commands``,
+below them all. Options are checked here or at the top of each command,
+before any work starts: an output path that cannot be written is reported
+before the run it would record, not after.
 """
 
 from __future__ import annotations
@@ -20,36 +22,24 @@ import argparse
 import importlib
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, cast
 
-from sim.inputs.files import InputError, check_output_dir, check_output_file
-
-EXIT_OK: Final = 0
-EXIT_VIOLATION: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130
-EXIT_BROKEN_PIPE: Final = 141
+from sim.inputs.commands import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATION,
+    UsageError,
+    output_file,
+)
 
 #: The largest seed accepted on the command line (seeds feed ``random.Random``).
 MAX_SEED: Final = 2**63 - 1
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
-
-
-class UsageError(Exception):
-    """A user's mistake (bad argument, unreadable or malformed file): exit 2, one line, no traceback."""
-
-
-def wall_clock() -> float:
-    """Wall-clock seconds, for progress lines and summaries only.
-
-    The one place semsim reads real time: what it returns is printed, never
-    fed to a run, so it cannot make two runs of a seed differ.
-    """
-    return time.perf_counter()
 
 
 def _integer(text: str) -> int:
@@ -73,30 +63,6 @@ def runs_arg(text: str) -> int:
     if not 1 <= value <= MAX_RUNS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_RUNS:,}: {text}")
     return value
-
-
-def output_file(path: Path, option: str, image: bool = False) -> Path:
-    """``path`` if a file can be written there (with ``image``, in a format matplotlib writes).
-
-    Checked before any work starts; the check leaves nothing behind.
-    """
-    formats = None
-    if image:
-        from sim.report.plot import image_formats  # matplotlib: only when a plot is asked for
-
-        formats = image_formats()
-    try:
-        return check_output_file(path, option, formats)
-    except InputError as error:
-        raise UsageError(str(error)) from None
-
-
-def output_dir(path: Path, option: str) -> Path:
-    """``path`` if a directory there can be made (if needed) and written in."""
-    try:
-        return check_output_dir(path, option)
-    except InputError as error:
-        raise UsageError(str(error)) from None
 
 
 def _parser() -> argparse.ArgumentParser:

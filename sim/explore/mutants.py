@@ -515,7 +515,7 @@ def _cpu_seconds() -> float:
 
 
 def _parse_layers(text: str | None) -> tuple[str, ...]:
-    from sim.cli.main import UsageError
+    from sim.inputs.commands import UsageError
 
     if text is None:
         return LAYERS
@@ -531,7 +531,7 @@ def _parse_layers(text: str | None) -> tuple[str, ...]:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from sim.cli.main import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
+    from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
 
     names = list(dict.fromkeys(name.strip() for name in (args.only or "").split(",") if name.strip()))
     if args.only is not None and not names:

@@ -653,7 +653,7 @@ def plot_trace(
     title: str | None = None,
     per_group: bool = False,
 ) -> Figure:
-    """Render the usage of a trace to ``path`` (PNG, or any format :func:`image_formats` lists).
+    """Render the usage of a trace to ``path`` (PNG, or any format matplotlib writes on its own).
 
     Returns the figure it saved (see :func:`build_figure`), already laid out.
     """
@@ -1036,17 +1036,6 @@ def _draw_group(ax: Any, group: GroupSeries, data: PlotData, prefix: str, intege
 # --- the command ------------------------------------------------------------------------
 
 
-#: Formats matplotlib lists but writes only with outside programs (pgf needs LaTeX).
-_NEEDS_OUTSIDE_PROGRAMS: Final = frozenset({"pgf"})
-
-
-def image_formats() -> list[str]:
-    """The file extensions matplotlib can write here on its own (``png``, ``svg``, ``pdf``, ...)."""
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    return sorted(set(FigureCanvasBase.get_supported_filetypes()) - _NEEDS_OUTSIDE_PROGRAMS)
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     """``semsim plot TRACE.jsonl -o F.png [--per-group]``.
 
@@ -1054,7 +1043,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     is an error: there is nothing to draw against. A trace of a run in which
     nothing happened is a valid, nearly empty plot (just the limit).
     """
-    from sim.cli.main import UsageError, output_file
+    from sim.inputs.commands import UsageError, output_file
     from sim.runtime.trace import TraceError, read_trace
 
     trace_path: Path = args.trace

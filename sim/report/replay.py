@@ -870,7 +870,7 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``semsim replay TRAFFIC.jsonl``: 0 all held, 1 an invariant failed, 2 a malformed file."""
-    from sim.cli.main import EXIT_OK, EXIT_VIOLATION, UsageError
+    from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError
 
     path: Path = args.traffic
     try:
