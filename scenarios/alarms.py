@@ -109,7 +109,7 @@ def alarm_dropped_by_platform() -> Scenario:
     `onError` does; the stored alarm stays). The stored alarm at 17.010 s fails, the platform
     retries it a few times and drops it, before the failures stop. How many times and how
     far apart is not in the seeds: semsim's platform retries 6 times, 2 s apart and doubling
-    (``sim/durable.py``), and this check asserts neither number. Then nothing is left to
+    (``sim/runtime/durable.py``), and this check asserts neither number. Then nothing is left to
     run: while nobody calls, the grant's 2 permits are never reclaimed. Only after the story
     (200 s), when the client is heard again, does the holder's next commit re-arm the alarm
     (its engine arms one for every grant with unclaimed permits) and reclaim them.

@@ -1,4 +1,4 @@
-"""``reuse``, ``lease_fairness`` and ``no_overask`` (sim/allocation_checks.py) fail when they should.
+"""``reuse``, ``lease_fairness`` and ``no_overask`` (sim/check/allocation_checks.py) fail when they should.
 
 Each check is fed hand-made histories first (a round's requests, replies,
 the lease rows before and after it, the holder's usage after it; a request

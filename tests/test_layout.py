@@ -10,12 +10,17 @@ run's own packages import no test or plotting library. A new package under
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from importlinter.cli import lint_imports
+
+from sim.runtime.kernel import Sim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,3 +49,36 @@ def test_every_package_of_sim_has_a_layer() -> None:
     assert not [path.name for path in (ROOT / "sim").glob("*.py") if path.name != "__init__.py"], (
         "a module directly under sim/ has no layer: put it in the package it belongs to"
     )
+
+
+DOCUMENTS = [ROOT / "README.md", ROOT / "notebooks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_PATH = re.compile(r"(?<![\w/.])sim/[\w/]*\w(?:\.py|/)")
+_DOTTED = re.compile(r"(?<![\w./])sim((?:\.\w+)+)")
+
+
+def _resolves(parts: list[str]) -> bool:
+    """Whether ``sim.<package>.<module>[.<attribute>...]`` names something that exists."""
+    if len(parts) < 2:
+        return importlib.util.find_spec(f"sim.{parts[0]}") is not None
+    target: object = importlib.import_module(f"sim.{parts[0]}.{parts[1]}")
+    for attribute in parts[2:]:
+        if not hasattr(target, attribute):
+            return False
+        target = getattr(target, attribute)
+    return True
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_sim_path_and_module_a_document_names_exists(document: Path) -> None:
+    packages = {path.parent.name for path in (ROOT / "sim").glob("*/__init__.py")}
+    stale = []
+    for number, line in enumerate(document.read_text(encoding="utf-8").splitlines(), start=1):
+        stale += [f"{number}: {path}" for path in _PATH.findall(line) if not (ROOT / path).exists()]
+        for match in _DOTTED.finditer(line):
+            parts = match.group(1).split(".")[1:]
+            if parts[0] in packages:
+                if not _resolves(parts):
+                    stale.append(f"{number}: {match.group(0)}")
+            elif not hasattr(Sim, parts[0]):  # ``sim.event(...)``: a method of the run's Sim
+                stale.append(f"{number}: {match.group(0)}")
+    assert not stale, f"{document.name} names what does not exist: {stale}"

@@ -1,4 +1,4 @@
-"""The literal model (sim/literal_holder.py) and its lockstep with the holder in every simulated run.
+"""The literal model (sim/check/literal_holder.py) and its lockstep with the holder in every simulated run.
 
 The model must share no code with ``semaphore_core`` (else a bug there is on
 both sides of the comparison), must agree with Node's ``localeCompare`` and

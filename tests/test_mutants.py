@@ -517,7 +517,7 @@ def test_bad_layers_workers_or_budget_are_usage_errors_before_any_run(
 
 
 def _expected(path: Path) -> argparse.Namespace:
-    """``semsim mutants --only limit-off-by-one --expected PATH``, as sim/cli.py would parse it."""
+    """``semsim mutants --only limit-off-by-one --expected PATH``, as sim/cli/main.py would parse it."""
     return argparse.Namespace(
         only="limit-off-by-one", markdown=None, expected=path, layers=None, workers=1, cpu_budget=60
     )

@@ -57,7 +57,7 @@ SAFETY: Final = (
     "exact_accounting",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
-#: Who gets permits, and when (sim/allocation_checks.py): checked at every round and request.
+#: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
 INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 #: The leak the reference documents: a lease in a lost reply is never settled.
 DOCUMENTED_LEAK: Final = "lease_lost_in_reply"

@@ -15,7 +15,7 @@ schema and rows. A bug in any of those in the core is therefore not on both
 sides of a comparison. Two users run it in lockstep with ``Holder`` and
 demand the same replies, events, rows and ``usage()``: the holder state
 machine (``tests/stateful_holder.py``) and every simulated run
-(``sim/holder_object.py``, invariant ``exact_accounting``).
+(``sim/check/lockstep.py``, invariant ``exact_accounting``).
 
 semsim's opt-in fixes of the holder-side findings (docs/FINDINGS.md F1 to
 F3) are written here again from their descriptions there, so lockstep

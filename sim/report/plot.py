@@ -1,6 +1,6 @@
 """Usage plots: what a trace says the holder accounted, and what clients really ran, over time.
 
-``series(header, events)`` turns a trace (sim/trace.py) into step series per
+``series(header, events)`` turns a trace (sim/runtime/trace.py) into step series per
 holder key, and is pure so tests can check the numbers; ``build_figure`` draws
 them (a matplotlib Figure, outside pyplot), ``plot_trace`` saves that figure;
 ``cmd_plot`` is ``semsim plot``. A run that breaks an invariant stops at the

@@ -13,7 +13,7 @@ malformed file changes nothing and says which line is wrong (exit 2).
 After every step the holder-side invariants (docs/INVARIANTS.md) are
 checked: ``ceiling``, ``group_ceiling``, ``reports_monotone`` and, at every
 eviction and at the end, ``durable``; after every round, ``reuse`` and
-``lease_fairness`` (sim/allocation_checks.py, judged from the round's
+``lease_fairness`` (sim/check/allocation_checks.py, judged from the round's
 requests, replies and rows alone). ``conservative`` and ``real_ceiling``
 need to know what clients actually run, which wire traffic does not say;
 ``alarm_armed`` needs the platform's alarm, ``no_overask`` a client's queue:
