@@ -27,8 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import HOUR_MS, standard
-from sim.trace import Trace
-from sim.world import run_world
+from sim.harness.run import run_world
+from sim.runtime.trace import Trace
 
 #: Longest run this benchmark accepts (simulated hours): a week of simulated time.
 MAX_HOURS = 168

@@ -14,8 +14,8 @@ import argparse
 import time
 
 from semaphore_core.fixes import ALL_FIXES
-from sim.fuzz import KNOWN_FINDINGS, campaign
-from sim.mutants import CI_RUNS, CI_SEED
+from sim.explore.fuzz import KNOWN_FINDINGS, campaign
+from sim.explore.mutants import CI_RUNS, CI_SEED
 
 
 def main() -> None:

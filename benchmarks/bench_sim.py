@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import semaphore_core.holder as holder_module
 import semaphore_core.queue as queue_module
-from sim.faults import FaultPlan
-from sim.workload import Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.world.faults import FaultPlan
+from sim.world.workload import Workload
 
 HOUR_MS = 3_600_000
 
@@ -70,7 +70,7 @@ class Stopwatch:
 
 
 class _NoLockstep:
-    """Stands in for ``sim.holder_object.Lockstep`` with ``--without-model``: checks nothing."""
+    """Stands in for ``sim.check.lockstep.Lockstep`` with ``--without-model``: checks nothing."""
 
     def __init__(self, *_: Any) -> None:
         pass
@@ -93,9 +93,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.without_model:
-        import sim.holder_object
+        import sim.check.lockstep
 
-        sim.holder_object.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
+        sim.check.lockstep.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
 
     watch = Stopwatch()
     watch.wrap(

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sim.fuzz import campaign, case_text, fixes_arg, tolerated_for
+from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
 
 
 def one(job: tuple[int, int, tuple[str, ...], str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import attrs
 
 from scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, reports
 from scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
-from sim.strategies import Case
+from sim.explore.strategies import Case
 
 __all__ = [
     "SCENARIOS",

@@ -15,9 +15,9 @@ from itertools import pairwise
 
 from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t
 from semaphore_core.store import HolderStore
-from sim.faults import Drop, Eviction, FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun
+from sim.world.faults import Drop, Eviction, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 COMMIT_MS = 2_010
 DEADLINE_MS = 12_010
@@ -109,7 +109,7 @@ def alarm_dropped_by_platform() -> Scenario:
     `onError` does; the stored alarm stays). The stored alarm at 17.010 s fails, the platform
     retries it a few times and drops it, before the failures stop. How many times and how
     far apart is not in the seeds: semsim's platform retries 6 times, 2 s apart and doubling
-    (``sim/durable.py``), and this check asserts neither number. Then nothing is left to
+    (``sim/runtime/durable.py``), and this check asserts neither number. Then nothing is left to
     run: while nobody calls, the grant's 2 permits are never reclaimed. Only after the story
     (200 s), when the client is heard again, does the holder's next commit re-arm the alarm
     (its engine arms one for every grant with unclaimed permits) and reclaim them.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
 from scenarios.base import summary
-from sim.cli import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
+from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result.run.trace.write(trace_path)
         print(f"trace written to {trace_path}")
     if plot_path is not None:
-        from sim.plot import plot_trace  # matplotlib is slow to import: only when asked
+        from sim.report.plot import plot_trace  # matplotlib is slow to import: only when asked
 
         trace = result.run.trace
         plot_trace(

@@ -22,9 +22,9 @@ from scenarios.base import (
     rounds,
     sends,
 )
-from sim.faults import Drop, Eviction, FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun
+from sim.world.faults import Drop, Eviction, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
 FIRST_ROUND_MS = 2_010

@@ -27,10 +27,10 @@ from scenarios.base import (
     sends,
 )
 from semaphore_core.store import HolderStore
-from sim.faults import Drop, FaultPlan
-from sim.invariants import DOCUMENTED_LEAK
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.check.invariants import DOCUMENTED_LEAK
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.world.faults import Drop, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 TTL_MS = 20_000
 

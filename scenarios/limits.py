@@ -8,9 +8,9 @@ outlives every instance); ``groupLimit`` reads a map on the live instance
 from __future__ import annotations
 
 from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds
-from sim.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun
+from sim.world.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange
+from sim.world.workload import Arrival, Workload
 
 
 def lowered_limit_stops_admissions() -> Scenario:

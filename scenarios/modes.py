@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Literal
 
 from scenarios.base import Check, Expect, Scenario, peak_in_use, rounds, submitted
-from sim.faults import FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.world.faults import FaultPlan
+from sim.world.workload import Arrival, Workload
 
 LIMIT = 10
 CLIENTS = 4

@@ -8,7 +8,7 @@ actually running (the oracle of admitted, unreleased items), and no more
 than the limit ever ran.
 
 Timings: a message takes 5 ms; the first round runs at 2.010 s; the forger
-(``sim.forger``) lies every 3 s from 3 s on.
+(``sim.world.forger``) lies every 3 s from 3 s on.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from scenarios.base import (
     rounds,
     sends,
 )
-from sim.faults import Cancel, FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from sim.world.faults import Cancel, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
 LIMIT = 2

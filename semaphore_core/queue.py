@@ -35,7 +35,7 @@ composition):
   charges an idle client's lease for good.
 
 Nothing here does I/O or reads a clock: the simulator's client object
-(``sim.client_object``) sends what this builds and feeds back the replies.
+(``sim.world.client_object``) sends what this builds and feeds back the replies.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ draws about 5% of generated values from constants it mines out of every
 *local* module in ``sys.modules``, so without this a derandomized run would
 generate differently depending on which tests (and so which modules) were
 loaded first: ``pytest tests/test_x.py`` and ``pytest`` would not agree.
-Fuzz campaigns (``sim.fuzz.campaign``) do not need this: they empty that
+Fuzz campaigns (``sim.explore.fuzz.campaign``) do not need this: they empty that
 pool for their duration, so they draw the same cases in any process; the
 other Hypothesis tests (the holder's state machine, protocol fuzzing) do.
 """

@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from sim.faults import random_plan
-from sim.workload import Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.world.faults import random_plan
+from sim.world.workload import Workload
 
 MODES: tuple[Literal["strict", "under", "over"], ...] = ("strict", "under", "over")
 

@@ -76,7 +76,7 @@ def rows(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
 
 
 class NoLockstep:
-    """Stands in for ``sim.holder_object.Lockstep``: a run without the literal model in lockstep.
+    """Stands in for ``sim.check.lockstep.Lockstep``: a run without the literal model in lockstep.
 
     For tests of other checkers whose planted failure (a holder whose every
     round throws, a mutant) the model would see first.

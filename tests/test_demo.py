@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import EXIT_OK, EXIT_USAGE, main
-from sim.demo import run_demo
+from sim.cli.demo import run_demo
+from sim.cli.main import main
+from sim.inputs.commands import EXIT_OK, EXIT_USAGE
 
 
 def test_every_expectation_of_the_demo_holds() -> None:

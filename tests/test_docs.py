@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from semaphore_core.protocol import parse_message
-from sim.cli import _parser
-from sim.fuzz import CASE_FORMAT, load_case
+from sim.cli.main import _parser
+from sim.explore.fuzz import CASE_FORMAT, load_case
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Built from parts so that this file does not match itself.

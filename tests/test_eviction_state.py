@@ -34,11 +34,11 @@ import pytest
 from scenarios.base import HOLDER, events
 from semaphore_core import LeaseOptions, Strict
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.durable import _ALARM_TABLE as ALARM_TABLE
-from sim.durable import DurableObject
-from sim.faults import Drop, Eviction, FaultPlan, GroupLimitChange
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.runtime.durable import _ALARM_TABLE as ALARM_TABLE
+from sim.runtime.durable import DurableObject
+from sim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange
+from sim.world.workload import Arrival, Workload
 from tests.helpers import holder, request, sync
 
 #: Every table the holder keeps, classified: a new table must be added here, with a test.

@@ -29,8 +29,8 @@ from hypothesis import settings
 
 from scenarios import SCENARIOS, fuzz_examples
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
-from sim.coverage import missing
-from sim.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
+from sim.check.coverage import missing
+from sim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILURES = ROOT / ".semsim-failures"

@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-import sim.fuzz_cli
+import sim.cli.fuzz_command
 from scenarios import SCENARIOS
-from sim.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
-from sim.coverage import EXPECTED, coverage, missing
-from sim.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
-from sim.trace import read_trace
+from sim.check.coverage import EXPECTED, coverage, missing
+from sim.cli.main import main
+from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
+from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from sim.runtime.trace import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
@@ -33,7 +34,7 @@ def test_a_small_campaign_prints_its_summary_with_coverage(
 ) -> None:
     # A counter no run can reach shows the summary saying so (which real counters three
     # drawn runs miss depends on the draws, so only the impossible one is asserted).
-    monkeypatch.setattr("sim.coverage.EXPECTED", (*EXPECTED, "never:seen"))
+    monkeypatch.setattr("sim.check.coverage.EXPECTED", (*EXPECTED, "never:seen"))
     assert main(["fuzz", "--runs", "3", "--seed", "5", "--quiet"]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"runs: {3 + len(SCENARIOS)}" in out  # the named scenarios run first
@@ -332,8 +333,8 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
     case, _ = load_case(F3)
     failure, _ = run_case(case, tolerated=frozenset())
     found = Campaign(runs=1, failure=failure)
-    monkeypatch.setattr(sim.fuzz_cli, "campaign", lambda *args, **kwargs: found)
-    monkeypatch.setattr(sim.fuzz_cli, "fuzz_examples", lambda fixes: [], raising=False)
+    monkeypatch.setattr(sim.cli.fuzz_command, "campaign", lambda *args, **kwargs: found)
+    monkeypatch.setattr(sim.cli.fuzz_command, "fuzz_examples", lambda fixes: [], raising=False)
 
     def refuse(self: Path, *args: object, **kwargs: object) -> int:
         raise OSError(28, "No space left on device")
@@ -352,7 +353,7 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
 
 
 def _semsim(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from sim.cli import main; sys.exit(main())", *args]
+    return [sys.executable, "-c", "import sys; from sim.cli.main import main; sys.exit(main())", *args]
 
 
 def test_a_closed_output_pipe_ends_quietly() -> None:
@@ -370,7 +371,7 @@ def test_a_closed_or_full_standard_output_gives_no_traceback() -> None:
         [
             "sh",
             "-c",
-            f'"{sys.executable}" -c "import sys; from sim.cli import main; sys.exit(main())" list >&-',
+            f'"{sys.executable}" -c "import sys; from sim.cli.main import main; sys.exit(main())" list >&-',
         ],
         cwd=ROOT,
         capture_output=True,
@@ -408,13 +409,13 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
 def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import sim.holder_object
-    from sim.mutant_catalog import mutant
+    import sim.check.lockstep
+    from sim.explore.mutant_catalog import mutant
     from tests.helpers import NoLockstep
 
     # Without the literal model in lockstep, which sees this mutant at once in a case too
     # short to shrink: this test needs a failure that takes a long case to reach.
-    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     with mutant("limit-off-by-one").patch():
         result = campaign(10, 20261129, shrink_budget_events=0)
         unshrunk = campaign(10, 20261129, shrink=False)
@@ -427,7 +428,7 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
 
 
 def test_a_shrink_within_budget_finishes_and_is_deterministic() -> None:
-    from sim.mutant_catalog import mutant
+    from sim.explore.mutant_catalog import mutant
 
     def shrunk() -> tuple[Any, bool]:
         with mutant("limit-off-by-one").patch():
@@ -447,7 +448,7 @@ def test_a_campaign_draws_the_same_cases_whatever_modules_are_loaded() -> None:
         "import sys, json\n"
         "if sys.argv[1] == 'all':\n"
         "    import tests.test_fuzz, tests.stateful_holder, tests.test_replay  # noqa\n"
-        "import sim.fuzz as f\n"
+        "import sim.explore.fuzz as f\n"
         "seen = []\n"
         "def fake(case, tolerated):\n"
         "    seen.append(json.dumps(case.to_dict(), sort_keys=True))\n"

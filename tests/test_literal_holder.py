@@ -1,4 +1,4 @@
-"""The literal model (sim/literal_holder.py) and its lockstep with the holder in every simulated run.
+"""The literal model (sim/check/literal_holder.py) and its lockstep with the holder in every simulated run.
 
 The model must share no code with ``semaphore_core`` (else a bug there is on
 both sides of the comparison), must agree with Node's ``localeCompare`` and
@@ -19,22 +19,22 @@ from typing import Any
 
 import pytest
 
-import sim.holder_object
+import sim.check.lockstep
 from semaphore_core import Holder, SemaphoreProtocolError
 from semaphore_core.events import BlockedEvent
 from semaphore_core.protocol import parse_request
-from sim.faults import FaultPlan
-from sim.invariants import SAFETY
-from sim.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse
-from sim.workload import Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.check.invariants import SAFETY
+from sim.check.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.world.faults import FaultPlan
+from sim.world.workload import Workload
 from tests.helpers import NoLockstep
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_model_imports_nothing_from_the_code_it_checks() -> None:
-    tree = ast.parse((ROOT / "sim" / "literal_holder.py").read_text())
+    tree = ast.parse((ROOT / "sim" / "check" / "literal_holder.py").read_text())
     imported = {
         name
         for node in ast.walk(tree)
@@ -180,6 +180,6 @@ def test_a_holder_whose_usage_is_off_ends_the_run_as_exact_accounting(
 def test_the_lockstep_leaves_a_passing_runs_trace_bytes_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     with_model = _world(seed=4)
     assert with_model.result.outcome == "completed"
-    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     without = _world(seed=4)
     assert with_model.trace.to_bytes() == without.trace.to_bytes()

@@ -31,8 +31,8 @@ from semaphore_core.protocol import (
 )
 from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.store import HolderStore
-from sim.engine import Engine
-from sim.mutant_catalog import MUTANTS, Mutant, mutant
+from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
+from sim.runtime.engine import Engine
 from tests.helpers import holder, ids, request, sync
 
 TTL = 60_000
@@ -644,8 +644,10 @@ def test_the_patch_rebinds_only_the_holders_code_and_restores_every_binding(muta
     with mutant_.patch():
         changed = _changed(before)
     assert changed, "the patch rebound nothing"
-    # The checkers read sim.invariants' own names, HolderStore and Holder.usage: never mutated.
-    assert not any(module.startswith(("sim.invariants", "sim.allocation_checks")) for module, _ in changed)
+    # The checkers read sim.check.invariants' own names, HolderStore and Holder.usage: never mutated.
+    assert not any(
+        module.startswith(("sim.check.invariants", "sim.check.allocation_checks")) for module, _ in changed
+    )
     assert not any(module == "semaphore_core.store.HolderStore" for module, _ in changed)
     assert ("semaphore_core.holder.Holder", "usage") not in changed
     assert _changed(before) == set()

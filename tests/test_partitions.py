@@ -18,9 +18,9 @@ keeps charging claimed permits until it hears the release, never less than is ru
 from __future__ import annotations
 
 from scenarios.base import HOLDER, answers, delivered_at, events, in_use_series, rounds, sends
-from sim.faults import Drop, FaultPlan
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun, run_world
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
+from sim.world.faults import Drop, FaultPlan
+from sim.world.workload import Arrival, Workload
 
 START_MS, END_MS = 500, 30_000
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import trio
 
-from sim.durable import DurableObject, ObjectContext
-from sim.runtime import Sim, run
-from sim.trace import Trace
+from sim.runtime.durable import DurableObject, ObjectContext
+from sim.runtime.kernel import Sim, run
+from sim.runtime.trace import Trace
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""``sim.plot``: the series a trace yields, the PNG it draws, and ``semsim plot``'s errors."""
+"""``sim.report.plot``: the series a trace yields, the PNG it draws, and ``semsim plot``'s errors."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from sim import invariants
-from sim.cli import main
-from sim.faults import Eviction, FaultPlan, LimitChange
-from sim.plot import PlotError, example_run, series, value_at
-from sim.trace import TRACE_VERSION
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.check import invariants
+from sim.cli.main import main
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.report.plot import PlotError, example_run, series, value_at
+from sim.runtime.trace import TRACE_VERSION
+from sim.world.faults import Eviction, FaultPlan, LimitChange
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -242,7 +242,7 @@ def test_in_use_matches_the_monitors_oracle(example: Any) -> None:
 
 
 def test_plot_trace_writes_a_png(tmp_path: Path, example: Any) -> None:
-    from sim.plot import plot_trace
+    from sim.report.plot import plot_trace
 
     events = list(example.trace.events())
     plain, grouped = tmp_path / "plain.png", tmp_path / "grouped.png"
@@ -384,8 +384,8 @@ def test_a_violation_is_drawn_inside_the_axes_and_named(tmp_path: Path) -> None:
     """F3 stops the run at its real_ceiling violation: the plot must still show and name it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from sim.fuzz import load_case, run_case
-    from sim.plot import plot_trace
+    from sim.explore.fuzz import load_case, run_case
+    from sim.report.plot import plot_trace
 
     case, _ = load_case(F3_CASE)
     report, run = run_case(case, tolerated=frozenset())
@@ -450,7 +450,7 @@ SEVERAL_VIOLATIONS: list[dict[str, Any]] = [
 
 
 def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
-    from sim.plot import plot_trace, x_limits
+    from sim.report.plot import plot_trace, x_limits
 
     assert x_limits(series(_header(), HAND_EVENTS)) == (0.0, 30.0)  # no violation: just the run
     data = series(_header(), SEVERAL_VIOLATIONS)

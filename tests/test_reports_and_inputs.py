@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 
 from scenarios import SCENARIOS, run_scenario
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.coverage import EXPECTED, coverage
-from sim.faults import Cancel, FaultPlan, InputFault
-from sim.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
-from sim.mutant_catalog import mutant
-from sim.strategies import cases
-from sim.world import check_plan, run_world
+from sim.check.coverage import EXPECTED, coverage
+from sim.explore.mutant_catalog import mutant
+from sim.explore.strategies import cases
+from sim.harness.run import check_plan, run_world
+from sim.world.faults import Cancel, FaultPlan, InputFault
+from sim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
 
 # --- each new scenario's check notices the wrong story ------------------------------------------
 

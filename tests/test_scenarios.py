@@ -17,12 +17,12 @@ import pytest
 
 from scenarios import SCENARIOS, Scenario, run_scenario
 from scenarios.base import HOLDER, Check, Expect
-from sim.cli import main
-from sim.faults import Eviction, FaultPlan
-from sim.mutant_catalog import mutant
-from sim.trace import read_trace
-from sim.workload import Workload
-from sim.world import WorldRun, run_world
+from sim.cli.main import main
+from sim.explore.mutant_catalog import mutant
+from sim.harness.run import WorldRun, run_world
+from sim.runtime.trace import read_trace
+from sim.world.faults import Eviction, FaultPlan
+from sim.world.workload import Workload
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -72,7 +72,7 @@ def test_every_scenario_holds_its_documented_outcome_and_its_plot_renders(name: 
     assert result.run.result.outcome == "completed"
     assert result.expectations
     assert all(outcome.held for outcome in result.expectations)
-    from sim.plot import plot_trace
+    from sim.report.plot import plot_trace
 
     out = tmp_path / f"{name}.png"
     plot_trace(result.run.trace.header, list(result.run.trace.events()), out, title=name)
@@ -261,7 +261,7 @@ def test_run_with_a_seed_runs_that_seed(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_run_writes_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("sim.plot")
+    pytest.importorskip("sim.report.plot")
     out = tmp_path / "run.png"
     assert main(["run", "lease-heartbeat", "--plot", str(out), "--per-group"]) == 0
     assert out.read_bytes().startswith(b"\x89PNG")

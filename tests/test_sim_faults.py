@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import trio
 
-from sim.durable import DurableObject, ObjectContext
-from sim.engine import Engine
-from sim.faults import Drop, Eviction, FaultPlan, Window
-from sim.network import DUPLICATE_LAG_MS, Network, RemoteError, RpcTimeout
-from sim.runtime import Sim, run
-from sim.trace import Trace
-from sim.workload import Workload
-from sim.world import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.runtime.durable import DurableObject, ObjectContext
+from sim.runtime.engine import Engine
+from sim.runtime.kernel import Sim, run
+from sim.runtime.network import DUPLICATE_LAG_MS, Network, RemoteError, RpcTimeout
+from sim.runtime.trace import Trace
+from sim.world.faults import Drop, Eviction, FaultPlan, Window
+from sim.world.workload import Workload
 
 
 class Echo:
@@ -294,7 +294,7 @@ def test_evicting_a_client_loses_its_in_flight_calls_but_never_its_queue() -> No
     # The client's request waits at the holder for the round at 2.010 s; the client is
     # evicted at 1.5 s. Its items stay queued in its storage; the alarm it left brings it
     # back, it asks again, and every item is admitted.
-    from sim.workload import Arrival
+    from sim.world.workload import Arrival
 
     config = WorldConfig(
         holder=HolderSpec(limit=4, leases=None),

@@ -9,8 +9,8 @@ from pathlib import Path
 import trio
 from trio._core import _run as trio_run
 
-from sim.runtime import Limits, Sim, run
-from sim.trace import Trace
+from sim.runtime.kernel import Limits, Sim, run
+from sim.runtime.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 

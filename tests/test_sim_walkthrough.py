@@ -15,14 +15,14 @@ from typing import Any
 
 import trio
 
-from sim.durable import DurableObject
-from sim.faults import Drop, Eviction, FaultPlan
-from sim.holder_object import HolderObject
-from sim.network import Network
-from sim.runtime import Sim, run
-from sim.trace import Trace
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, WorldRun, run_world
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
+from sim.runtime.durable import DurableObject
+from sim.runtime.kernel import Sim, run
+from sim.runtime.network import Network
+from sim.runtime.trace import Trace
+from sim.world.faults import Drop, Eviction, FaultPlan
+from sim.world.holder_object import HolderObject
+from sim.world.workload import Arrival, Workload
 
 HOLDER = "holder:acct"
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import attrs
 import pytest
 
-import sim.holder_object
+import sim.check.lockstep
 from scenarios import SCENARIOS, run_scenario
-from sim.coverage import EXPECTED, coverage
-from sim.faults import Drop, FaultPlan
-from sim.mutant_catalog import mutant
-from sim.strategies import cases
-from sim.workload import Arrival, Workload
-from sim.world import HolderSpec, WorldConfig, run_world
+from sim.check.coverage import EXPECTED, coverage
+from sim.explore.mutant_catalog import mutant
+from sim.explore.strategies import cases
+from sim.harness.run import HolderSpec, WorldConfig, run_world
+from sim.world.faults import Drop, FaultPlan
+from sim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 # --- ids that differ only in case, and aligned bursts ----------------------------------------
@@ -78,7 +78,7 @@ def test_a_port_that_breaks_ties_otherwise_fails_the_ties_story(name: str) -> No
 def test_without_the_literal_model_the_ties_story_still_sees_the_wrong_order(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     with mutant(name).patch():
         result = run_scenario(SCENARIOS["equal-age-ties-by-locale"])
     assert result.invariant_failure is None
@@ -124,7 +124,7 @@ def test_a_parser_that_accepts_negative_counts_is_seen_by_the_story_and_the_lite
         result = run_scenario(SCENARIOS["malformed-report-rejected"])
     assert result.invariant_failure is not None
     assert "exact_accounting" in result.invariant_failure
-    monkeypatch.setattr(sim.holder_object, "Lockstep", NoLockstep)
+    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     with mutant("parse-accepts-negative-counts").patch():
         result = run_scenario(SCENARIOS["malformed-report-rejected"])
     assert result.failures, "the story's own expectations must see an accepted negative count"

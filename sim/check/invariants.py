@@ -1,0 +1,930 @@
+"""The invariants of docs/INVARIANTS.md, checked while a simulation runs.
+
+A :class:`Monitor` is told of every holder commit (a round, a sync, a
+reclaim: the engine reports after each transaction) and of every admission
+and release on the clients. Safety invariants are checked at those points
+and a violation stops the run with the invariant's name, the virtual time,
+the step and the relevant state. The oracle of permits *actually* in use
+(admitted and not yet released, counted from the clients' own admissions
+and releases) is independent of the holder's accounting; ``conservative``
+and ``real_ceiling`` compare against it.
+
+Liveness (``capacity_returns``, ``progress``, ``reclaimed``) is judged by
+:meth:`Monitor.finish` after the faults stopped and a quiet period passed.
+The documented leak (a lease whose grant reply was lost: its client never
+knew it, so nothing ever settles it) is counted and reported by name.
+
+Known findings (docs/FINDINGS.md) are attributed precisely, by the same
+rules as the core's state machine: a violation a finding explains is
+recorded under the finding's name; a run that tolerates that finding goes
+on.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from semaphore_core.config import HolderConfig, LeaseOptions, Over, Under, budgets
+from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
+from semaphore_core.protocol import PermitGrant, PermitRequest
+from semaphore_core.store import HolderStore
+from sim.check import lockstep as lockstep_module
+from sim.check.allocation_checks import NAMES as ALLOCATION
+from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
+from sim.runtime.kernel import StopRun
+
+if TYPE_CHECKING:
+    from sim.runtime.durable import DurableObject
+    from sim.runtime.kernel import Sim
+    from sim.world.holder_object import Env, HolderObject
+
+SAFETY: Final = (
+    "ceiling",
+    "group_ceiling",
+    "reports_monotone",
+    "conservative",
+    "real_ceiling",
+    "durable",
+    "alarm_armed",
+    "deterministic",
+    # Added as the simulation grows: the holder against the literal model in lockstep
+    # (sim/check/lockstep.py; docs/INVARIANTS.md).
+    "exact_accounting",
+)
+LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
+#: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
+INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
+#: The leak the reference documents: a lease in a lost reply is never settled.
+DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
+#: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.
+DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
+#: ``progress`` fails when items wait while permits sit unused for this long.
+PROGRESS_WINDOW_MS: Final = 30_000
+
+
+class InvariantViolation(StopRun):
+    """An invariant failed. ``finding`` names the known finding that explains it, if any.
+
+    A :class:`~sim.runtime.kernel.StopRun`, so a ``BaseException`` like
+    ``trio.Cancelled``: it must stop the whole run from wherever it is
+    raised, and no handler's ``except Exception`` (the platform reporting a
+    handler failure to its caller, the engine's alarm fallback, a failed
+    round) may turn it into an ordinary error reply.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        t_ms: int,
+        detail: str,
+        finding: str | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{name} at t={t_ms} ms: {detail}")
+        self.name = name
+        self.t_ms = t_ms
+        self.detail = detail
+        self.finding = finding
+        self.state = dict(state or {})
+
+
+@attrs.frozen
+class Violation:
+    name: str
+    t_ms: int
+    step: int
+    detail: str
+    finding: str | None = None
+
+
+# --- the rules, shared with tests/stateful_holder.py -----------------------------------
+
+
+def ceiling_rule(
+    options: LeaseOptions | None,
+    limit: int,
+    granted: int,
+    leased: int,
+    before: tuple[int, int],
+) -> tuple[str, str | None] | None:
+    """``ceiling``: None if it holds, else (detail, the finding that explains it or None).
+
+    Usage may stay above a lowered limit but never grow while above it.
+    """
+    before_granted, before_leased = before
+    if options is not None and isinstance(options.provisioning, Over):
+        extra = budgets(options.provisioning, limit).leases
+        if granted > limit and granted > before_granted:
+            return f"grants {granted} > limit {limit} and grew from {before_granted}", None
+        if leased > extra and leased > before_leased:
+            return f"leases {leased} > extra {extra} and grew from {before_leased}", None
+        return None
+    total, before_total = granted + leased, before_granted + before_leased
+    if total <= limit or total <= before_total:
+        return None
+    finding = None
+    if options is not None and isinstance(options.provisioning, Under):
+        # F2: under mode budgets its two pools separately; after the limit falls,
+        # each may stay within its own pool while the sum grows.
+        pools = budgets(options.provisioning, limit)
+        within_pools = (granted <= pools.grants or granted <= before_granted) and (
+            leased <= pools.leases or leased <= before_leased
+        )
+        finding = "F2" if within_pools else None
+    return f"usage {granted} granted + {leased} leased > limit {limit}, grew from {before_total}", finding
+
+
+def group_ceiling_rule(
+    within: bool, limit: int, granted: int, leased: int, before: tuple[int, int]
+) -> tuple[str, str | None] | None:
+    """``group_ceiling`` for one group; the lease-inclusive part is finding F1."""
+    before_granted, before_leased = before
+    if granted > limit and granted > before_granted:
+        return f"{granted} granted > group limit {limit}, grew from {before_granted}", None
+    if within:
+        used, before_used = granted + leased, before_granted + before_leased
+        if used > limit and used > before_used:
+            return (
+                f"{granted} granted + {leased} leased > group limit {limit}, grew from {before_used}",
+                "F1",
+            )
+    return None
+
+
+# --- the monitor ------------------------------------------------------------------------
+
+
+@attrs.define
+class _HolderState:
+    obj: DurableObject
+    env: Env
+    usage: tuple[int, int] = (0, 0)
+    groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
+    rows: dict[str, dict[str, tuple[Any, ...]]] = attrs.Factory(dict)
+    #: Per grant, each accepted claim as (claimed total after it, the limit when it committed).
+    claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
+    #: Per grant, how many items clients admitted through it.
+    admitted: Counter[str] = attrs.Factory(Counter)
+    #: After the last commit: the earliest pending time and the stored alarm.
+    alarm: tuple[int | None, int | None] = (None, None)
+
+
+class Monitor:
+    """Checks one run's invariants; see the module docstring."""
+
+    def __init__(self, sim: Sim, tolerated: Iterable[str] = ()) -> None:
+        self.sim = sim
+        self.tolerated = frozenset(tolerated)
+        self.violations: list[Violation] = []
+        self.leaks: Counter[str] = Counter()
+        #: Oracle: permits in use per holder key, and per (key, group) (admitted, not yet released).
+        self.in_use: Counter[str] = Counter()
+        self.in_use_by_group: Counter[tuple[str, str]] = Counter()
+        self.in_use_by_client: Counter[tuple[str, str]] = Counter()
+        #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
+        self.clients: Mapping[str, DurableObject] | None = None
+        #: What the reference documents and does not count as a violation, by name.
+        self.documented: Counter[str] = Counter()
+        self._holders: dict[str, _HolderState] = {}
+        self._evicted_rows: dict[str, dict[str, dict[str, tuple[Any, ...]]]] = {}
+        self._starved_since: dict[str, int] = {}
+        self._leaked_seen: dict[str, int] = {}
+        self._dropped_alarms: set[str] = set()
+        #: When a client last admitted or released an item (a run that settles slowly still moves).
+        self.last_moved_ms = 0
+        #: Per key, for the open starvation window: [its start, rounds full but for idle lease
+        #: headroom, rounds short even counting it].
+        self._window_rounds: dict[str, list[int]] = {}
+        #: ``reuse``, ``lease_fairness`` and ``no_overask``.
+        self.allocation = AllocationChecks()
+
+    def attach(self, key: str, obj: DurableObject, env: Env) -> None:
+        """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
+        self._holders[key] = _HolderState(obj, env)
+
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep:
+        """The literal model to run beside a new instance of holder ``key`` (``exact_accounting``)."""
+        return lockstep_module.Lockstep(obj, config, key, self)
+
+    # --- reporting ---------------------------------------------------------------
+
+    def fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        t = self.sim.now()
+        violation = Violation(name, t, len(self.sim.trace), detail, finding)
+        self.sim.event("violation", invariant=name, finding=finding, detail=detail)
+        if finding is not None and finding in self.tolerated:
+            self.violations.append(violation)
+            return
+        raise InvariantViolation(name, t, detail, finding, state)
+
+    # --- holder commits ---------------------------------------------------------------
+
+    def committed(self, key: str, holder: HolderObject) -> None:
+        """After every holder transaction: ceilings, monotone reports, the alarm."""
+        now = self.sim.now()
+        state = self._holders[key]
+        usage = holder.judged_usage(now)
+        options = holder.env.leases
+        broken = ceiling_rule(options, usage.limit, usage.granted, usage.leased, state.usage)
+        if broken:
+            self.fail("ceiling", f"{key}: {broken[0]}", broken[1], key=key)
+        state.usage = (usage.granted, usage.leased)
+
+        store = holder.holder.store
+        footprints = {group: total for group, (_, total) in store.lease_totals().items()}
+        within = options is not None and options.limited_groups == "within_group_limit"
+        # Every group's usage is remembered, so a cap set on a busy group is judged
+        # by the lowered-limit rule (it may stay above, not grow) rather than from zero.
+        groups = {
+            group: (usage.groups[group].granted if group in usage.groups else 0, footprints.get(group, 0))
+            for group in sorted(set(usage.groups) | set(footprints))
+        }
+        for group, limit in sorted(holder.group_limits.items()):
+            granted, leased = groups.get(group, (0, 0))
+            broken = group_ceiling_rule(within, limit, granted, leased, state.groups.get(group, (0, 0)))
+            if broken:
+                self.fail("group_ceiling", f"{key} group {group}: {broken[0]}", broken[1], key=key)
+        state.groups = groups
+
+        rows = _rows(holder.ctx.storage)
+        self.allocation.committed(key, state.rows, rows, usage, holder.group_limits)
+        self._monotone(key, state.rows, rows)
+        _record_claims(state, rows, usage.limit)
+        state.rows = rows
+
+        pending = store.next_pending_at()
+        alarm = holder.ctx.get_alarm()
+        if pending is not None:
+            bound = max(pending, now + holder.engine.alarm_min_delay_ms)
+            if alarm is None or alarm > bound:
+                self.fail(
+                    "alarm_armed",
+                    f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
+                )
+            before_pending, before_alarm = state.alarm
+            # The engine keeps an alarm already inside [pending, bound] ("preserve a fallback
+            # inside this range so frequent reconciliation cannot push it later"): while the
+            # same work is pending and not yet due, and the alarm has not fired, no commit
+            # may move it later. (Once the work is due, a failed run's fallback may.)
+            if (
+                pending == before_pending
+                and pending > now
+                and before_alarm is not None
+                and before_alarm > now
+                and alarm is not None
+                and alarm > before_alarm
+            ):
+                self.fail(
+                    "alarm_armed",
+                    f"{key}: work due {pending} unchanged, but a commit pushed the alarm "
+                    f"from {before_alarm} to {alarm}",
+                )
+        state.alarm = (pending, alarm)
+        self._conservative(key, usage.granted + usage.leased)
+        self._conservative_per_client(key, holder.ctx.storage)
+        self._round_was_full(key, state)
+
+    def _monotone(
+        self, key: str, old: dict[str, dict[str, tuple[Any, ...]]], new: dict[str, dict[str, tuple[Any, ...]]]
+    ) -> None:
+        for grant_id, row in new["grants"].items():
+            _, _, _, permits, claimed, released, _, _ = row
+            if not released <= claimed <= permits:
+                self.fail(
+                    "reports_monotone",
+                    f"{key}: grant {grant_id} has released <= claimed <= permits broken: {row}",
+                )
+            before = old.get("grants", {}).get(grant_id)
+            if before is not None and (claimed < before[4] or released < before[5] or permits > before[3]):
+                self.fail("reports_monotone", f"{key}: grant {grant_id} moved back: {before} -> {row}")
+            if before is not None and claimed > before[4] and self.sim.now() >= row[7]:
+                # Permits unclaimed at the deadline are the alarm's to take back: a claim
+                # accepted after it keeps them from coming back.
+                self.fail(
+                    "reclaimed",
+                    f"{key}: grant {grant_id} claimed {before[4]} -> {claimed} after its deadline {row[7]}",
+                )
+        for lease_id, row in new["leases"].items():
+            _, _, _, permits, released, _, _, retired = row
+            if released > permits:
+                self.fail(
+                    "reports_monotone", f"{key}: lease {lease_id} released {released} > permits {permits}"
+                )
+            before = old.get("leases", {}).get(lease_id)
+            if before is not None and (released < before[4] or permits > before[3] or retired < before[7]):
+                self.fail("reports_monotone", f"{key}: lease {lease_id} moved back: {before} -> {row}")
+
+    # --- what clients do -------------------------------------------------------------------
+
+    def admitted(
+        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+    ) -> None:
+        """A client admitted an item of ``key`` (through ``grant`` or a lease): one more permit in use."""
+        self.in_use[key] += 1
+        self.in_use_by_group[key, group] += 1
+        self.in_use_by_client[key, client] += 1
+        self.last_moved_ms = self.sim.now()
+        state = self._holders[key]
+        if grant is not None:
+            state.admitted[grant] += 1
+        granted, leased = _accounted(state.obj.storage, self.sim.now())
+        self._conservative(key, granted + leased)
+        in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
+        if key in self._starved_since and self.clients is not None:
+            running = _lease_in_use(self.clients, key)
+            if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
+                del self._starved_since[key]  # every permit in use at this moment: not starved
+        # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
+        if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
+            if through_lease:
+                # Documented: a lease keeps drawing until its client hears it was retired.
+                self.documented["lease_draw_after_limit_lowered"] += 1
+                self.sim.event("documented", invariant="real_ceiling", name="lease_draw_after_limit_lowered")
+                return
+            claimed_under = None if grant is None else _claim_limit(state, grant)
+            if claimed_under is not None and claimed_under > limit:
+                # The holder accepted this permit's claim before the limit fell; only the
+                # acknowledgement came late (a lost reply, a retried report). Permits claimed
+                # are never revoked: the lowered-limit rule starts from what was committed.
+                self.documented["claimed_before_limit_lowered"] += 1
+                self.sim.event("documented", invariant="real_ceiling", name="claimed_before_limit_lowered")
+                return
+            # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
+            finding = "F3" if granted + leased >= in_use else None
+            self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+
+    def round_served(
+        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
+    ) -> None:
+        """``progress``, oldest first: no younger demand gets permits while older waits on the limit.
+
+        The allocator serves demand oldest first; once the limit stops one demand it
+        stops every later one, so a grant to younger demand in the same round means
+        the order was not kept.
+
+        Also notes, while a starvation window is open, whether this round left the
+        key full but for idle lease headroom (what F4 explains) or not even then.
+        """
+        env, now = self._holders[key].env, self.sim.now()
+        for name, detail in self.allocation.round(key, env.leases, env.fixes, requests, replies, now):
+            self.fail(name, detail, key=key)
+        self._note_round(key)
+        blocked = [
+            demand.oldest_at
+            for request, reply in zip(requests, replies, strict=True)
+            for demand in request.demand
+            if any(b.group == demand.group and b.reason == "limit" for b in reply.blocked)
+        ]
+        if not blocked:
+            return
+        oldest_blocked = min(blocked)
+        for request, reply in zip(requests, replies, strict=True):
+            granted = {grant.group for grant in reply.grants}
+            for demand in request.demand:
+                if demand.group in granted and demand.oldest_at > oldest_blocked:
+                    self.fail(
+                        "progress",
+                        f"{key}: {request.client_id}'s demand in {demand.group} (oldest {demand.oldest_at}) "
+                        f"was granted while demand from {oldest_blocked} waited on the limit",
+                    )
+
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None:
+        """A client sends a request for ``key``; ``conn`` is its own storage at that moment."""
+        broken = self.allocation.request_sent(key, request, conn, self.sim.now())
+        if broken:
+            self.fail(NO_OVERASK, broken, key=key)
+
+    def lease_expired(self, key: str, client: str = "") -> None:
+        """A client retired a lease at its expiry: its report is on the way, so the run still moves
+        (an idle run is judged stuck only when nothing moved for a stall window)."""
+        self.last_moved_ms = self.sim.now()
+
+    def released(self, key: str, group: str, client: str = "") -> None:
+        self.last_moved_ms = self.sim.now()
+        self.in_use[key] -= 1
+        self.in_use_by_group[key, group] -= 1
+        self.in_use_by_client[key, client] -= 1
+        assert self.in_use[key] >= 0, key
+        assert self.in_use_by_client[key, client] >= 0, (key, client)
+
+    def _conservative_per_client(self, key: str, conn: Any) -> None:
+        """Each running item's own grant or lease is still charged for it: slack elsewhere hides nothing."""
+        if self.clients is None or not any(n > 0 for (k, _), n in self.in_use_by_client.items() if k == key):
+            return
+        now = self.sim.now()
+        grants = {
+            grant_id: int(charged)
+            for grant_id, charged in _select(
+                conn,
+                "SELECT grant_id, CASE WHEN claimed < permits AND expires_at <= ? THEN claimed "
+                "ELSE permits END - released FROM durability_semaphore_grants",
+                (now,),
+            )
+        }
+        leases = {
+            lease_id: int(charged)
+            for lease_id, charged in _select(
+                conn, "SELECT lease_id, permits - released FROM durability_semaphore_leases"
+            )
+        }
+        for name, obj in sorted(self.clients.items()):
+            for grant_id, lease_id, running in _select(
+                obj.storage,
+                "SELECT grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
+                "WHERE key = ? AND status = 'running' "
+                "GROUP BY grant_id, lease_id ORDER BY grant_id, lease_id",
+                (key,),
+            ):
+                what, charged = (
+                    ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))
+                )
+                if charged < running:
+                    self.fail(
+                        "conservative",
+                        f"{key}: {name} runs {running} items on {what} {lease_id or grant_id} "
+                        f"but the holder charges it {charged}",
+                        key=key,
+                    )
+
+    def _conservative(self, key: str, accounted: int) -> None:
+        if accounted < self.in_use[key]:
+            self.fail(
+                "conservative",
+                f"{key}: the holder accounts {accounted} permits but {self.in_use[key]} are in use",
+                key=key,
+            )
+
+    def alarm_dropped(self, name: str) -> None:
+        """The platform gave up on an object's alarm after its retries."""
+        self._dropped_alarms.add(name)
+
+    # --- eviction ----------------------------------------------------------------------------
+
+    def evicting(self, obj: DurableObject) -> None:
+        self._evicted_rows[obj.name] = _rows(obj.storage)
+
+    def rebuilt(self, obj: DurableObject) -> None:
+        before = self._evicted_rows.pop(obj.name, None)
+        if before is not None and _rows(obj.storage) != before:
+            self.fail("durable", f"{obj.name}: committed rows changed across an eviction")
+
+    # --- liveness, once the faults stopped and the system was quiet -----------------------
+
+    def sample_progress(self, clients: Mapping[str, DurableObject]) -> None:
+        """During the quiet period: note, per key, whether items wait while permits sit unused.
+
+        Unused means not actually in use (the oracle) and not leaked as the
+        reference documents. ``progress`` fails only when that lasted a whole
+        ``PROGRESS_WINDOW_MS`` without a single moment at which every permit was
+        in use (an admission reaching the limit resets it): a permit in transit
+        between a release and the next claim is latency, not starvation.
+        """
+        now = self.sim.now()
+        if _expiry_due(clients, now):
+            self.last_moved_ms = now  # a client is about to retire a lease and report it
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            waiting, busy, capacity, leaked, oldest = self._starvation(key, state, clients, known, now)
+            self._leaked_seen[key] = leaked
+            if not (waiting > 0 and busy < capacity):
+                self._starved_since.pop(key, None)
+                continue
+            # Starved since the stretch began, or since the oldest item still waiting came:
+            # items that keep arriving and being served within the window are not starved.
+            since = max(self._starved_since.setdefault(key, now), oldest)
+            if now - since >= PROGRESS_WINDOW_MS:
+                idle = _idle_headroom(clients, key, now)
+                # F4: the unused permits are live leases' undrawn headroom on clients with
+                # nothing queued in those groups: they never hear ``contended``, so it
+                # comes back only when the leases expire (their ``ttlMs``). Either
+                # now, or at every round of the window (permits released between rounds
+                # then wait for the next one, which idle headroom keeps from filling).
+                held_by_idle = busy + idle >= capacity or self._only_idle_headroom_kept_rounds_short(key)
+                finding = "F4" if idle and held_by_idle else None
+                self._starved_since.pop(key, None)
+                self.fail(
+                    "progress",
+                    f"{key}: {waiting} items have waited {now - since} ms while only "
+                    f"{self.in_use[key]} of {capacity} permits were in use ({busy} busy or reported busy, "
+                    f"{leaked} leaked, {idle} idle lease headroom)",
+                    finding,
+                )
+
+    def _starvation(
+        self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], known: set[str], now: int
+    ) -> tuple[int, int, int, int, int]:
+        """Now: (items waiting that the holder could serve, permits busy, capacity, permits leaked,
+        when the oldest of those waiting items arrived)."""
+        caps = _caps(state.obj)
+        # A capped group is servable while neither the clients nor what the holder
+        # charges against the cap (grants with releases not yet reported and, where
+        # the holder counts them, the group's leases) has it at its cap.
+        charged = self._charged_against_caps(state, now) if caps else {}
+        servable = {
+            group: entry
+            for group, entry in sorted(_waiting_by_group(clients, key).items())
+            if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
+        }
+        waiting = sum(count for count, _ in servable.values())
+        oldest = min((at for _, at in servable.values()), default=0)
+        leaked = _leaked(state.obj.storage, known)
+        capacity = _capacity(state.env, _lease_in_use(clients, key))
+        # Busy: what the holder still counts for grants (a release not yet reported,
+        # a grant on its way to be claimed: latency, not starvation), what leases
+        # actually run, and the documented leak. Idle lease headroom is not busy.
+        busy = self._busy(key, state, clients, leaked)
+        return waiting, busy, capacity, leaked, oldest
+
+    # --- settling, once the story is over -------------------------------------------------
+
+    def outstanding(self, clients: Mapping[str, DurableObject]) -> int:
+        """Items queued, being claimed or running on any client, for any key."""
+        return sum(
+            n
+            for obj in clients.values()
+            for (n,) in _select(
+                obj.storage,
+                "SELECT count(*) FROM durability_semaphore_queue_items "
+                "WHERE status IN ('queued', 'claiming', 'running')",
+            )
+        )
+
+    def settled(self, clients: Mapping[str, DurableObject]) -> bool:
+        """Whether nothing more can happen: liveness can be judged.
+
+        No client runs or is claiming anything, has changes the holder has not
+        acknowledged or a lease past its expiry it has yet to retire, and no key
+        has items waiting that the holder could serve: what stays queued waits on
+        a capped group, or on a limit the documented leak fills (or that is 0),
+        with no grant outstanding that could serve it.
+        """
+        now = self.sim.now()
+        if (
+            any(self.in_use.values())
+            or _unreported(clients)
+            or _claiming(clients)
+            or _expiry_due(clients, now)
+        ):
+            return False
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            waiting, _, capacity, leaked, _ = self._starvation(key, state, clients, known, now)
+            if waiting and (_accounted(state.obj.storage, now)[0] or capacity > leaked):
+                return False
+        return True
+
+    def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
+        """The run is stuck, or too slow, after the faults stopped: ``progress`` fails.
+
+        Attributed to F4 when every key with work waiting is held up by the headroom of
+        idle clients' live leases (the finding's own starvation, which lasts until those
+        leases expire); otherwise no finding explains it.
+        """
+        now = self.sim.now()
+        known = _known_leases(clients)
+        finding = None
+        held_up = []
+        for key, state in sorted(self._holders.items()):
+            waiting, busy, capacity, _, _ = self._starvation(key, state, clients, known, now)
+            if waiting:
+                idle = _idle_headroom(clients, key, now)
+                held_up.append(bool(idle) and busy + idle >= capacity)
+        if held_up and all(held_up) and not any(self.in_use.values()):
+            finding = "F4"
+        self.sim.event("liveness_cut_short", finding=finding)
+        self.fail(
+            "progress",
+            f"the run did not settle: {now - quiet_from_ms} ms after the faults stopped, "
+            f"{self.outstanding(clients)} items are still queued, claiming or running "
+            f"({sum(self.in_use.values())} running) and nothing was admitted or released "
+            f"for {now - moved_ms} ms" + ("; reports are unacknowledged" if _unreported(clients) else ""),
+            finding,
+        )
+
+    def _note_round(self, key: str) -> None:
+        since = self._starved_since.get(key)
+        if since is None or self.clients is None:
+            return
+        state = self._holders[key]
+        busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
+        capacity = _capacity(state.env, _lease_in_use(self.clients, key))
+        if busy >= capacity:
+            return  # a full round: ``_round_was_full`` closed the window already
+        window = self._window_rounds.get(key)
+        if window is None or window[0] != since:
+            window = self._window_rounds[key] = [since, 0, 0]
+        full_but_idle = busy + _idle_headroom(self.clients, key, self.sim.now()) >= capacity
+        window[1 if full_but_idle else 2] += 1
+
+    def _only_idle_headroom_kept_rounds_short(self, key: str) -> bool:
+        """Whether every round of the open window was full but for idle lease headroom (F4)."""
+        window = self._window_rounds.get(key)
+        return window is not None and window[0] == self._starved_since.get(key) and window[1] > 0 == window[2]
+
+    def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
+        """Per group, the permits the holder's grant pass counts against a group limit.
+
+        Grants always; with ``within_group_limit`` and the F1 fix, the group's
+        lease footprint too (a lease lost in a reply, the documented leak, can
+        then hold a capped group shut for good).
+        """
+        charged = Counter(_granted_by_group(state.obj.storage, now))
+        options = state.env.leases
+        if (
+            options is not None
+            and options.limited_groups == "within_group_limit"
+            and GROUP_CEILING_COUNTS_LEASES in state.env.fixes
+        ):
+            for group, (_, footprint) in _lease_totals(state.obj.storage).items():
+                charged[group] += footprint
+        return charged
+
+    def _busy(self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], leaked: int) -> int:
+        granted, _ = _accounted(state.obj.storage, self.sim.now())
+        return max(self.in_use[key], granted + _lease_in_use(clients, key)) + leaked
+
+    def _round_was_full(self, key: str, state: _HolderState) -> None:
+        """A commit that left no room for what waits (idle lease headroom aside) ends a window.
+
+        The holder allocates once per round: permits released between rounds wait
+        for the next one. That is the protocol's cadence, not starvation. No room
+        means every permit busy, or every group with items waiting at its cap.
+        """
+        if key in self._starved_since and self.clients is not None:
+            clients = self.clients
+            waiting, busy, capacity, _, _ = self._starvation(
+                key, state, clients, _known_leases(clients), self.sim.now()
+            )
+            # No room for what waits: every permit busy, or every waiting group at its cap.
+            if not waiting or busy >= capacity:
+                del self._starved_since[key]
+
+    def finish(self, clients: Mapping[str, DurableObject]) -> None:
+        """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
+
+        Called once :meth:`settled` holds: nothing runs and every change has been
+        reported, so whatever the holder still charges, apart from the documented
+        leak, is capacity that did not come back.
+        """
+        assert self.settled(clients), "finish() judges a settled run"
+        now = self.sim.now()
+        self.sim.event("settled", waiting=self.outstanding(clients))
+        known = _known_leases(clients)
+        for key, state in sorted(self._holders.items()):
+            if not _built(state.obj.storage):
+                continue  # the holder was never built: nothing was ever granted
+            store = HolderStore(state.obj.storage)
+            stale = [
+                g
+                for g in store.list_grants()
+                if g.claimed < g.permits and g.expires_at + state.env.alarm_min_delay_ms < now
+            ]
+            if stale and state.obj.name in self._dropped_alarms and not state.env.engine_fallback:
+                # Documented (seed 002): the platform drops an alarm after its retries;
+                # without the Engine's fallback re-arm nothing reclaims those permits.
+                self.documented[DROPPED_ALARM] += len(stale)
+                self.sim.event("documented", invariant="reclaimed", name=DROPPED_ALARM)
+            elif stale:
+                self.fail(
+                    "reclaimed",
+                    f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
+                )
+            granted, leased = _accounted(state.obj.storage, now)
+            leaked = _leaked(state.obj.storage, known)
+            self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
+            # A client whose items still wait (in a capped group, say) is still working: it
+            # keeps its leases until the holder says contended, by design.
+            held = _held_by_waiting_clients(state.obj.storage, clients, key, known)
+            if granted or leased - leaked - held:
+                idle = _idle_headroom(clients, key, now)
+                finding = "F4" if not granted and leased - leaked - held <= idle else None
+                self.fail(
+                    "capacity_returns",
+                    f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
+                    f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
+                    f"{held} held by clients whose items still wait; {idle} idle headroom of live leases)",
+                    finding,
+                )
+
+
+def _held_by_waiting_clients(
+    conn: Any, clients: Mapping[str, DurableObject], key: str, known: set[str]
+) -> int:
+    """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
+    waiting = {
+        name
+        for name, obj in clients.items()
+        if _select(
+            obj.storage,
+            "SELECT 1 FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status IN ('queued', 'claiming') LIMIT 1",
+            (key,),
+        )
+    }
+    return sum(
+        max(0, lease.permits - lease.released)
+        for lease in _leases(conn)
+        if lease.client_id in waiting and lease.lease_id in known
+    )
+
+
+def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
+    """Lease permits drawn and not yet released, as the clients themselves count them."""
+    return sum(
+        int(row[0] or 0)
+        for obj in clients.values()
+        for row in _select(
+            obj.storage,
+            "SELECT sum(drawn - released) FROM durability_semaphore_queue_leases WHERE key = ?",
+            (key,),
+        )
+    )
+
+
+def _built(conn: Any) -> bool:
+    """Whether a holder's schema exists (an object nobody ever called has none)."""
+    try:
+        conn.execute("SELECT 1 FROM durability_semaphore_grants LIMIT 0")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+def _unreported(clients: Mapping[str, DurableObject]) -> bool:
+    """Whether any client has changes the holder has not acknowledged yet."""
+    return any(
+        _select(obj.storage, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
+        for obj in clients.values()
+    )
+
+
+def _claiming(clients: Mapping[str, DurableObject]) -> bool:
+    """Whether any client has items admitted to a claim it has not heard back about."""
+    return any(
+        _select(
+            obj.storage, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1"
+        )
+        for obj in clients.values()
+    )
+
+
+def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
+    return {
+        lease_id
+        for obj in clients.values()
+        for (lease_id,) in _select(obj.storage, "SELECT lease_id FROM durability_semaphore_queue_leases")
+    }
+
+
+def _leaked(conn: Any, known: set[str]) -> int:
+    """Footprint of leases no client knows: granted in replies that were lost."""
+    return sum(
+        max(0, lease.permits - lease.released) for lease in _leases(conn) if lease.lease_id not in known
+    )
+
+
+def _leaked_count(conn: Any, known: set[str]) -> int:
+    return sum(1 for lease in _leases(conn) if lease.lease_id not in known)
+
+
+def _leases(conn: Any) -> list[Any]:
+    try:
+        return HolderStore(conn).list_leases()
+    except sqlite3.OperationalError:
+        return []
+
+
+def _capacity(env: Env, leases_running: int) -> int:
+    """The permits the mode offers waiting demand: the limit, except under ``Under``.
+
+    Under's reserve is for leases only (by design): plain clients can use the
+    grants' pool alone, and reserve a lease holds but does not draw serves
+    nobody else, so only the lease permits actually running count.
+    """
+    options = env.leases
+    if options is None or not isinstance(options.provisioning, Under):
+        return env.limit
+    pools = budgets(options.provisioning, env.limit)
+    return pools.grants + min(pools.leases, leases_running)
+
+
+def _caps(holder: DurableObject) -> dict[str, int]:
+    """The live holder instance's group caps (none if it is not live: eviction forgot them)."""
+    instance = getattr(holder, "_instance", None)
+    return dict(getattr(instance, "group_limits", {}) or {})
+
+
+def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
+    """Per group, the items of ``key`` queued or being claimed on any client, and when the
+    longest-waiting of them arrived (one query per client)."""
+    waiting: dict[str, tuple[int, int]] = {}
+    for obj in clients.values():
+        for group, count, oldest in _select(
+            obj.storage,
+            "SELECT grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
+            "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
+            (key,),
+        ):
+            before_count, before_oldest = waiting.get(group, (0, int(oldest)))
+            waiting[group] = (before_count + count, min(before_oldest, int(oldest)))
+    return waiting
+
+
+def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> int:
+    """Undrawn permits of live leases held by clients with nothing queued for the key (finding F4).
+
+    Only such a client never asks the holder anything, so never hears
+    ``contended``; a client with queued items asks every round and must
+    return the idle headroom of its other groups when told. Live means not
+    yet expired: at its expiry the client retires the lease and reports it,
+    so F4 explains a lease's headroom until its ``ttlMs`` and never after.
+    """
+    total = 0
+    for obj in clients.values():
+        for (undrawn,) in _select(
+            obj.storage,
+            "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
+            "l.retired = 0 AND l.expires_at > ? AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
+            "durability_semaphore_queue_items i WHERE i.key = l.key AND i.status = 'queued')",
+            (key, now),
+        ):
+            total += undrawn
+    return total
+
+
+def _expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
+    """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
+    return any(
+        _select(
+            obj.storage,
+            "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1",
+            (now,),
+        )
+        for obj in clients.values()
+    )
+
+
+def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query, or none if the table does not exist yet (an object never built)."""
+    try:
+        return list(conn.execute(sql, params))
+    except sqlite3.OperationalError:
+        return []
+
+
+def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
+    return {
+        "grants": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_grants")},
+        "leases": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_leases")},
+    }
+
+
+def _record_claims(state: _HolderState, rows: dict[str, dict[str, tuple[Any, ...]]], limit: int) -> None:
+    """Note every claim this commit accepted, with the limit it was accepted under."""
+    before = state.rows.get("grants", {})
+    for grant_id, row in rows["grants"].items():
+        claimed = row[4]
+        old = before.get(grant_id)
+        if claimed > (old[4] if old is not None else 0):
+            state.claims.setdefault(grant_id, []).append((claimed, limit))
+
+
+def _claim_limit(state: _HolderState, grant_id: str) -> int | None:
+    """The limit in force when the holder accepted the claim covering the latest admission through
+    ``grant_id`` (None if no accepted claim covers it)."""
+    admitted = state.admitted[grant_id]
+    for claimed, limit in state.claims.get(grant_id, ()):
+        if claimed >= admitted:
+            return limit
+    return None
+
+
+def _lease_totals(conn: Any) -> dict[str, tuple[int, int]]:
+    if not _built(conn):
+        return {}
+    return HolderStore(conn).lease_totals()
+
+
+def _granted_by_group(conn: Any, now: int) -> dict[str, int]:
+    """Holder-accounted grant permits per group (none if the holder was never built)."""
+    if not _built(conn):
+        return {}
+    store = HolderStore(conn)
+    unreclaimed = store.unreclaimed_by_group(now)
+    return {group: total - unreclaimed.get(group, 0) for group, (_, total) in store.grant_totals().items()}
+
+
+def _accounted(conn: Any, now: int) -> tuple[int, int]:
+    """Holder-accounted usage read straight from a holder's storage (no live instance needed)."""
+    if not _built(conn):
+        return 0, 0
+    store = HolderStore(conn)
+    totals = store.grant_totals()
+    unreclaimed = store.unreclaimed_by_group(now)
+    granted = sum(total for _, total in totals.values()) - sum(unreclaimed.values())
+    return granted, store.leased_footprint()

@@ -1,0 +1,136 @@
+"""The holder run beside the literal model of the reference: ``exact_accounting``.
+
+Every holder instance a monitor watches gets a :class:`Lockstep` (through
+``Monitor.lockstep``): the literal model (``sim/check/literal_holder.py``, no
+code shared with ``semaphore_core``) on the same wire messages, times, ids
+and callbacks, on a database of its own that survives eviction as the
+object's does. Any difference in parsing, replies, events, ``usage()`` or
+the alarm time ends the run as ``exact_accounting``. It reads nothing the
+run would not (no random draws, no ids of its own, no trace events), so a
+passing run's trace is the same with or without it.
+
+The holder object knows this class only as the protocol it defines
+(``sim.world.holder_object.ModelInLockstep``); this module knows the
+monitor only as something that can fail a run (:class:`Judge`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from semaphore_core import Holder, HolderConfig, SemaphoreProtocolError
+from sim.check.literal_holder import (
+    LiteralHolder,
+    LiteralProtocolError,
+    comparable,
+    first_difference,
+    options_from_config,
+)
+from sim.check.literal_holder import parse as literal_parse
+from sim.runtime.durable import DurableObject
+
+
+class Judge(Protocol):
+    """What ends a run on a difference (``sim.check.invariants.Monitor`` is one)."""
+
+    def fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None: ...
+
+
+class Lockstep:
+    """The literal model beside one holder instance; a difference is an ``exact_accounting`` violation.
+
+    The model gets what the holder gets: the wire message as it arrived,
+    ``now``, the same callbacks, and the ids the holder drew in the same
+    operation (recorded, never drawn again), so its replies must be the
+    same bytes. Its database hangs on the durable object and survives
+    eviction; the model itself, like the holder, is rebuilt per instance and
+    forgets the ``contended`` flag.
+    """
+
+    def __init__(self, obj: DurableObject, config: HolderConfig, key: str, monitor: Judge) -> None:
+        if obj.shadow_storage is None:
+            obj.shadow_storage = sqlite3.connect(":memory:", isolation_level=None)
+        self._key = key
+        self._monitor = monitor
+        self._ids: deque[str] = deque()
+        self._extra = 0
+        self.model = LiteralHolder(obj.shadow_storage, options_from_config(config), self._next_id)
+
+    def drew(self, new_id: str) -> str:
+        """The holder drew ``new_id``; the model's next id is the same."""
+        self._ids.append(new_id)
+        return new_id
+
+    def _next_id(self) -> str:
+        if self._ids:
+            return self._ids.popleft()
+        # The model wants more ids than the holder drew: this id shows up in the comparison.
+        self._extra += 1
+        return f"literal-model-extra-{self._extra}"
+
+    def begin(self) -> None:
+        self._ids.clear()
+
+    def _differ(self, what: str, detail: str) -> None:
+        self._monitor.fail("exact_accounting", f"{self._key}: {what}: {detail}", key=self._key)
+
+    def _same(self, what: str, core: Any, model: Any) -> None:
+        if comparable(core) != comparable(model):
+            self._differ(what, f"holder vs literal model at {first_difference(core, model)}")
+
+    def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None:
+        """The holder accepted ``payload`` (or raised ``core_error``): the model must decide the same."""
+        try:
+            literal_parse(payload)
+            model_error: str | None = None
+        except LiteralProtocolError as error:
+            model_error = str(error)
+        if (core_error is None) != (model_error is None):
+            self._differ(
+                "parsing",
+                f"the holder {'rejects' if core_error else 'accepts'} a message the literal model "
+                f"{'rejects' if model_error else 'accepts'} ({core_error or model_error})",
+            )
+
+    def round(self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]) -> None:
+        model_replies, model_events = self.model.round(payloads, now)
+        self._same("round replies", [reply.to_wire() for reply in replies], model_replies)
+        self._same("round events", [event.to_wire() for event in events], model_events)
+
+    def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None:
+        self._fails_too("round", error, lambda: self.model.round(payloads, now))
+
+    def sync_failed(self, payload: Any, now: int, error: Exception) -> None:
+        self._fails_too("sync", error, lambda: self.model.handle_sync(payload, now))
+
+    def _fails_too(self, what: str, error: Exception, run: Callable[[], object]) -> None:
+        """The holder's ``what`` raised ``error``: the model's must raise too."""
+        try:
+            run()
+        except Exception:
+            return
+        self._differ(what, f"the holder's {what} failed ({error}) but the literal model's did not")
+
+    def sync(self, payload: Any, now: int, reply: dict[str, Any]) -> None:
+        self._same("sync reply", reply, self.model.handle_sync(payload, now))
+
+    def reclaimed(self, now: int, events: Sequence[Any]) -> None:
+        self._same("alarm events", [event.to_wire() for event in events], self.model.reclaim_expired(now))
+
+    def state(self, holder: Holder, now: int) -> None:
+        """After every operation: ``usage()`` in full and the alarm time."""
+        core = _outcome(lambda: holder.usage(now).to_wire())
+        model = _outcome(lambda: self.model.usage(now))
+        self._same("usage()", core, model)
+        self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
+
+
+def _outcome(read: Callable[[], Any]) -> Any:
+    """What ``read`` returns, or that it raised (a limit callback that throws fails ``usage()``)."""
+    try:
+        return read()
+    except Exception:
+        return "raised"

@@ -1,0 +1,268 @@
+"""``semsim fuzz``: a campaign with a progress line and a closing summary, or one case replayed.
+
+Everything the user asked for is checked before the first run: the fixes,
+that ``--out`` can hold the case a campaign may find, that the options make
+sense together (``--replay`` refuses the campaign's own options rather than
+ignoring them). A campaign that finds a violation prints it, with the
+command that replays it, *before* it tries to save anything, so a disk
+that fails at the end cannot lose the counterexample: if saving fails, the
+case is printed instead.
+
+Ctrl-C stops a campaign after the run in progress, prints what it saw so
+far and exits 130 (a second Ctrl-C stops at once); during shrinking it
+keeps the smallest case so far and reports that the shrink was cut short.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Final, TextIO
+
+import attrs
+
+from sim.check.coverage import EXPECTED
+from sim.cli.main import interrupted_by
+from sim.explore.fuzz import (
+    DEFAULT_OUT,
+    Campaign,
+    CaseFileError,
+    RunReport,
+    campaign,
+    case_length,
+    case_text,
+    fixes_arg,
+    load_case,
+    run_case,
+    tolerated_for,
+)
+from sim.explore.strategies import Case
+from sim.inputs.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    output_dir,
+    output_file,
+    wall_clock,
+)
+
+DEFAULT_RUNS: Final = 100
+DEFAULT_SEED: Final = 0
+#: Without a terminal, a progress line every this many runs (and shrink runs).
+PROGRESS_EVERY_RUNS: Final = 10
+PROGRESS_EVERY_SHRINK_RUNS: Final = 25
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    try:
+        fixes = fixes_arg(args.fixes or "")
+    except ValueError as error:
+        raise UsageError(f"--fixes: {error}") from None
+    if args.replay is not None:
+        return _replay(args, fixes)
+    if args.trace is not None:
+        raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
+    runs = DEFAULT_RUNS if args.runs is None else args.runs
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    out_dir = output_dir(args.out or DEFAULT_OUT, "--out")
+
+    variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
+    print(f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {variant}", flush=True)
+    from scenarios import fuzz_examples
+
+    examples = fuzz_examples(fixes)
+    total = runs + len(examples)  # the named scenarios run first
+    started = wall_clock()
+    progress = _Progress(total, quiet=bool(args.quiet))
+    with _interrupts() as stop:
+        try:
+            result = campaign(runs, seed, fixes, on_run=progress, examples=examples, stop=stop)
+        except BaseException as error:
+            if not interrupted_by(error) or progress.state is None:
+                raise
+            result = attrs.evolve(progress.state, interrupted=True)  # a second Ctrl-C, mid-run
+    progress.done()
+    print_summary(result, wall_clock() - started)
+    failure = result.failure
+    if failure is None:
+        if result.interrupted:
+            print(f"\ninterrupted after {result.runs} of {total} runs: no violation so far")
+            return EXIT_INTERRUPTED
+        return EXIT_OK
+    path = out_dir / f"case-{seed}-{failure.failure_name}.json"
+    _report_violation(failure, result)
+    case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
+    print(f"replay: semsim fuzz --replay {case} --trace {trace}", flush=True)
+    _save(failure, tolerated_for(fixes), path)
+    return EXIT_VIOLATION
+
+
+def _report_violation(failure: RunReport, result: Campaign) -> None:
+    print(f"\nVIOLATED {failure.failure_name} (seed {failure.case.seed}): {failure.detail}")
+    steps = case_length(failure.case)
+    if result.shrink_cut_short:
+        print(
+            f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs; shrinking was cut "
+            "short (its budget ran out, or it was interrupted), so a smaller case may exist"
+        )
+    else:
+        print(f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs (shrinking finished)")
+
+
+def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
+    """Write the case; if that fails, print it so it is not lost."""
+    text = case_text(failure.case, tolerated, failure)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        print(f"could not save the case to {path}: {error.strerror or error}; here it is:", file=sys.stderr)
+        print(text, end="")
+        return
+    print(f"case written to {path}")
+
+
+class _Progress:
+    """The progress line: one updating line on a terminal, a line every few runs otherwise."""
+
+    def __init__(self, total: int, quiet: bool, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.quiet = quiet
+        self.stream = sys.stderr if stream is None else stream
+        self.interactive = not quiet and self.stream.isatty()
+        #: The campaign as of the last run (what a hard interrupt still has to report).
+        self.state: Campaign | None = None
+
+    def __call__(self, state: Campaign, report: RunReport, shrinking: bool) -> None:
+        self.state = state
+        if self.quiet:
+            return
+        if shrinking:
+            name = state.failure.failure_name if state.failure else ""
+            line = f"shrinking {name}: {state.shrink_runs} runs"
+            due = state.shrink_runs == 1 or state.shrink_runs % PROGRESS_EVERY_SHRINK_RUNS == 0
+        else:
+            filled = 30 * state.runs // self.total
+            bar = "#" * filled + "." * (30 - filled)
+            line = (
+                f"[{bar}] {state.runs}/{self.total} runs, {state.sim_ms / 3_600_000:.2f} sim-h, "
+                f"findings {sum(state.findings.values())}"
+            )
+            due = state.runs % PROGRESS_EVERY_RUNS == 0 or state.runs == self.total or report.failed
+        if self.interactive:
+            print(f"\r{line}\033[K", end="", file=self.stream, flush=True)
+        elif due:
+            print(line, file=self.stream, flush=True)
+
+    def done(self) -> None:
+        if self.interactive:
+            print(file=self.stream, flush=True)
+
+
+@contextmanager
+def _interrupts() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C asks the campaign to stop after the current run; a second one stops at once.
+
+    Yields the ``stop()`` the campaign polls. Outside the main thread (where
+    signals cannot be handled) Ctrl-C keeps its default behaviour.
+    """
+    asked: list[bool] = []
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if asked:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        asked.append(True)
+        print("\nstopping after this run (Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handle)
+    except ValueError:  # not the main thread
+        yield lambda: False
+        return
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def print_summary(result: Campaign, wall_s: float, out: TextIO | None = None) -> None:
+    out = sys.stdout if out is None else out
+    hours = result.sim_ms / 3_600_000
+    partial = " (interrupted: partial)" if result.interrupted else ""
+    print(f"runs: {result.runs}{partial}, simulated: {hours:.2f} h, wall: {wall_s:.1f} s", file=out)
+    violations = Counter({result.failure.failure_name: 1}) if result.failure else Counter()
+    print("violations by invariant:", _counts(violations) or "none", file=out)
+    print("known findings (tolerated):", _counts(result.findings) or "none", file=out)
+    print("documented behaviour:", _counts(result.documented) or "none", file=out)
+    print("coverage:", file=out)
+    width = max(len(name) for name in EXPECTED)
+    for name in EXPECTED:
+        print(f"  {name:<{width}}  {result.coverage.get(name, 0)}", file=out)
+    never = result.missing_coverage()
+    if never:
+        print(f"never reached ({len(never)}): {', '.join(never)}", file=out)
+    out.flush()
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counter.items()))
+
+
+# --- one case ---------------------------------------------------------------------------------
+
+
+def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
+    """``semsim fuzz --replay CASE [--fixes A,B] [--trace F.jsonl]``: one case, exactly.
+
+    ``--fixes`` turns those fixes on in the replayed case (does the fix fix
+    it?); the findings they correct are then no longer tolerated.
+    """
+    given = [name for name in ("runs", "seed", "out") if getattr(args, name) is not None]
+    if given:
+        raise UsageError(f"--{given[0]} does not go with --replay: a replay runs the one case it is given")
+    try:
+        case, tolerated = load_case(args.replay)
+    except CaseFileError as error:
+        raise UsageError(str(error)) from None
+    if args.trace is not None:
+        output_file(args.trace, "--trace")
+    if fixes:
+        case, tolerated = with_fixes(case, tolerated, fixes)
+    report, run = run_case(case, tolerated)
+    on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
+    print(
+        f"replayed {args.replay}: seed {case.seed}, {case_length(case)} plan steps{on}, "
+        f"outcome {report.outcome}"
+    )
+    if args.trace is not None:
+        if run is None:
+            print(f"no trace written to {args.trace}: the run crashed before it could end")
+        else:
+            run.trace.write(args.trace)
+            print(f"trace written to {args.trace}")
+    if report.findings:
+        print("known findings (tolerated):", _counts(report.findings))
+    if report.documented:
+        print("documented behaviour:", _counts(report.documented))
+    if not report.failed:
+        print("every invariant held")
+        return EXIT_OK
+    print(f"VIOLATED {report.failure_name} at {report.sim_ms} ms: {report.detail}")
+    return EXIT_VIOLATION
+
+
+def with_fixes(case: Case, tolerated: frozenset[str], fixes: tuple[str, ...]) -> tuple[Case, frozenset[str]]:
+    """``case`` with ``fixes`` also on, tolerating no finding those fixes correct."""
+    holder = case.config.holder
+    on = tuple(sorted(set(holder.fixes) | set(fixes)))
+    fixed = attrs.evolve(case, config=attrs.evolve(case.config, holder=attrs.evolve(holder, fixes=on)))
+    return fixed, tolerated & tolerated_for(on)

@@ -1,0 +1,253 @@
+"""The ``semsim`` command line (docs/CLI.md).
+
+Exit status: 0 when every expectation and invariant held, 1 when one did
+not, 2 on bad usage or bad input (a one-line message, no traceback), 130
+when interrupted (Ctrl-C), and 141 when the reader of the output went away
+(``semsim list | head -1``): the command stops quietly, as a program killed
+by SIGPIPE would.
+
+This module only parses arguments and dispatches; each command's work lives
+with its concept (``scenarios.cli``, ``sim.report.plot``, ``sim.report.replay``,
+``sim.cli.fuzz_command``, ``sim.explore.mutants``) and is imported when the
+command runs, so ``semsim --help`` stays fast. What the commands share (exit
+statuses, ``UsageError``, output-path checks) is in ``sim.inputs.commands``,
+below them all. Options are checked here or at the top of each command,
+before any work starts: an output path that cannot be written is reported
+before the run it would record, not after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, cast
+
+from sim.inputs.commands import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATION,
+    UsageError,
+    output_file,
+)
+
+#: The largest seed accepted on the command line (seeds feed ``random.Random``).
+MAX_SEED: Final = 2**63 - 1
+#: The most runs one campaign may be asked for.
+MAX_RUNS: Final = 1_000_000
+
+
+def _integer(text: str) -> int:
+    # Plain decimal digits: int() would also take " 5", "1_0" and other scripts' digits.
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a decimal integer: {text!r}")
+    return int(text, 10)
+
+
+def seed_arg(text: str) -> int:
+    """``--seed``: an integer in [0, MAX_SEED]."""
+    value = _integer(text)
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}: {text}")
+    return value
+
+
+def runs_arg(text: str) -> int:
+    """``--runs``: an integer in [1, MAX_RUNS]."""
+    value = _integer(text)
+    if not 1 <= value <= MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_RUNS:,}: {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="semsim",
+        description="Deterministic simulation and fuzzing of the DurabilitySemaphore protocol.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="a scripted allocation story on the core: lost reply, alarm, lowered limit",
+        description="Run a scripted allocation story on the pure core and check every step.",
+    )
+    demo.add_argument("--plot", type=Path, metavar="F.png", help="write a usage plot to this file")
+
+    commands.add_parser(
+        "list", help="the failure scenarios, one line each", description="List the failure scenarios."
+    )
+
+    run = commands.add_parser(
+        "run",
+        help="run a failure scenario and check what it asserts",
+        description="Run a named failure scenario; exit 1 if an expectation or invariant fails.",
+    )
+    run.add_argument("name", metavar="NAME", help="a scenario name (see `semsim list`)")
+    run.add_argument("--seed", type=seed_arg, help="override the scenario's seed")
+    run.add_argument("--trace", type=Path, metavar="F.jsonl", help="write the run's trace here")
+    run.add_argument("--plot", type=Path, metavar="F.png", help="write a usage plot here")
+    run.add_argument("--per-group", action="store_true", help="plot one panel per group")
+
+    fuzz = commands.add_parser(
+        "fuzz",
+        help="whole-system runs under random fault plans",
+        description=(
+            "Run simulations under random (swarm) fault plans with every invariant checked; "
+            "print a summary with coverage counters. Exit 1 on an unexpected violation."
+        ),
+    )
+    # Defaults are applied by the command, so it can tell an option given from one left out.
+    fuzz.add_argument("--runs", type=runs_arg, help="how many runs (default 100)")
+    fuzz.add_argument("--seed", type=seed_arg, help="campaign seed (default 0)")
+    fuzz.add_argument(
+        "--fixes",
+        metavar="A,B",
+        help="opt-in fixes to run with ('all' for every known fix; default: the faithful reference); "
+        "with --replay, turned on in the replayed case",
+    )
+    fuzz.add_argument("--replay", type=Path, metavar="CASE.json", help="replay one recorded case")
+    fuzz.add_argument("--trace", type=Path, metavar="F.jsonl", help="with --replay: write the trace")
+    fuzz.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the violating case here (default semsim-failures)"
+    )
+    fuzz.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    mutants = commands.add_parser(
+        "mutants",
+        help="run every layer of the suite against each protocol mutant and print the kill table",
+        description="Apply each catalogued mutant of semaphore_core and report which layers kill it.",
+    )
+    mutants.add_argument("--only", metavar="A,B", help="run only these mutants")
+    mutants.add_argument("--markdown", type=Path, metavar="F.md", help="write the table here")
+    mutants.add_argument(
+        "--expected",
+        type=Path,
+        metavar="F.md",
+        help="the table to compare the verdicts with (default: docs/MUTANTS.md)",
+    )
+    mutants.add_argument(
+        "--layers",
+        metavar="L,M",
+        help="run only these layers: unit, state-machine, scenarios, fuzz (default: all)",
+    )
+    mutants.add_argument(
+        "--workers", type=_integer, default=1, metavar="N", help="score N mutants at once (default 1)"
+    )
+    mutants.add_argument(
+        "--cpu-budget",
+        type=_integer,
+        default=20 * 60,
+        metavar="S",
+        help="CPU seconds a pytest layer may take per mutant before it is timed out (default 1200)",
+    )
+
+    replay = commands.add_parser(
+        "replay",
+        help="recorded wire traffic through the holder model, invariants checked",
+        description="Replay recorded wire traffic through the holder model and check invariants.",
+    )
+    replay.add_argument("traffic", type=Path, metavar="TRAFFIC.jsonl")
+
+    plot = commands.add_parser(
+        "plot",
+        help="plot usage over simulated time from a trace",
+        description="Plot usage over simulated time from a trace file.",
+    )
+    plot.add_argument("trace", type=Path, metavar="TRACE.jsonl")
+    plot.add_argument("-o", "--output", type=Path, metavar="F.png", required=True)
+    plot.add_argument("--per-group", action="store_true", help="one panel per group")
+    return parser
+
+
+#: command -> "module:function"; the function takes the parsed arguments and returns the exit code.
+HANDLERS = {
+    "demo": "sim.cli.main:_demo",
+    "list": "scenarios.cli:cmd_list",
+    "run": "scenarios.cli:cmd_run",
+    "fuzz": "sim.cli.fuzz_command:cmd_fuzz",
+    "mutants": "sim.explore.mutants:cmd_mutants",
+    "replay": "sim.report.replay:cmd_replay",
+    "plot": "sim.report.plot:cmd_plot",
+}
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sim.cli.demo import plot, print_timeline, run_demo
+
+    plot_path: Path | None = args.plot
+    if plot_path is not None:
+        output_file(plot_path, "--plot", image=True)
+    result = run_demo()
+    print_timeline(result)
+    if plot_path is not None:
+        plot(result, plot_path)
+        print(f"\nplot written to {plot_path}")
+    if result.failures:
+        for failure in result.failures:
+            print(f"FAILED: {failure}", file=sys.stderr)
+        return EXIT_VIOLATION
+    print("\nevery expectation held")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:  # started with standard output closed: the verdict still stands
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+    args = _parser().parse_args(argv)
+    module_name, function_name = HANDLERS[args.command].split(":")
+    try:
+        handler = cast(
+            Callable[[argparse.Namespace], int], getattr(importlib.import_module(module_name), function_name)
+        )
+        status = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
+        return status
+    except UsageError as error:
+        print(f"semsim {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as error:  # writing a result failed: a full disk, a device that refuses
+        where = f" {error.filename}" if error.filename else ""
+        print(
+            f"semsim {args.command}: error: cannot write{where}: {error.strerror or error}", file=sys.stderr
+        )
+        _discard_stdout()
+        return EXIT_USAGE
+    except BaseException as error:
+        if not interrupted_by(error):
+            raise
+        print(f"\nsemsim {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def interrupted_by(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, alone or inside (nested) exception groups (Trio wraps it)."""
+    if isinstance(error, KeyboardInterrupt):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(interrupted_by(inner) for inner in error.exceptions)
+    return False
+
+
+def _discard_stdout() -> None:
+    """The reader went away: send what is still buffered nowhere, so exiting prints no error.
+
+    Python's documented way (the ``signal`` module's note on SIGPIPE).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file descriptor (a test's capture): nothing is buffered at OS level
+
+
+if __name__ == "__main__":
+    sys.exit(main())

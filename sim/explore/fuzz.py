@@ -1,0 +1,411 @@
+"""Fuzz campaigns: whole simulations under swarm fault plans, shrunk to a replayable case.
+
+Hypothesis draws each :class:`~sim.explore.strategies.Case` (a config, a fault plan,
+a seed) and runs it with every invariant checked. Known findings of the
+faithful reference (docs/FINDINGS.md) are tolerated and counted by name;
+anything else is a failure: Hypothesis shrinks it to a minimal case, which
+is saved as JSON next to a one-line command that replays it exactly.
+
+The same campaigns serve ``semsim fuzz`` (``sim.cli.fuzz_command``: a progress
+line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import attrs
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import example as hypothesis_example
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import ExampleDatabase
+
+from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
+from sim.check.coverage import coverage, missing
+from sim.explore.strategies import Case, cases
+from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world
+from sim.inputs.files import InputError, parse_json, read_text
+from sim.world.faults import FaultPlan
+
+#: Findings of the faithful reference that a campaign on it expects and counts by name.
+KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4"})
+#: Where failing cases are written unless told otherwise.
+DEFAULT_OUT: Final = Path("semsim-failures")
+CASE_FORMAT: Final = "semsim-case/1"
+#: Simulated work (trace events, summed over shrink runs) spent shrinking a failure before the
+#: best case so far is kept. A budget of work rather than of seconds keeps shrinking
+#: deterministic: the same failure shrinks to the same case on any machine. A run records
+#: about 2,000 events and the simulator about 10,000 a CPU second here: some 500 shrink runs,
+#: two minutes at most (docs/BENCHMARKS.md).
+SHRINK_BUDGET_EVENTS: Final = 1_000_000
+MAX_CASE_BYTES: Final = 1_000_000
+#: A case's seed feeds ``random.Random`` by string; the command line's bound.
+MAX_CASE_SEED: Final = 2**63 - 1
+
+
+@attrs.frozen
+class RunReport:
+    """One run of a campaign: what broke (if anything) and what it reached."""
+
+    case: Case
+    outcome: str
+    invariant: str | None
+    #: The known finding that explains the violation (when the run did not tolerate it).
+    finding: str | None
+    detail: str
+    sim_ms: int
+    findings: Counter[str]
+    documented: Counter[str]
+    coverage: Counter[str]
+    #: Trace events the run recorded: the measure of its work.
+    events: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome != "completed"
+
+    @property
+    def failure_name(self) -> str:
+        """The invariant broken (with the finding that explains it), or the outcome (``crash``, ...)."""
+        if self.invariant is None:
+            return self.outcome
+        return self.invariant if self.finding is None else f"{self.invariant}:{self.finding}"
+
+
+def run_case(case: Case, tolerated: frozenset[str]) -> tuple[RunReport, WorldRun | None]:
+    """Run one case; an exception out of the model (an internal assertion) is a ``crash``."""
+    try:
+        run = run_world(case.config, case.faults, case.seed, tolerated=tolerated)
+    except Exception as error:  # a crash is a finding, reported with its message
+        while isinstance(error, BaseExceptionGroup) and isinstance(error.exceptions[0], Exception):
+            error = error.exceptions[0]
+        where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+        location = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+        return (
+            RunReport(
+                case,
+                "crash",
+                None,
+                None,
+                f"{type(error).__name__}{location}: {error}",
+                0,
+                Counter(),
+                Counter(),
+                Counter(),
+            ),
+            None,
+        )
+    monitor = run.monitor
+    return (
+        RunReport(
+            case=case,
+            outcome=run.result.outcome,
+            invariant=run.result.invariant,
+            finding=run.result.finding,
+            detail=run.result.detail,
+            sim_ms=run.result.end_ms,
+            findings=Counter(v.finding for v in monitor.violations if v.finding is not None),
+            documented=monitor.documented + monitor.leaks,
+            coverage=coverage(run.trace.events(), case.config.latency_ms),
+            events=len(run.trace),
+        ),
+        run,
+    )
+
+
+def case_length(case: Case) -> int:
+    """A counterexample's length in plan steps: each fault kind switched on, each scheduled action.
+
+    This is what shrinking minimises and what the mutation table reports.
+    """
+    faults = case.faults
+    rates = sum(
+        1
+        for value in (
+            faults.request_loss,
+            faults.reply_loss,
+            faults.duplicate,
+            faults.delay_ms,
+            faults.reorder,
+            faults.alarm_failure,
+            faults.release_loss,
+            faults.forged_reports,
+            faults.evict_holders_every_ms,
+        )
+        if value
+    )
+    scheduled = (
+        len(faults.partitions)
+        + len(faults.drops)
+        + len(faults.evictions)
+        + len(faults.limit_changes)
+        + len(faults.group_limit_changes)
+    )
+    return rates + scheduled + len(case.config.workload.script)
+
+
+# --- saved cases ------------------------------------------------------------------------
+
+
+class CaseFileError(ValueError):
+    """A saved case is unreadable or malformed; the message names the file and what is wrong."""
+
+
+def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None = None) -> str:
+    """A case as the JSON :func:`load_case` reads; with ``failure``, what it broke goes in as ``expect``."""
+    data: dict[str, Any] = {"format": CASE_FORMAT, "tolerated": sorted(tolerated)}
+    if failure is not None:
+        data["expect"] = {
+            "invariant": failure.invariant,
+            "finding": failure.finding,
+            "outcome": failure.outcome,
+        }
+    data.update(case.to_dict())
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"
+
+
+def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunReport | None = None) -> None:
+    """Write a case as JSON (see :func:`case_text`)."""
+    path.write_text(case_text(case, tolerated, failure), encoding="utf-8")
+
+
+def load_case(path: Path) -> tuple[Case, frozenset[str]]:
+    """A case written by :func:`save_case` (or by hand) and the findings it tolerates."""
+    try:
+        text = read_text(path, MAX_CASE_BYTES, "a case file")
+    except InputError as error:
+        raise CaseFileError(str(error)) from None
+    try:
+        data = parse_json(text)
+    except InputError as error:
+        raise CaseFileError(f"{path}: {error}") from None
+    if not isinstance(data, dict):
+        raise CaseFileError(f"{path}: a case is a JSON object")
+    if data.get("format") != CASE_FORMAT:
+        raise CaseFileError(f"{path}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
+    unknown = sorted(set(data) - {"format", "tolerated", "expect", "seed", "config", "faults"})
+    if unknown:
+        raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
+    seed, tolerated = data.get("seed"), data.get("tolerated", [])
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_CASE_SEED:
+        raise CaseFileError(f"{path}: seed must be an integer in [0, {MAX_CASE_SEED}], got {seed!r}")
+    if not isinstance(tolerated, list) or not all(isinstance(name, str) for name in tolerated):
+        raise CaseFileError(f"{path}: tolerated must be a list of finding names")
+    strange = sorted(set(tolerated) - KNOWN_FINDINGS)
+    if strange:
+        raise CaseFileError(
+            f"{path}: tolerated names {strange[0]!r}, not a known finding "
+            f"({', '.join(sorted(KNOWN_FINDINGS))})"
+        )
+    expect = data.get("expect")
+    if expect is not None and (
+        not isinstance(expect, dict)
+        or set(expect) - {"invariant", "finding", "outcome"}
+        or not all(value is None or isinstance(value, str) for value in expect.values())
+    ):
+        raise CaseFileError(
+            f"{path}: expect must be an object of invariant, finding and outcome, each a name or null"
+        )
+    try:
+        config = WorldConfig.from_dict(data.get("config", {}))
+        faults = FaultPlan.from_dict(data.get("faults", {}))
+        check_plan(config, faults)
+    except ValueError as error:
+        raise CaseFileError(f"{path}: {error}") from None
+    return Case(config=config, faults=faults, seed=seed), frozenset(tolerated)
+
+
+# --- campaigns ----------------------------------------------------------------------------
+
+
+@attrs.define
+class Campaign:
+    """What a campaign saw; ``failure`` is the shrunk failing run, if any."""
+
+    runs: int = 0
+    sim_ms: int = 0
+    findings: Counter[str] = attrs.field(factory=Counter)
+    documented: Counter[str] = attrs.field(factory=Counter)
+    coverage: Counter[str] = attrs.field(factory=Counter)
+    failure: RunReport | None = None
+    #: Runs tried while shrinking the failure, and the work they did (trace events).
+    shrink_runs: int = 0
+    shrink_events: int = 0
+    #: Shrinking stopped at its budget (or was interrupted): the case may not be minimal.
+    shrink_cut_short: bool = False
+    #: The campaign was stopped before its runs were done (Ctrl-C): what it saw is partial.
+    interrupted: bool = False
+
+    def add(self, report: RunReport) -> None:
+        self.runs += 1
+        self.sim_ms += report.sim_ms
+        self.findings += report.findings
+        self.documented += report.documented
+        self.coverage += report.coverage
+
+    def missing_coverage(self) -> list[str]:
+        return missing(self.coverage)
+
+
+class _Failed(Exception):
+    """Raised inside the Hypothesis test so it shrinks; one subclass per failure name."""
+
+
+_FAILURE_TYPES: dict[str, type[_Failed]] = {}
+
+
+def _failure_type(name: str) -> type[_Failed]:
+    # Hypothesis shrinks towards failures of the same type raised at the same
+    # place, so each invariant gets its own type: shrinking keeps the invariant.
+    if name not in _FAILURE_TYPES:
+        _FAILURE_TYPES[name] = type(f"Violated_{name}", (_Failed,), {})
+    return _FAILURE_TYPES[name]
+
+
+def _raise_failure(report: RunReport) -> NoReturn:
+    # One raise site: Hypothesis tells failures apart by type and by where they were raised.
+    raise _failure_type(report.failure_name)(report.detail)
+
+
+def fixes_arg(text: str) -> tuple[str, ...]:
+    """``--fixes``: '' (the reference), 'all', or names from KNOWN_FIXES."""
+    if text == "all":
+        return tuple(sorted(ALL_FIXES))
+    names = tuple(name for name in (part.strip() for part in text.split(",")) if name)
+    unknown = [name for name in names if name not in KNOWN_FIXES]
+    if unknown:
+        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}")
+    return names
+
+
+def tolerated_for(fixes: tuple[str, ...]) -> frozenset[str]:
+    """The reference's known findings, less those the chosen fixes correct."""
+    fixed = {KNOWN_FIXES[name].split(":")[0] for name in fixes}
+    return frozenset(KNOWN_FINDINGS - fixed)
+
+
+class _Stopped(BaseException):
+    """Raised inside the Hypothesis test to end a campaign early (a user's interrupt).
+
+    A ``BaseException``, so Hypothesis does not take it for a failure to shrink.
+    """
+
+
+@contextmanager
+def _cases_independent_of_loaded_modules() -> Iterator[None]:
+    """Draw a campaign's cases from its seed alone, whatever modules the process has loaded.
+
+    Hypothesis draws about 5% of values from constants it mines out of every
+    *local* module in ``sys.modules`` (``providers._get_local_constants``), so
+    the same seed gave different cases in pytest (which loads the tests), in
+    ``semsim fuzz`` and in a worker process. For the duration of a campaign
+    that pool is empty; the global constants (edge values such as 0 and -1)
+    still apply. If a Hypothesis version has no such pool, there is nothing
+    to do.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # pragma: no cover - older Hypothesis: no local constants
+        yield
+        return
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        yield  # pragma: no cover
+        return
+    saved = providers._get_local_constants
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
+def campaign(
+    runs: int,
+    seed: int,
+    fixes: tuple[str, ...] = (),
+    tolerated: frozenset[str] | None = None,
+    on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
+    shrink: bool = True,
+    shrink_budget_events: int = SHRINK_BUDGET_EVENTS,
+    examples: Sequence[Case] = (),
+    database: ExampleDatabase | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Campaign:
+    """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
+
+    ``on_run(campaign, report, shrinking)`` is called after every run (the
+    progress line). Every draw derives from ``seed`` alone (not from which
+    modules are loaded), so the same arguments give the same campaign in any
+    process. ``examples`` run first, as they are (Hypothesis's explicit
+    examples): the named scenarios, say. Shrinking stops after
+    ``shrink_budget_events`` of simulated work and keeps the best case so far
+    (``shrink_cut_short``). ``stop()`` is asked before every run: once it
+    says so, the campaign ends (``interrupted``), or, while shrinking, the
+    shrink does.
+    """
+    assert runs >= 1, runs
+    assert shrink_budget_events >= 0, shrink_budget_events
+    allowed = tolerated_for(fixes) if tolerated is None else tolerated
+    result = Campaign()
+    failed: dict[Case, RunReport] = {}
+
+    @settings(
+        max_examples=runs,
+        # With a database (the dev and nightly profiles), failures found before replay first.
+        database=database,
+        deadline=None,
+        derandomize=False,
+        print_blob=False,
+        report_multiple_bugs=False,
+        phases=[Phase.explicit, Phase.generate, Phase.shrink] if shrink else [Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @hypothesis_seed(seed)
+    @given(cases(fixes))
+    def one(case: Case) -> None:
+        known = failed.get(case)
+        if known is not None:
+            # Hypothesis replays failing cases; answer from memory (a run is deterministic),
+            # and keep the one replayed last: the minimal case it reports.
+            result.failure = known
+            _raise_failure(known)
+        shrinking = result.failure is not None
+        if shrinking and (result.shrink_events >= shrink_budget_events or (stop is not None and stop())):
+            # Out of budget, or asked to stop: nothing new fails, so the shrinker stops.
+            result.shrink_cut_short = True
+            return
+        if not shrinking and stop is not None and stop():
+            raise _Stopped
+        report, _ = run_case(case, allowed)
+        if shrinking:
+            result.shrink_runs += 1
+            result.shrink_events += report.events
+        else:
+            result.add(report)
+        if on_run is not None:
+            on_run(result, report, shrinking)
+        if report.failed and (result.failure is None or report.failure_name == result.failure.failure_name):
+            # While shrinking, only the same failure counts: shrinking keeps the invariant.
+            failed[case] = result.failure = report
+            _raise_failure(report)
+
+    for example in reversed(examples):
+        one = hypothesis_example(case=example)(one)
+    with _cases_independent_of_loaded_modules():
+        try:
+            one()
+        except _Failed:
+            assert result.failure is not None
+        except _Stopped:
+            result.interrupted = True
+    return result

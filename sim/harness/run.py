@@ -1,0 +1,583 @@
+"""A whole simulated system: holders, clients, the job service, the network, a workload.
+
+``run_world(config, faults, seed)`` builds everything from one config and
+one fault plan, runs it under the deterministic runtime, and returns the
+trace (whose header records the seed, the config and the plan) with the
+objects for inspection. The same three inputs give the same trace bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
+from sim.check.invariants import PROGRESS_WINDOW_MS, Monitor
+from sim.inputs.validation import (
+    array,
+    boolean,
+    build,
+    check_int,
+    check_number,
+    fields_of,
+    integer,
+    js_int,
+    one_of,
+    time_ms,
+)
+from sim.runtime.durable import DurableObject, Factory
+from sim.runtime.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
+from sim.runtime.kernel import Limits, RunResult, Sim, run
+from sim.runtime.network import DEFAULT_LATENCY_MS, Network
+from sim.runtime.trace import Trace
+from sim.world.client_object import ClientObject, ClientSettings
+from sim.world.faults import FaultPlan, InputFault
+from sim.world.forger import forge, forge_leases, lease_rows
+from sim.world.holder_object import Env, HolderObject
+from sim.world.jobs import Jobs
+from sim.world.workload import Arrival, Workload, arrivals
+
+SEMSIM_VERSION = "0.1.0"
+PROGRESS_SAMPLE_MS = 5_000
+#: Every RPC method a world's objects answer (what a drop may name).
+METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
+#: The most items a run's workload may submit: every item costs memory and trace events.
+MAX_ITEMS = 100_000
+#: How long a run may go on past ``duration_ms`` to settle (virtual time): at least this,
+#: more when much work is left (each item may take a stall window), at most the maximum.
+MIN_SETTLE_MS = 6 * 3_600_000
+MAX_SETTLE_MS = 48 * 3_600_000
+
+
+def _amount(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Under's reserve or over's extra: an absolute count (int) or a ratio of the limit (float)."""
+    if isinstance(value, float):
+        check_number(attribute.name, value, -1.0, float(MAX_SAFE_INTEGER))  # a ratio: 0 allowed
+        if value < 0:
+            raise ValueError(f"{attribute.name} must be a non-negative ratio, got {value!r}")
+    else:
+        check_int(attribute.name, value)
+
+
+@attrs.frozen
+class LeaseSpec:
+    """Lease options as plain data (what a trace header records)."""
+
+    provisioning: Literal["strict", "under", "over"] = attrs.field(
+        default="strict", validator=one_of("strict", "under", "over")
+    )
+    #: Under's reserve or over's extra: an int is absolute, a float a ratio of the limit.
+    amount: int | float = attrs.field(default=0, validator=_amount)
+    permits_per_lease: int = attrs.field(default=64, converter=js_int, validator=integer(1))
+    ttl_ms: int = attrs.field(default=1_800_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    max_groups: int = attrs.field(default=100, converter=js_int, validator=integer(1))
+    max_clients_per_group: int = attrs.field(default=100, converter=js_int, validator=integer(1))
+    limited_groups: Literal["exclude", "within_group_limit"] = attrs.field(
+        default="exclude", validator=one_of("exclude", "within_group_limit")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        self.options()  # the holder's own rules too (they raise naming the field)
+
+    def options(self) -> LeaseOptions:
+        amount: int | Ratio = Ratio(self.amount) if isinstance(self.amount, float) else self.amount
+        provisioning: Strict | Under | Over
+        if self.provisioning == "under":
+            provisioning = Under(reserve=amount)
+        elif self.provisioning == "over":
+            provisioning = Over(extra=amount)
+        else:
+            provisioning = Strict()
+        return LeaseOptions(
+            provisioning=provisioning,
+            permits_per_lease=self.permits_per_lease,
+            ttl_ms=self.ttl_ms,
+            max_groups=self.max_groups,
+            max_clients_per_group=self.max_clients_per_group,
+            limited_groups=self.limited_groups,
+        )
+
+
+def _lease_spec(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, LeaseSpec):
+        raise ValueError(f"{attribute.name} must be lease options or null, got {value!r}")
+
+
+@attrs.frozen
+class HolderSpec:
+    """The holder's settings as plain data, checked by the holder's own rules when built."""
+
+    limit: int = attrs.field(default=10, converter=js_int)
+    round_wait_ms: int = attrs.field(default=1_000, converter=js_int)
+    round_period_ms: int = attrs.field(default=2_000, converter=js_int)
+    grant_timeout_ms: int = attrs.field(default=10_000, converter=js_int)
+    leases: LeaseSpec | None = attrs.field(default=LeaseSpec(), validator=_lease_spec)
+    fixes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+    #: The engine's bounds (seed 002's ``alarmMinDelayMs``): checked here so a case file says so.
+    alarm_min_delay_ms: int = attrs.field(
+        default=MAX_ALARM_DELAY_MS,
+        converter=js_int,
+        validator=integer(MIN_ALARM_DELAY_MS, MAX_ALARM_DELAY_MS),
+    )
+    engine_fallback: bool = attrs.field(default=True, validator=boolean)
+
+    def __attrs_post_init__(self) -> None:
+        # The same rules, and messages, as the holder: ``HolderConfig`` raises naming the field.
+        HolderConfig(
+            limit=self.limit,
+            round_wait_ms=self.round_wait_ms,
+            round_period_ms=self.round_period_ms,
+            grant_timeout_ms=self.grant_timeout_ms,
+            fixes=self.fixes,
+        )
+
+    def env(
+        self,
+        alarm_failure: float = 0.0,
+        faults_until_ms: int | None = None,
+        input_faults: tuple[InputFault, ...] = (),
+    ) -> Env:
+        return Env(
+            limit=self.limit,
+            round_wait_ms=self.round_wait_ms,
+            round_period_ms=self.round_period_ms,
+            grant_timeout_ms=self.grant_timeout_ms,
+            leases=None if self.leases is None else self.leases.options(),
+            fixes=frozenset(self.fixes),
+            alarm_min_delay_ms=self.alarm_min_delay_ms,
+            engine_fallback=self.engine_fallback,
+            alarm_failure=alarm_failure,
+            faults_until_ms=faults_until_ms,
+            input_faults=input_faults,
+        )
+
+
+@attrs.frozen
+class WorldConfig:
+    holder: HolderSpec = attrs.field(factory=HolderSpec, validator=attrs.validators.instance_of(HolderSpec))
+    workload: Workload = attrs.field(factory=Workload, validator=attrs.validators.instance_of(Workload))
+    client: ClientSettings = attrs.field(
+        factory=ClientSettings, validator=attrs.validators.instance_of(ClientSettings)
+    )
+    #: How long the story lasts: arrivals stop here, and so do faults the plan does not stop
+    #: sooner. The run goes on past it until it settles, for liveness (see ``run_world``).
+    duration_ms: int = attrs.field(default=3_600_000, converter=js_int, validator=time_ms(1))
+    latency_ms: int = attrs.field(
+        default=DEFAULT_LATENCY_MS, converter=js_int, validator=integer(0, MAX_DELAY_MS)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not self.client.lease_capable:
+            raise ValueError(
+                "client.lease_capable is set for each client by workload.plain_clients; leave it out"
+            )
+        offered = offered_items(self.workload, self.duration_ms)
+        if offered > MAX_ITEMS:
+            raise ValueError(
+                f"workload would submit about {offered:,} items in duration_ms; at most {MAX_ITEMS:,} a run"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> WorldConfig:
+        """The inverse of ``to_dict`` (a trace header's or case file's ``config``).
+
+        ValueError names the field that is wrong, with its path (``config.holder.limit``).
+        """
+        values = fields_of(cls, data, "config")
+        if "holder" in values:
+            holder = fields_of(HolderSpec, values["holder"], "config.holder")
+            if holder.get("leases") is not None:
+                holder["leases"] = build(LeaseSpec, holder["leases"], "config.holder.leases")
+            if "fixes" in holder:
+                holder["fixes"] = tuple(array(holder["fixes"], "config.holder.fixes"))
+            values["holder"] = build(HolderSpec, holder, "config.holder")
+        if "workload" in values:
+            workload = fields_of(Workload, values["workload"], "config.workload")
+            for name in ("keys", "groups", "duration_ms"):
+                if name in workload:
+                    workload[name] = tuple(array(workload[name], f"config.workload.{name}"))
+            if "script" in workload:
+                workload["script"] = tuple(
+                    build(Arrival, a, f"config.workload.script[{index}]")
+                    for index, a in enumerate(array(workload["script"], "config.workload.script"))
+                )
+            values["workload"] = build(Workload, workload, "config.workload")
+        if "client" in values:
+            values["client"] = build(ClientSettings, values["client"], "config.client")
+        return build(cls, values, "config")
+
+
+def offered_items(workload: Workload, duration_ms: int) -> int:
+    """About how many items ``workload`` submits before ``duration_ms`` (its expected count)."""
+    if workload.script:
+        return sum(arrival.count for arrival in workload.script)
+    window_ms = min(workload.until_ms, duration_ms)
+    if workload.arrival == "steady":
+        per_client = workload.items_per_minute * window_ms / 60_000
+    else:
+        per_client = workload.burst_size * (window_ms // workload.burst_every_ms + 1)
+    return round(workload.clients * per_client)
+
+
+@attrs.define
+class World:
+    """The objects of a run, kept for inspection after it ends."""
+
+    sim: Sim
+    network: Network
+    jobs: Jobs
+    monitor: Monitor
+    holders: dict[str, DurableObject]
+    clients: dict[str, DurableObject]
+    envs: dict[str, Env]
+
+    def holder_name(self, key: str) -> str:
+        return f"holder:{key}"
+
+
+@attrs.frozen(hash=False)
+class WorldRun:
+    trace: Trace
+    result: RunResult
+    world: World
+
+    @property
+    def monitor(self) -> Monitor:
+        return self.world.monitor
+
+
+def run_world(
+    config: WorldConfig,
+    faults: FaultPlan,
+    seed: int,
+    limits: Limits | None = None,
+    tolerated: frozenset[str] = frozenset(),
+) -> WorldRun:
+    """Build and run one world; the trace header records seed, config and faults.
+
+    Invariants are checked throughout; a violation ends the run (outcome
+    ``violation``) unless it is a known finding named in ``tolerated``.
+    """
+    check_plan(config, faults)
+    trace = Trace(seed, config.to_dict(), faults.to_dict())
+    trace.header["semsim"] = SEMSIM_VERSION
+    quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
+    # Random faults stop at the quiet point when the plan does not stop them sooner.
+    if faults.faults_until_ms is None:
+        faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
+    built: list[World] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            world = _build(sim, config, faults, nursery, Monitor(sim, tolerated))
+            built.append(world)
+            await _judge_liveness(sim, world, config, quiet_from_ms)
+            nursery.cancel_scope.cancel()
+
+    bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
+    result = run(seed, main, trace, bound)
+    return WorldRun(trace=trace, result=result, world=built[0])
+
+
+def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
+    """A plan's faults must happen within the run's story: ValueError naming the field otherwise.
+
+    Liveness is judged once every fault has stopped, so nothing may be
+    scheduled after ``duration_ms`` (the run may go on past it to settle).
+    """
+    end = config.duration_ms
+    if faults.faults_until_ms is not None and faults.faults_until_ms > end:
+        raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
+    for name in ("partitions", "drops", "input_faults"):
+        for index, window in enumerate(getattr(faults, name)):
+            if window.end_ms > end:
+                raise ValueError(
+                    f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
+                )
+    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels"):
+        for index, entry in enumerate(getattr(faults, name)):
+            if entry.at_ms >= end:
+                raise ValueError(
+                    f"faults.{name}[{index}].at_ms ({entry.at_ms}) is not before duration_ms ({end})"
+                )
+    holders = [f"holder:{key}" for key in config.workload.keys]
+    objects = [*holders, *config.workload.client_names()]
+    endpoints = [*objects, "jobs", "workload", "forger"]
+    for name, entries, field, known in (
+        ("partitions", faults.partitions, "target", objects),
+        ("evictions", faults.evictions, "target", objects),
+        ("drops", faults.drops, "src", endpoints),
+        ("drops", faults.drops, "dst", endpoints),
+        ("drops", faults.drops, "method", METHODS),
+        ("limit_changes", faults.limit_changes, "key", config.workload.keys),
+        ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
+        ("group_limit_changes", faults.group_limit_changes, "group", config.workload.groups),
+        ("input_faults", faults.input_faults, "key", config.workload.keys),
+        ("input_faults", faults.input_faults, "group", config.workload.groups),
+        ("cancels", faults.cancels, "target", config.workload.client_names()),
+    ):
+        for index, entry in enumerate(entries):
+            value = getattr(entry, field)
+            if value is not None and value not in known:
+                shown = ", ".join(known[:6]) + (f", ... ({len(known)} in all)" if len(known) > 6 else "")
+                raise ValueError(
+                    f"faults.{name}[{index}].{field} {value!r} names nothing in this world: {shown}"
+                )
+    for index, arrival in enumerate(config.workload.script):
+        if arrival.at_ms >= end:
+            raise ValueError(
+                f"config.workload.script[{index}].at_ms ({arrival.at_ms}) is not before duration_ms ({end})"
+            )
+        if arrival.client >= config.workload.clients:
+            raise ValueError(
+                f"config.workload.script[{index}].client ({arrival.client}) names no client: "
+                f"there are {config.workload.clients}"
+            )
+
+
+def _build(
+    sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery, monitor: Monitor
+) -> World:
+    network = Network(sim, faults, nursery, config.latency_ms)
+    network.extra_loss["release"] = faults.release_loss
+    jobs = Jobs(sim, network, nursery)
+    world = World(sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients={}, envs={})
+
+    for key in config.workload.keys:
+        name = world.holder_name(key)
+        mine = tuple(fault for fault in faults.input_faults if fault.key in (None, key))
+        env = config.holder.env(faults.alarm_failure, faults.faults_until_ms, mine)
+        obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
+        obj.monitor = monitor
+        monitor.attach(key, obj, env)
+        monitor.clients = world.clients
+        network.register(name, obj)
+        world.holders[key] = obj
+        world.envs[key] = env
+
+    # No new work after the story: what is left must drain for liveness to be judged.
+    workload = attrs.evolve(config.workload, until_ms=min(config.workload.until_ms, config.duration_ms))
+    for index, name in enumerate(config.workload.client_names()):
+        settings = attrs.evolve(config.client, lease_capable=not config.workload.is_plain(index))
+        obj = DurableObject(
+            sim,
+            name,
+            _client_factory(settings, network, jobs, world, monitor, frozenset(config.holder.fixes)),
+            nursery,
+        )
+        network.register(name, obj)
+        world.clients[name] = obj
+        nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
+
+    if faults.forged_reports:
+        until = faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms
+        for key in config.workload.keys:
+            nursery.start_soon(
+                forge,
+                sim,
+                network,
+                world.holder_name(key),
+                config.workload.groups[0],
+                faults.forged_reports,
+                until,
+                faults.forged_lies,
+                name=f"forger.{key}",
+            )
+            nursery.start_soon(
+                forge_leases,
+                sim,
+                network,
+                world.holder_name(key),
+                faults.forged_reports,
+                until,
+                faults.forged_lies,
+                functools.partial(lease_rows, world.holders[key].storage),
+                name=f"forger.leases.{key}",
+            )
+    nursery.start_soon(_scheduled_faults, sim, world, faults, nursery, name="faults")
+    return world
+
+
+async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_from_ms: int) -> None:
+    """Every run's liveness: ``progress`` from the quiet point, the rest once the run settles.
+
+    From ``quiet_from_ms`` (every fault has stopped) ``progress`` is sampled
+    every few seconds. The story ends at ``duration_ms`` (no new work after
+    it); the run then goes on, if it must, until it settles (no client has
+    anything running, claiming or unreported, and nothing waits that the
+    holder could serve), and at least ``min_quiet_ms`` after the quiet point,
+    so an orphaned grant has had its deadline and the alarm's delay. Then
+    ``capacity_returns`` and ``reclaimed`` are judged.
+
+    A run that has not settled is a ``progress`` violation when nothing was
+    admitted or released for ``stall_ms`` (work that moves, however slowly,
+    is not stuck), or once it has gone on past the story for a stall window
+    per item it had left (at least ``MIN_SETTLE_MS``, at most ``MAX_SETTLE_MS``).
+    """
+    monitor = world.monitor
+    judge_from = max(config.duration_ms, quiet_from_ms + min_quiet_ms(config))
+    stall = stall_ms(config)
+    give_up_at: int | None = None
+    await sim.sleep_until(quiet_from_ms)
+    while True:
+        now = sim.now()
+        monitor.sample_progress(world.clients)
+        if now >= judge_from and monitor.settled(world.clients):
+            monitor.finish(world.clients)
+            return
+        if give_up_at is None and now >= config.duration_ms:
+            # A long queue left at the story's end may drain slowly but steadily: allow each
+            # item a stall window, within bounds.
+            left = monitor.outstanding(world.clients)
+            give_up_at = now + min(MAX_SETTLE_MS, max(MIN_SETTLE_MS, left * stall))
+        moved = max(monitor.last_moved_ms, quiet_from_ms)
+        if give_up_at is not None and (now - moved >= stall or now >= give_up_at):
+            # Raises, unless a finding this run tolerates explains it: then the run ends here.
+            monitor.unsettled(world.clients, quiet_from_ms, moved)
+            return
+        wake = now + PROGRESS_SAMPLE_MS
+        for at in (config.duration_ms, judge_from):
+            if now < at < wake:
+                wake = at
+        await sim.sleep_until(wake)
+
+
+def min_quiet_ms(config: WorldConfig) -> int:
+    """How long after the quiet point liveness is judged at the earliest.
+
+    Long enough for a grant orphaned just before it to pass its claim
+    deadline and the alarm's delay, and for one whole ``progress`` window.
+    """
+    holder = config.holder
+    reclaim_ms = holder.grant_timeout_ms + holder.alarm_min_delay_ms
+    return max(PROGRESS_WINDOW_MS, reclaim_ms) + holder.round_period_ms
+
+
+def stall_ms(config: WorldConfig) -> int:
+    """How long an unsettled run may go without one admission or release before it is stuck.
+
+    The longest item, a claim's round trips and a grant's deadline, and the
+    clients' check for completion notices that were lost: any work still
+    outstanding moves within that.
+    """
+    longest = max([config.workload.duration_ms[1], *(a.duration_ms for a in config.workload.script)])
+    holder, client = config.holder, config.client
+    claim_ms = holder.round_wait_ms + 2 * holder.round_period_ms + holder.grant_timeout_ms
+    return longest + claim_ms + 2 * client.rpc_timeout_ms + client.finished_check_ms + min_quiet_ms(config)
+
+
+def _holder_factory(env: Env, key: str, monitor: Monitor) -> Factory:
+    return lambda ctx: HolderObject(ctx, env, key, monitor)
+
+
+def _client_factory(
+    settings: ClientSettings,
+    network: Network,
+    jobs: Jobs,
+    world: World,
+    monitor: Monitor,
+    fixes: frozenset[str],
+) -> Factory:
+    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
+
+
+async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:
+    """Evictions and the operator's limit changes, at their times, in plan order on ties."""
+    objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
+    actions: list[tuple[int, int, Callable[[], Awaitable[None]]]] = []
+
+    def add(at_ms: int, action: Callable[[], Awaitable[None]]) -> None:
+        actions.append((at_ms, len(actions), action))
+
+    for eviction in faults.evictions:
+        add(eviction.at_ms, functools.partial(_evict, sim, objects, eviction.target))
+    every = faults.evict_holders_every_ms
+    if every is not None:
+        # Until the faults stop (the run's effective plan always says when).
+        assert faults.faults_until_ms is not None
+        for t in range(every, faults.faults_until_ms, every):
+            for obj in world.holders.values():
+                add(t, functools.partial(_evict, sim, objects, obj.name))
+    for change in faults.limit_changes:
+        add(change.at_ms, functools.partial(_set_limit, sim, world, change.key, change.limit))
+    for group_change in faults.group_limit_changes:
+        add(
+            group_change.at_ms,
+            functools.partial(
+                _set_group_limit, sim, world, group_change.key, group_change.group, group_change.limit
+            ),
+        )
+    for cancel in faults.cancels:
+        # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
+        aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
+        add(cancel.at_ms, functools.partial(_start, nursery, aimed))
+    for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
+        await sim.sleep_until(at_ms)
+        await action()
+
+
+async def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> None:
+    obj = objects.get(target)
+    if obj is None:
+        sim.event("fault_skipped", target=target, reason="no such object")
+        return
+    sim.event("fault", fault="evict", target=target)
+    obj.evict()
+
+
+async def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:
+    """The deployment's limit changes (``env.ACCOUNT_CONCURRENCY``): it outlives instances."""
+    for holder_key, env in world.envs.items():
+        if key in (None, holder_key):
+            env.limit = limit
+            sim.event("operator", action="limit", key=holder_key, limit=limit)
+
+
+async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | None) -> None:
+    """``limitWorkflow()`` on the live instance (built if needed): eviction forgets it."""
+    obj = world.holders.get(key)
+    if obj is None:
+        sim.event("fault_skipped", target=key, reason="no such holder")
+        return
+    instance = obj.instance()
+    assert isinstance(instance, HolderObject)
+    if limit is None:
+        instance.group_limits.pop(group, None)
+    else:
+        instance.group_limits[group] = limit
+    sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
+
+
+async def _start(nursery: trio.Nursery, action: Callable[[], Awaitable[None]]) -> None:
+    nursery.start_soon(action, name="cancel")
+
+
+#: A cancel waits at most this long for its client to have a request out, checking this often.
+CANCEL_AIM_MS = 30_000
+CANCEL_POLL_MS = 100
+
+
+async def _cancel(sim: Sim, world: World, target: str, count: int) -> None:
+    """The user cancels the newest ``count`` items still queued on client ``target``.
+
+    Aimed: from its time on, it waits (up to ``CANCEL_AIM_MS``) until the client
+    has a request waiting for its round, so that the grant answering it is
+    claimed in part; a cancel at a random moment rarely lands there.
+    """
+    instance = world.clients[target].instance()
+    waited = 0
+    while waited < CANCEL_AIM_MS and not (isinstance(instance, ClientObject) and instance.asking()):
+        await sim.sleep(CANCEL_POLL_MS)
+        waited += CANCEL_POLL_MS
+        instance = world.clients[target].instance()
+    assert isinstance(instance, ClientObject)
+    cancelled = instance.cancel_newest(count)
+    sim.event("fault", fault="cancel", target=target, items=cancelled)

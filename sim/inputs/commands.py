@@ -1,0 +1,69 @@
+"""What every ``semsim`` command shares: exit statuses, ``UsageError``, output paths, the wall clock.
+
+The commands live with their concepts in several packages (``scenarios.cli``,
+``sim.report.plot``, ``sim.report.replay``, ``sim.explore.mutants``,
+``sim.cli.fuzz_command``); what they all need sits here, below every layer
+that holds a command, so no package imports the CLI's dispatcher
+(``sim.cli.main``) to report a bad argument. Exit statuses are described in
+docs/CLI.md.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Final
+
+from sim.inputs.files import InputError, check_output_dir, check_output_file
+
+EXIT_OK: Final = 0
+EXIT_VIOLATION: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
+
+
+class UsageError(Exception):
+    """A user's mistake (bad argument, unreadable or malformed file): exit 2, one line, no traceback."""
+
+
+def wall_clock() -> float:
+    """Wall-clock seconds, for progress lines and summaries only.
+
+    The one place semsim reads real time: what it returns is printed, never
+    fed to a run, so it cannot make two runs of a seed differ.
+    """
+    return time.perf_counter()
+
+
+#: Formats matplotlib lists but writes only with outside programs (pgf needs LaTeX).
+_NEEDS_OUTSIDE_PROGRAMS: Final = frozenset({"pgf"})
+
+
+def image_formats() -> list[str]:
+    """The file extensions matplotlib can write here on its own (``png``, ``svg``, ``pdf``, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(set(FigureCanvasBase.get_supported_filetypes()) - _NEEDS_OUTSIDE_PROGRAMS)
+
+
+def output_file(path: Path, option: str, image: bool = False) -> Path:
+    """``path`` if a file can be written there (with ``image``, in a format matplotlib writes).
+
+    Checked before any work starts; the check leaves nothing behind.
+    """
+    formats = None
+    if image:
+        formats = image_formats()
+    try:
+        return check_output_file(path, option, formats)
+    except InputError as error:
+        raise UsageError(str(error)) from None
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """``path`` if a directory there can be made (if needed) and written in."""
+    try:
+        return check_output_dir(path, option)
+    except InputError as error:
+        raise UsageError(str(error)) from None

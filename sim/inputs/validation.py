@@ -1,0 +1,161 @@
+"""Rules for the simulator's own settings, worded as ``semaphore_core.config`` words its own.
+
+A world (``sim.harness.run.WorldConfig``) and a fault plan (``sim.world.faults``) come
+from Python or from a case file a person may have edited. Each field is
+checked by type and range when the object is built, with a message that
+names the field ("duration_ms must be a positive integer, got 'ten'") in
+the words the holder's configuration uses, so a case file's errors read
+the same whether the holder or the simulator rejects them; a file's reader
+prefixes the path (``config.workload.``). Whole-number floats count as
+integers (``3.0``), as they do for the holder (JavaScript cannot tell them
+apart); ``true`` is not a number.
+
+Every bound here exists so that no input can make a run unbounded or
+crash the model: a limit on every list, every duration and every count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from typing import Any, Final, TypeVar
+
+import attrs
+
+from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
+
+T = TypeVar("T")
+
+#: The longest virtual time any setting may name: a week.
+MAX_TIME_MS: Final = 7 * 24 * 3_600_000
+#: The longest name (a key, a group, an object) and the most entries in a list.
+MAX_NAME_CHARS: Final = 200
+MAX_LIST: Final = 10_000
+
+
+def js_int(value: object) -> object:
+    """Whole-number floats become ints (as the holder's configuration has it); the rest pass."""
+    as_int = as_safe_int(value)
+    return value if as_int is None else as_int
+
+
+def check_int(name: str, value: object, low: int = 0, high: int = MAX_SAFE_INTEGER) -> None:
+    """An integer in ``[low, high]``; ``low`` 1 reads "a positive integer", 0 "a non-negative" one."""
+    kind = "a positive integer" if low == 1 else "a non-negative integer" if low == 0 else "an integer"
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        shown = kind if low in (0, 1) else f"{kind} of at least {low}"
+        raise ValueError(f"{name} must be {shown}, got {value!r}")
+    if value > high:
+        raise ValueError(f"{name} must be at most {high}, got {value!r}")
+
+
+def check_number(name: str, value: object, low: float, high: float) -> None:
+    """A finite number in ``(low, high]``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not low < value <= high
+    ):
+        raise ValueError(f"{name} must be a number above {low:g} and at most {high:g}, got {value!r}")
+
+
+def check_name(name: str, value: object) -> None:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_CHARS:
+        raise ValueError(
+            f"{name} must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {value!r}"
+        )
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name} must be Unicode text (no lone surrogates), got {value!r}") from None
+
+
+def check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def check_choice(name: str, value: object, choices: Collection[str]) -> None:
+    if value not in choices:
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+
+
+def check_list(name: str, value: object, most: int = MAX_LIST) -> None:
+    if not isinstance(value, tuple | list):
+        raise ValueError(f"{name} must be a list, got {value!r}")
+    if len(value) > most:
+        raise ValueError(f"{name} must hold at most {most} entries, got {len(value)}")
+
+
+# --- as attrs validators ----------------------------------------------------------------------
+
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def integer(low: int = 0, high: int = MAX_SAFE_INTEGER) -> Validator:
+    return lambda _, attribute, value: check_int(attribute.name, value, low, high)
+
+
+def time_ms(low: int = 0) -> Validator:
+    """A virtual time or duration in milliseconds, at most a week."""
+    return integer(low, MAX_TIME_MS)
+
+
+def optional(validator: Validator) -> Validator:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None:
+            validator(instance, attribute, value)
+
+    return check
+
+
+def named(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_name(attribute.name, value)
+
+
+def boolean(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_bool(attribute.name, value)
+
+
+def one_of(*choices: str) -> Validator:
+    return lambda _, attribute, value: check_choice(attribute.name, value, choices)
+
+
+# --- reading JSON into attrs classes --------------------------------------------------------
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """``cls(**data)`` for an attrs class; errors name the field under ``where``."""
+    values = fields_of(cls, data, where)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        if message.startswith(("config.", "faults.")):
+            raise ValueError(message) from None  # a nested value already named its full path
+        raise ValueError(f"{where}.{message}") from None
+
+
+def fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """``data`` as keyword arguments for the attrs class ``cls``: an object with only its fields."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - {field.name for field in attrs.fields(cls)})
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+    missing = [f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING and f.name not in data]
+    if missing:
+        raise ValueError(f"{where}: missing field {missing[0]!r}")
+    return dict(data)
+
+
+def array(data: Any, where: str) -> list[Any]:
+    if not isinstance(data, list | tuple):
+        raise ValueError(f"{where} must be a JSON array, got {type(data).__name__}")
+    if len(data) > MAX_LIST:
+        raise ValueError(f"{where} must hold at most {MAX_LIST} entries, got {len(data)}")
+    return list(data)

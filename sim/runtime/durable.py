@@ -1,0 +1,268 @@
+"""Simulated Durable Objects: storage that survives eviction, one alarm, a live instance.
+
+What survives an eviction is exactly what the platform keeps: the SQLite
+database and the one alarm, which lives in that same database so it commits
+(or rolls back) with the rows it serves. What does not survive is the live
+instance: the object built by ``factory``, its in-memory state, its timers
+and background tasks, and every call it is handling (each fails with an
+``evicted`` error). The next call or alarm builds a fresh instance on the
+same storage.
+
+Alarm delivery is the platform's: when the stored alarm time comes (read
+again at that moment: only an alarm still stored is delivered), the row is
+cleared and ``alarm()`` runs on the instance (built if needed). If it
+throws, the platform retries a few times with backoff and then drops the
+alarm, unless the object stored a new one itself (the reference engine arms
+its own fallback for exactly this reason).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol
+
+import trio
+
+from semaphore_core import SemaphoreProtocolError
+from sim.runtime.kernel import Sim
+from sim.runtime.network import RemoteError
+
+#: The platform retries a failing alarm this many times, with doubling backoff, then drops it.
+ALARM_RETRIES: Final = 6
+ALARM_FIRST_BACKOFF_MS: Final = 2_000
+
+_ALARM_TABLE = "semsim_alarm"
+
+
+class HandlerFailure(Exception):
+    """A failure a handler throws on purpose (a fault plan's), which the caller sees as an error.
+
+    Only these, protocol errors and ``RemoteError`` become error replies: any
+    other exception out of a handler is a bug and ends the run as a crash.
+    """
+
+
+class Instance(Protocol):
+    """A live object: what ``factory`` builds on a context."""
+
+    async def handle(self, method: str, payload: Any) -> Any: ...
+
+    async def alarm(self) -> None: ...
+
+
+class DurableMonitor(Protocol):
+    """What a checker is told about an object's life (``sim.check.invariants.Monitor`` is one)."""
+
+    def evicting(self, obj: DurableObject) -> None: ...
+
+    def rebuilt(self, obj: DurableObject) -> None: ...
+
+    def alarm_dropped(self, name: str) -> None: ...
+
+
+class ObjectContext:
+    """What an instance gets: its object's storage, clock, trace, and a way to run tasks.
+
+    Tasks started here die with the instance (on eviction).
+    """
+
+    def __init__(self, obj: DurableObject, generation: int) -> None:
+        self.object = obj
+        self.sim = obj.sim
+        self.name = obj.name
+        self.storage = obj.storage
+        self.generation = generation
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._next_scope = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.object.generation == self.generation
+
+    def start_task(self, fn: Callable[[], Awaitable[None]], name: str) -> trio.CancelScope:
+        """Run ``fn`` until it returns or the instance is evicted; returns its cancel scope."""
+        scope = trio.CancelScope()
+        key = self._next_scope
+        self._next_scope += 1
+        self._scopes[key] = scope
+
+        async def body() -> None:
+            try:
+                with scope:
+                    await fn()
+            finally:
+                self._scopes.pop(key, None)
+
+        self.object.nursery.start_soon(body, name=f"{self.name}.{name}")
+        return scope
+
+    def wait_until(self, fn: Callable[[], Awaitable[None]], name: str = "wait_until") -> trio.CancelScope:
+        """``ctx.waitUntil``: keep work going after the call that started it returned."""
+        return self.start_task(fn, name)
+
+    def cancel_all(self) -> None:
+        for scope in list(self._scopes.values()):
+            scope.cancel()
+
+    # --- the one alarm, in this object's storage -------------------------------
+
+    def get_alarm(self) -> int | None:
+        return self.object.get_alarm()
+
+    def set_alarm(self, at_ms: int) -> None:
+        """Store the alarm; call inside the transaction whose rows it serves."""
+        self.object.storage.execute(
+            f"INSERT INTO {_ALARM_TABLE} (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = ?",
+            (at_ms, at_ms),
+        )
+
+    def delete_alarm(self) -> None:
+        self.object.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
+
+    def alarm_written(self) -> None:
+        """After a commit that may have changed the alarm: wake the platform's delivery loop."""
+        self.object.alarm_changed()
+
+
+Factory = Callable[[ObjectContext], Instance]
+
+
+class DurableObject:
+    """One named object: persistent storage and alarm, and at most one live instance."""
+
+    def __init__(
+        self, sim: Sim, name: str, factory: Factory, nursery: trio.Nursery, alarm_retries: int = ALARM_RETRIES
+    ) -> None:
+        assert 0 <= alarm_retries <= ALARM_RETRIES, alarm_retries
+        self.sim = sim
+        self.name = name
+        #: How often the platform retries a throwing ``alarm()`` before dropping it.
+        self.alarm_retries = alarm_retries
+        self.nursery = nursery
+        self._factory = factory
+        self.storage = sqlite3.connect(":memory:", isolation_level=None)
+        self.storage.execute(
+            f"CREATE TABLE {_ALARM_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL)"
+        )
+        self.generation = 0
+        self._context: ObjectContext | None = None
+        self._instance: Instance | None = None
+        self._calls: dict[int, trio.CancelScope] = {}
+        self._next_call = 0
+        self._alarm_wakeup = sim.signal()
+        #: Told of evictions and rebuilt instances (the ``durable`` invariant).
+        self.monitor: DurableMonitor | None = None
+        #: A second database a checker keeps beside this object's own (the literal model of
+        #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
+        self.shadow_storage: sqlite3.Connection | None = None
+        nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
+
+    # --- the instance -------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return self._instance is not None
+
+    def instance(self) -> Instance:
+        if self._instance is None:
+            self._context = ObjectContext(self, self.generation)
+            self.sim.event("instance", object=self.name, generation=self.generation)
+            if self.monitor is not None:
+                self.monitor.rebuilt(self)
+            self._instance = self._factory(self._context)
+        return self._instance
+
+    def evict(self) -> None:
+        """Drop the live instance: its calls fail, its timers and memory vanish."""
+        self.sim.event("evict", object=self.name, calls=len(self._calls), live=self.live)
+        if self.monitor is not None:
+            self.monitor.evicting(self)
+        for scope in list(self._calls.values()):
+            scope.cancel()
+        if self._context is not None:
+            self._context.cancel_all()
+        self._context = None
+        self._instance = None
+        self.generation += 1
+
+    async def dispatch(self, method: str, payload: Any) -> Any:
+        """Handle one delivered call on the live instance; eviction fails it with ``evicted``."""
+        instance = self.instance()
+        key = self._next_call
+        self._next_call += 1
+        result: Any = None
+        with trio.CancelScope() as scope:
+            self._calls[key] = scope
+            try:
+                if method == "alarm":
+                    await instance.alarm()
+                else:
+                    result = await instance.handle(method, payload)
+            except RemoteError:
+                raise
+            except SemaphoreProtocolError as error:
+                # A malformed message: the reference's handler throws, the caller sees an error.
+                raise RemoteError("protocol", str(error)) from None
+            except HandlerFailure as error:  # a failure the fault plan injected
+                raise RemoteError("error", f"{type(error).__name__}: {error}") from None
+            # Anything else out of a handler is a bug in semsim's models (or an input that
+            # validation let through), not protocol behaviour: it ends the run as a crash
+            # rather than becoming an error reply that a client would retry for ever, and a
+            # run in which nothing could happen would report green.
+            finally:
+                self._calls.pop(key, None)
+        if scope.cancelled_caught:
+            raise RemoteError("evicted", f"{self.name} was evicted while handling {method}")
+        return result
+
+    # --- the alarm ------------------------------------------------------------------
+
+    def get_alarm(self) -> int | None:
+        row = self.storage.execute(f"SELECT at FROM {_ALARM_TABLE}").fetchone()
+        return None if row is None else int(row[0])
+
+    def alarm_changed(self) -> None:
+        wakeup, self._alarm_wakeup = self._alarm_wakeup, self.sim.signal()
+        wakeup.set()
+
+    async def _deliver_alarms(self) -> None:
+        """The platform: wait for the stored alarm time, clear it, run ``alarm()``, retry on errors.
+
+        The time waited for is only a hint: when it comes, the stored alarm is
+        read again and only an alarm still stored and due is delivered. A real
+        platform fires the alarm it stores, not a time it once read, so an
+        alarm deleted or moved without a wake-up (a bug that loses the stored
+        alarm) does not fire at the old time here either.
+        """
+        while True:
+            wakeup = self._alarm_wakeup
+            at = self.get_alarm()
+            if at is None or await wakeup.wait(at):
+                if at is None:
+                    await wakeup.wait()
+                continue  # the alarm changed: look again
+            stored = self.get_alarm()
+            if stored is None or stored > self.sim.now():
+                continue  # deleted or moved later behind the platform's back: not due
+            self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
+            await self._run_alarm(stored)
+
+    async def _run_alarm(self, scheduled_ms: int) -> None:
+        sim = self.sim
+        backoff = ALARM_FIRST_BACKOFF_MS
+        for attempt in range(self.alarm_retries + 1):
+            sim.event("alarm", object=self.name, scheduled=scheduled_ms, attempt=attempt)
+            try:
+                await self.dispatch("alarm", None)
+                return
+            except RemoteError as failure:
+                sim.event("alarm_failed", object=self.name, attempt=attempt, error=failure.kind)
+            if self.get_alarm() is not None:
+                return  # the object re-armed its own alarm: the platform does not retry
+            if attempt < self.alarm_retries:
+                await sim.sleep(backoff)
+                backoff *= 2
+        sim.event("alarm_dropped", object=self.name, scheduled=scheduled_ms)
+        if self.monitor is not None:
+            self.monitor.alarm_dropped(self.name)

@@ -1,0 +1,266 @@
+"""The deterministic runtime: one seed, one virtual clock, one trace, bounded runs.
+
+Everything a run does derives from its seed:
+
+- Time is Trio's, under ``MockClock(autojump_threshold=0)``: when every task
+  is blocked the clock jumps to the next deadline. One unit of Trio time is
+  one millisecond here, so every deadline is an exact integer and the core
+  sees integer ``now`` values with no float rounding.
+- Randomness comes from named streams derived from the seed
+  (``sim.rng("network")``), never from module-level ``random``.
+- Trio's own scheduler randomizes each batch of runnable tasks with a
+  module-level RNG, ``trio._core._run._r``; with
+  ``_ALLOW_DETERMINISTIC_SCHEDULING`` it sorts the batch by task creation
+  order first and then shuffles it with ``_r``. :func:`deterministic_trio`
+  turns that on and seeds ``_r`` from the run's seed for the duration of the
+  run, then restores both: a seed also picks an interleaving, and a process
+  that imported Hypothesis (which flips the flag and reseeds ``_r``) runs
+  the same schedule as one that did not.
+
+A run ends when its main function returns, at the virtual-time limit, at
+the step limit, or in a deadlock (every task blocked and nothing scheduled
+before the time limit), which names the blocked tasks. It never hangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from random import Random
+from typing import Any, Final, Literal
+
+import attrs
+import trio
+import trio.lowlevel
+import trio.testing
+from trio._core import _run as trio_run
+
+from sim.runtime.timers import Signal, Timers
+from sim.runtime.trace import Trace
+
+_NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
+if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(trio.testing.MockClock, "_autojump"):
+    raise ImportError(
+        f"semsim's deterministic runtime needs Trio scheduler internals that Trio {trio.__version__} "
+        "does not have; install a Trio version within the range pyproject.toml pins"
+    )
+
+Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "violation"]
+
+DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
+DEFAULT_STEP_LIMIT: Final = 5_000_000
+
+
+@attrs.frozen
+class Limits:
+    """Every run is bounded in virtual time and in trace events."""
+
+    time_limit_ms: int = DEFAULT_TIME_LIMIT_MS
+    step_limit: int = DEFAULT_STEP_LIMIT
+
+    def __attrs_post_init__(self) -> None:
+        if self.time_limit_ms <= 0 or self.step_limit <= 0:
+            raise ValueError(f"limits must be positive, got {self}")
+
+
+class StopRun(BaseException):
+    """Raised anywhere in a run to end it with a verdict: ``RunResult("violation", ...)``.
+
+    The runtime's interface to whatever judges a run: it knows nothing of
+    invariants. A checker raises a subclass (``sim.check.invariants``'s
+    ``InvariantViolation``) that sets ``name`` (what failed), ``t_ms`` (when)
+    and ``finding`` (the known finding that explains it, or None); the run
+    stops and its result carries them and the exception's message.
+
+    A ``BaseException``, like ``trio.Cancelled``: it must stop the whole run
+    from wherever it is raised, and no handler's ``except Exception`` may turn
+    it into an ordinary error reply.
+    """
+
+    name: str
+    t_ms: int
+    finding: str | None
+
+
+class StepLimitReached(BaseException):
+    """The run recorded more trace events than its step limit allows.
+
+    A ``BaseException`` so that no handler's ``except Exception`` swallows it.
+    """
+
+
+@contextmanager
+def deterministic_trio(seed: int) -> Iterator[None]:
+    """Seed Trio's scheduler RNG and make it sort-then-shuffle; restore both afterwards."""
+    saved_flag = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    saved_state = trio_run._r.getstate()
+    setattr(trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING", True)  # noqa: B010 (Final in trio)
+    trio_run._r.seed(f"semsim-trio-schedule:{seed}")
+    try:
+        yield
+    finally:
+        setattr(trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING", saved_flag)  # noqa: B010
+        trio_run._r.setstate(saved_state)
+
+
+class Sim:
+    """The context every simulated component shares within one run."""
+
+    def __init__(self, seed: int, trace: Trace, limits: Limits) -> None:
+        self.seed = seed
+        self.trace = trace
+        self.limits = limits
+        self._streams: dict[str, Random] = {}
+        self._ids: dict[str, int] = {}
+        self.timers = Timers()
+
+    # --- time ----------------------------------------------------------------
+
+    def now(self) -> int:
+        """Virtual milliseconds since the start of the run."""
+        return int(trio.current_time())
+
+    async def sleep_until(self, t_ms: int) -> None:
+        await self.timers.sleep_until(t_ms)
+
+    async def sleep(self, ms: int) -> None:
+        await self.timers.sleep_until(self.now() + ms)
+
+    def call_at(self, t_ms: int, action: Callable[[], None]) -> Any:
+        """Run the plain callback ``action`` at ``t_ms`` (no task); returns a cancellable entry."""
+        return self.timers.call_at(t_ms, action)
+
+    def signal(self) -> Signal:
+        return Signal(self.timers)
+
+    # --- randomness and ids ------------------------------------------------------
+
+    def rng(self, name: str) -> Random:
+        """The run's random stream called ``name`` (string seeding is hash-independent)."""
+        stream = self._streams.get(name)
+        if stream is None:
+            stream = self._streams[name] = Random(f"semsim:{self.seed}:{name}")
+        return stream
+
+    def next_id(self, prefix: str) -> str:
+        """``prefix-1``, ``prefix-2``, ...: ids that depend only on the order of calls."""
+        n = self._ids.get(prefix, 0) + 1
+        self._ids[prefix] = n
+        return f"{prefix}-{n}"
+
+    # --- trace -------------------------------------------------------------------
+
+    def event(self, kind: str, /, **fields: Any) -> None:
+        """Record one trace event at the current virtual time."""
+        self.trace.event(self.now(), kind, fields)
+        if len(self.trace) > self.limits.step_limit:
+            raise StepLimitReached(f"step limit of {self.limits.step_limit} trace events reached")
+
+
+@attrs.frozen
+class RunResult:
+    outcome: Outcome
+    end_ms: int
+    detail: str = ""
+    #: The invariant a ``violation`` broke.
+    invariant: str | None = None
+    #: The known finding (docs/FINDINGS.md) that explains the violation, if one does.
+    finding: str | None = None
+
+
+class _DeadlockDetector:
+    """Makes a ``MockClock(autojump_threshold=0)`` notice a deadlock when it jumps.
+
+    Trio autojumps when every task is blocked. If the only deadline left is
+    the run's time limit itself, nothing can ever happen again: that is a
+    deadlock, recorded with the blocked tasks' names before the jump so the
+    limit's cancellation can end the run. Checking at the jump costs nothing
+    per step, unlike a watchdog task woken at every idle moment.
+    ``MockClock`` is final, so the hook wraps the instance's ``_autojump``
+    (what Trio's run loop calls); tests/test_runtime.py pins that behaviour.
+    """
+
+    def __init__(self, clock: trio.testing.MockClock, limit_ms: int) -> None:
+        self._jump = clock._autojump
+        self._limit_ms = limit_ms
+        self.blocked: list[str] | None = None
+        clock._autojump = self._autojump  # type: ignore[method-assign]
+
+    def _autojump(self) -> None:
+        # Nothing can ever happen again when the only deadline left is the
+        # run's own limit (a task sleeping past the limit still counts).
+        if self.blocked is None and _active_deadlines() == 1:
+            self.blocked = _blocked_tasks()
+        self._jump()
+
+
+def _active_deadlines() -> int:
+    """How many cancel scopes with a deadline are live in this run (Trio internals, pinned by tests)."""
+    runner = trio_run.GLOBAL_RUN_CONTEXT.runner
+    return int(runner.deadlines._active)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first leaf exception of a (nested) group: nurseries nest their groups."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+def _blocked_tasks() -> list[str]:
+    """Names of the leaf tasks (the ones actually waiting), in a stable order."""
+    names: list[str] = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        children = [t for nursery in task.child_nurseries for t in nursery.child_tasks]
+        if not children:
+            names.append(task.name)
+        for child in sorted(children, key=lambda t: t.name):
+            walk(child)
+
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    walk(root)
+    return names
+
+
+def run(
+    seed: int,
+    main: Callable[[Sim], Awaitable[None]],
+    trace: Trace,
+    limits: Limits = Limits(),
+) -> RunResult:
+    """Run ``main`` under the virtual clock with Trio's scheduling seeded by ``seed``."""
+    sim = Sim(seed, trace, limits)
+    result: list[RunResult] = []
+
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    detector = _DeadlockDetector(clock, limits.time_limit_ms)
+
+    async def root() -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sim.timers.drive, name="semsim.timers")
+                with trio.move_on_at(limits.time_limit_ms) as limit:
+                    await main(sim)
+                nursery.cancel_scope.cancel()
+            if detector.blocked is not None:
+                sim.event("deadlock", blocked=detector.blocked)
+                detail = "deadlock: every task is blocked: " + ", ".join(detector.blocked)
+                result.append(RunResult("deadlock", sim.now(), detail))
+            else:
+                outcome: Outcome = "time_limit" if limit.cancelled_caught else "completed"
+                result.append(RunResult(outcome, sim.now()))
+        except* StepLimitReached as group:
+            result.append(RunResult("step_limit", sim.now(), str(_first(group))))
+        except* StopRun as group:
+            violation = _first(group)
+            assert isinstance(violation, StopRun)
+            result.append(
+                RunResult("violation", violation.t_ms, str(violation), violation.name, violation.finding)
+            )
+
+    with deterministic_trio(seed):
+        trio.run(root, clock=clock, strict_exception_groups=True)
+    return result[0]

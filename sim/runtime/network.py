@@ -1,0 +1,229 @@
+"""RPC between simulated objects, with faults drawn per message.
+
+A call is a request and a reply, each a message with its own fate: lost,
+delayed, held back (so it can overtake or be overtaken), or duplicated.
+The callee handles a delivered request wherever the network delivers it,
+so a lost *reply* means the callee already did the work (committed a
+round, say) and the caller never hears of it. The caller gives up after
+its timeout (the reference composes ``timeout`` around every semaphore
+call); the callee may still finish and commit.
+
+Every message sent, delivered, dropped or duplicated is a trace event.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol
+
+import attrs
+import trio
+
+from sim.runtime.kernel import Sim
+from sim.runtime.timers import Signal
+
+DEFAULT_LATENCY_MS: Final = 5
+DEFAULT_TIMEOUT_MS: Final = 5_000
+#: How late a duplicate may arrive after the original (at least), so stale copies are replayed.
+DUPLICATE_LAG_MS: Final = 5_000
+
+
+class RpcError(Exception):
+    """A call did not produce a reply."""
+
+
+class RpcTimeout(RpcError):
+    """The caller gave up waiting; the callee may still have done the work."""
+
+
+class RemoteError(RpcError):
+    """The callee failed; ``kind`` says how (``evicted``, ``protocol``, ``error``)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+class MessageFaults(Protocol):
+    """What may happen to a message: the network's part of a fault plan (``sim.world.faults.FaultPlan``).
+
+    Probabilities per message, extra delays, and scheduled faults by time:
+    the network draws each decision from its own seeded stream.
+    """
+
+    @property
+    def request_loss(self) -> float: ...
+    @property
+    def reply_loss(self) -> float: ...
+    @property
+    def duplicate(self) -> float: ...
+    @property
+    def delay_ms(self) -> int: ...
+    @property
+    def reorder(self) -> float: ...
+    @property
+    def reorder_ms(self) -> int: ...
+
+    def active(self, t_ms: int) -> bool: ...
+
+    def partitioned(self, name: str, t_ms: int) -> bool: ...
+
+    def dropped(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool: ...
+
+
+class Endpoint(Protocol):
+    async def dispatch(self, method: str, payload: Any) -> Any: ...
+
+
+class _Reply:
+    """Where a call's answer lands; the first delivered reply wins."""
+
+    __slots__ = ("error", "signal", "value")
+
+    def __init__(self, signal: Signal) -> None:
+        self.signal = signal
+        self.value: Any = None
+        self.error: RemoteError | None = None
+
+
+@attrs.frozen
+class _Fate:
+    lost: bool
+    delay_ms: int
+    duplicate_delay_ms: int | None
+
+
+class Network:
+    """Routes calls between named endpoints under a fault plan."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        plan: MessageFaults,
+        nursery: trio.Nursery,
+        latency_ms: int = DEFAULT_LATENCY_MS,
+    ) -> None:
+        self._sim = sim
+        self._plan = plan
+        self._nursery = nursery
+        self._latency_ms = latency_ms
+        self._rng = sim.rng("network")
+        self._endpoints: dict[str, Endpoint] = {}
+        #: Extra reply-side loss hook (jobs' completion notices), by method name.
+        self.extra_loss: dict[str, float] = {}
+
+    def register(self, name: str, endpoint: Endpoint) -> None:
+        if name in self._endpoints:
+            raise ValueError(f"an endpoint named {name!r} already exists")
+        self._endpoints[name] = endpoint
+
+    def _fate(self, loss: float) -> _Fate:
+        plan, rng = self._plan, self._rng
+        if not plan.active(self._sim.now()):
+            return _Fate(lost=False, delay_ms=self._latency_ms, duplicate_delay_ms=None)
+        delay = self._latency_ms + (rng.randint(0, plan.delay_ms) if plan.delay_ms else 0)
+        if plan.reorder and rng.random() < plan.reorder:
+            delay += rng.randint(0, plan.reorder_ms)
+        lost = bool(loss) and rng.random() < loss
+        duplicate = None
+        if plan.duplicate and rng.random() < plan.duplicate:
+            # A duplicate may arrive much later than the original: a replayed, stale message.
+            duplicate = self._latency_ms + rng.randint(
+                0, max(plan.delay_ms, plan.reorder_ms, DUPLICATE_LAG_MS)
+            )
+        return _Fate(lost=lost, delay_ms=delay, duplicate_delay_ms=duplicate)
+
+    def _loss(self, lost: bool, leg: str, src: str, dst: str, method: str, sender: str) -> str | None:
+        """Why this leg is lost as it leaves ``sender``, or None."""
+        now = self._sim.now()
+        if self._plan.dropped(leg, src, dst, method, now):
+            return "dropped"
+        if self._plan.partitioned(sender, now):
+            return "partitioned"
+        return "lost" if lost else None
+
+    async def call(
+        self,
+        src: str,
+        dst: str,
+        method: str,
+        payload: Any,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> Any:
+        """Send ``payload`` to ``dst.method`` and wait for the reply, at most ``timeout_ms``."""
+        sim = self._sim
+        msg, reply = self._send(src, dst, method, payload)
+        if not await reply.signal.wait(sim.now() + timeout_ms):
+            sim.event("timeout", msg=msg, src=src, dst=dst, method=method)
+            raise RpcTimeout(f"{src} -> {dst}.{method}: no reply within {timeout_ms} ms")
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    def notify(self, src: str, dst: str, method: str, payload: Any) -> None:
+        """A call nobody waits for: same faults, the reply (if any) is simply not awaited."""
+        self._send(src, dst, method, payload)
+
+    def _send(self, src: str, dst: str, method: str, payload: Any) -> tuple[str, _Reply]:
+        sim = self._sim
+        msg = sim.next_id("msg")
+        sim.event("send", msg=msg, src=src, dst=dst, method=method, body=payload)
+        reply = _Reply(sim.signal())
+        fate = self._fate(self._plan.request_loss + self.extra_loss.get(method, 0.0))
+        reason = self._loss(fate.lost, "request", src, dst, method, src)
+        if reason is not None:
+            sim.event("drop", msg=msg, leg="request", reason=reason)
+            return msg, reply
+        now = sim.now()
+        sim.call_at(now + fate.delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply))
+        if fate.duplicate_delay_ms is not None:
+            sim.event("duplicate", msg=msg, leg="request")
+            sim.call_at(
+                now + fate.duplicate_delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply)
+            )
+        return msg, reply
+
+    def _arrive(self, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply) -> None:
+        """A request reaches ``dst``: hand it to the endpoint in a task of its own."""
+        sim = self._sim
+        if self._plan.partitioned(dst, sim.now()):
+            sim.event("drop", msg=msg, leg="request", reason="partitioned")
+            return
+        endpoint = self._endpoints.get(dst)
+        if endpoint is None:
+            sim.event("drop", msg=msg, leg="request", reason="no such endpoint")
+            return
+        sim.event("deliver", msg=msg, dst=dst, method=method)
+        self._nursery.start_soon(self._handle, endpoint, msg, src, dst, method, payload, reply)
+
+    async def _handle(
+        self, endpoint: Endpoint, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply
+    ) -> None:
+        sim = self._sim
+        value: Any = None
+        error: RemoteError | None = None
+        try:
+            value = await endpoint.dispatch(method, payload)
+        except RemoteError as failure:
+            error = failure
+        fate = self._fate(self._plan.reply_loss)
+        reason = self._loss(fate.lost, "reply", src, dst, method, dst)
+        if reason is not None:
+            sim.event("drop", msg=msg, leg="reply", reason=reason)
+            return
+        sim.call_at(sim.now() + fate.delay_ms, lambda: self._answer(msg, src, reply, value, error))
+
+    def _answer(self, msg: str, src: str, reply: _Reply, value: Any, error: RemoteError | None) -> None:
+        """The reply reaches the caller (who may have given up already)."""
+        sim = self._sim
+        if self._plan.partitioned(src, sim.now()):
+            sim.event("drop", msg=msg, leg="reply", reason="partitioned")
+            return
+        if reply.signal.is_set:
+            sim.event("reply", msg=msg, ignored=True)
+            return
+        if error is not None:
+            sim.event("reply", msg=msg, error=error.kind)
+        else:
+            sim.event("reply", msg=msg, body=value)
+        reply.value, reply.error = value, error
+        reply.signal.set()

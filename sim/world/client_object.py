@@ -1,0 +1,304 @@
+"""A client Durable Object: ``JobShard`` of the reference example, around ``QueueClient``.
+
+The queue (items, grants, leases, per-key ``nextRequestAt``) is in the
+object's storage, so eviction loses in-flight calls and the timers of the
+live instance, never the queue. A loop on the instance decides what to send:
+
+- a request for each key with queued items whose ``nextRequestAt`` passed
+  (one in flight per key; after a failed call, the key waits ``retry_ms``);
+- a sync right after new grants were claimed (admission waits on it), and
+  otherwise ``report_delay_ms`` after the first unreported change;
+- a heartbeat sync when a lease with permits in use is at half its lifetime;
+- at a lease's expiry, its retirement (the core's ``retire_expired``), which
+  is then reported like any other change, until the holder settles it;
+- a ``finished`` check for items running longer than ``finished_check_ms``,
+  which releases items whose completion notice was lost.
+
+The object keeps its alarm at its next wakeup, so after an eviction the
+platform rebuilds it and the loop resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+import attrs
+
+from semaphore_core.fixes import RETURN_IDLE_LEASES
+from semaphore_core.numbers import MAX_DELAY_MS
+from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
+from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
+from sim.inputs.validation import boolean, integer, js_int
+from sim.runtime.durable import ObjectContext
+from sim.runtime.network import Network, RemoteError, RpcError
+from sim.world.jobs import Jobs
+
+#: The client's durable alarm is never sooner than this (the engine's alarmMinDelayMs).
+ALARM_FLOOR_MS: Final = 15_000
+
+
+@attrs.frozen
+class ClientSettings:
+    rpc_timeout_ms: int = attrs.field(default=5_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    retry_ms: int = attrs.field(default=1_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    report_delay_ms: int = attrs.field(default=500, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    finished_check_ms: int = attrs.field(default=60_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
+    #: A plain client sends no ``leases`` key, so it is never leased.
+    lease_capable: bool = attrs.field(default=True, validator=boolean)
+
+
+class ClientMonitor(Protocol):
+    """What a checker is told by a client (``sim.check.invariants.Monitor`` is one)."""
+
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
+
+    def admitted(
+        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+    ) -> None: ...
+
+    def released(self, key: str, group: str, client: str = "") -> None: ...
+
+    def lease_expired(self, key: str, client: str = "") -> None: ...
+
+
+class ClientObject:
+    """One live instance of a client object."""
+
+    def __init__(
+        self,
+        ctx: ObjectContext,
+        settings: ClientSettings,
+        network: Network,
+        jobs: Jobs,
+        holder_for: Callable[[str], str],
+        monitor: ClientMonitor | None = None,
+        fixes: frozenset[str] = frozenset(),
+    ) -> None:
+        self.ctx = ctx
+        self.sim = ctx.sim
+        self.settings = settings
+        self.network = network
+        self.jobs = jobs
+        self.holder_for = holder_for
+        self.monitor = monitor
+        self.queue = QueueClient(ctx.storage, ctx.name, return_idle_leases=RETURN_IDLE_LEASES in fixes)
+        self._wake = ctx.sim.signal()
+        self._in_flight: dict[str, str] = {}
+        self._retry_at: dict[str, int] = {}
+        self._dirty_since: dict[str, int] = {}
+        self._sync_now: dict[str, bool] = {}
+        self._checking = False
+        self._next_check_at = 0
+        self._alarm = ctx.get_alarm()
+        ctx.start_task(self._loop, "loop")
+
+    # --- calls into the object ----------------------------------------------------------
+
+    async def handle(self, method: str, payload: Any) -> Any:
+        if method == "submit":
+            items = [QueueItem(**item) for item in payload]
+            added = self.queue.enqueue(items, self.sim.now())
+            for item in items:
+                self.sim.event("enqueue", client=self.ctx.name, item=item.id, key=item.key, group=item.group)
+            self._poke()
+            return added
+        if method == "release":
+            self._release(payload)
+            return None
+        raise RemoteError("protocol", f"unknown method {method!r}")
+
+    def cancel(self, item_id: str) -> bool:
+        """The user withdraws a queued item (``QueueClient.cancel``); returns whether it was queued."""
+        cancelled = self.queue.cancel(item_id)
+        if cancelled:
+            self.sim.event("cancel", client=self.ctx.name, item=item_id)
+        return cancelled
+
+    def asking(self) -> bool:
+        """Whether a request is on its way to a round.
+
+        What a cancel aims at: see ``sim.world.faults.Cancel``.
+        """
+        return "request" in self._in_flight.values()
+
+    def cancel_newest(self, count: int) -> list[str]:
+        """Cancel the newest ``count`` queued items; returns those cancelled."""
+        return [item for item in self.queue.newest_queued(count) if self.cancel(item)]
+
+    async def alarm(self) -> None:
+        self._alarm = self.ctx.get_alarm()  # the platform cleared the one that fired
+        self._poke()
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    def _release(self, item: str) -> None:
+        released = self.queue.release(item)
+        if released is not None:
+            self.sim.event("release", client=self.ctx.name, item=item)
+            if self.monitor is not None:
+                self.monitor.released(*released, client=self.ctx.name)
+            self._poke()
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            now = self.sim.now()
+            self._act(now)
+            wakeup = self._next_wakeup(now)
+            self._arm_alarm(wakeup)
+            wake = self._wake
+            if await wake.wait(wakeup):
+                self._wake = self.sim.signal()
+
+    def _act(self, now: int) -> None:
+        if self.settings.lease_capable:
+            # A lease whose expiry came is reported retired through the dirty keys below.
+            for key, lease in self.queue.retire_expired(now):
+                self.sim.event("lease_expired", client=self.ctx.name, key=key, lease=lease)
+                if self.monitor is not None:
+                    self.monitor.lease_expired(key, client=self.ctx.name)
+            for admission in self.queue.draw_leases(now):
+                self._admit(admission, now)
+        for key in self.queue.keys_due(now):
+            if key not in self._in_flight and self._retry_at.get(key, 0) <= now:
+                self._send(key, "request")
+        for key in self.queue.dirty_keys():
+            since = self._dirty_since.setdefault(key, now)
+            due = self._sync_now.get(key) or now >= since + self.settings.report_delay_ms
+            if due and key not in self._in_flight and self._retry_at.get(key, 0) <= now:
+                self._send(key, "sync")
+        for key in self.queue.heartbeat_keys(now):
+            if key not in self._in_flight:
+                self._send(key, "sync")
+        if not self._checking and now >= self._next_check_at:
+            stale = [item for item, at in self.queue.running() if at + self.settings.finished_check_ms <= now]
+            if stale:
+                self._checking = True
+                self.ctx.start_task(lambda: self._finished_check(stale), "finished_check")
+            self._next_check_at = now + self.settings.finished_check_ms
+
+    def _next_wakeup(self, now: int) -> int | None:
+        next_request, heartbeat, oldest_running, lease_expiry = self.queue.next_wakeup()
+        times = [t for t in (next_request, heartbeat, lease_expiry) if t is not None]
+        times += [t for t in self._retry_at.values() if t > now]
+        times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
+        if self._in_flight:
+            # If this instance dies with the call, the alarm must bring the object back.
+            times.append(now + self.settings.rpc_timeout_ms)
+        if oldest_running is not None:
+            times.append(self._next_check_at)
+        future = [t for t in times if t > now]
+        return min(future) if future else None
+
+    def _arm_alarm(self, wakeup: int | None) -> None:
+        """The durable fallback that rebuilds the object after an eviction.
+
+        As the reference's engine arms it (the queue runs on the same
+        scheduler): never sooner than ``ALARM_FLOOR_MS`` out, and an alarm
+        already within ``[wakeup, floor]`` is kept, so the loop's frequent
+        wakeups do not keep rewriting it; the live loop handles sooner ones.
+        """
+        # This instance is the only writer of its alarm; the platform clears it only
+        # when it fires, which runs alarm() below and forgets this copy.
+        current = self._alarm
+        if wakeup is None:
+            if current is not None:
+                self.ctx.delete_alarm()
+                self.ctx.alarm_written()
+                self._alarm = None
+            return
+        target = max(wakeup, self.sim.now() + ALARM_FLOOR_MS)
+        if current is None or current < wakeup or current > target:
+            self.ctx.set_alarm(target)
+            self.ctx.alarm_written()
+            self._alarm = target
+
+    # --- messages ------------------------------------------------------------------------
+
+    def _send(self, key: str, kind: str) -> None:
+        self._in_flight[key] = kind
+        self._sync_now.pop(key, None)
+        self.ctx.start_task(lambda: self._exchange(key, kind), f"{kind}:{key}")
+
+    async def _exchange(self, key: str, kind: str) -> None:
+        now = self.sim.now()
+        message = self.queue.build_request(key, now) if kind == "request" else self.queue.build_sync(key, now)
+        if self.monitor is not None and isinstance(message, PermitRequest):
+            self.monitor.requesting(self.ctx.name, key, message, self.ctx.storage)
+        wire = message.to_wire()
+        if not self.settings.lease_capable:
+            wire.pop("leases", None)
+        changes = self.queue.sent(key, now)
+        try:
+            reply = await self.network.call(
+                self.ctx.name, self.holder_for(key), "permits", wire, self.settings.rpc_timeout_ms
+            )
+            parsed = parse_response(reply)
+        except RpcError as failure:
+            self.sim.event("call_failed", client=self.ctx.name, key=key, call=kind, error=str(failure))
+            self._retry_at[key] = self.sim.now() + self.settings.retry_ms
+            return
+        finally:
+            self._in_flight.pop(key, None)
+            self._poke()
+        now = self.sim.now()
+        if isinstance(parsed, PermitGrant):
+            step = self.queue.on_grant(key, parsed, now)
+        else:
+            assert isinstance(parsed, PermitSyncResult)
+            step = self.queue.on_synced(key, parsed, now)
+        self.queue.acked(key, changes)
+        if key not in self.queue.dirty_keys():
+            self._dirty_since.pop(key, None)
+        self._apply(key, step, now)
+
+    def _apply(self, key: str, step: Step, now: int) -> None:
+        for grant, count in step.claims:
+            self.sim.event("claim", client=self.ctx.name, key=key, grant=grant, items=count)
+        for admission in step.admitted:
+            self._admit(admission, now)
+        for item in step.requeued:
+            self.sim.event("requeue", client=self.ctx.name, item=item, key=key)
+        for lease in step.settled:
+            self.sim.event("lease_settled", client=self.ctx.name, key=key, lease=lease)
+        if step.needs_sync:
+            self._sync_now[key] = True
+
+    def _admit(self, admission: Admission, now: int) -> None:
+        self.sim.event(
+            "admit",
+            client=self.ctx.name,
+            item=admission.item_id,
+            key=admission.key,
+            group=admission.group,
+            grant=admission.grant_id,
+            lease=admission.lease_id,
+        )
+        if self.monitor is not None:
+            self.monitor.admitted(
+                admission.key,
+                admission.group,
+                admission.lease_id is not None,
+                client=self.ctx.name,
+                grant=admission.grant_id,
+            )
+        duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
+        self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
+
+    async def _finished_check(self, items: list[str]) -> None:
+        try:
+            done = await self.network.call(
+                self.ctx.name, self.jobs.name, "finished", items, self.settings.rpc_timeout_ms
+            )
+        except RpcError:
+            return
+        finally:
+            self._checking = False
+        for item in done:
+            if self.queue.status(item) == "running":
+                self.sim.event("reconciled", client=self.ctx.name, item=item)
+                self._release(item)

@@ -1,0 +1,364 @@
+"""The fault model: what may go wrong in a run, as data.
+
+A :class:`FaultPlan` holds per-message probabilities (a request lost, a reply
+lost after the callee committed, a duplicate delivery, a bounded extra
+delay, a message held back so it overtakes or is overtaken), scheduled
+faults (an object evicted at a time, an object partitioned for a window,
+periodic evictions), and platform faults (``alarm()`` throwing, a job's
+completion notice lost). The network and objects draw each decision from
+the run's seeded streams, so a plan plus a seed is one exact run.
+"""
+
+from __future__ import annotations
+
+from random import Random
+from typing import Any, Final
+
+import attrs
+
+from sim.inputs.validation import (
+    MAX_TIME_MS,
+    array,
+    boolean,
+    build,
+    check_int,
+    check_list,
+    fields_of,
+    integer,
+    js_int,
+    named,
+    one_of,
+    optional,
+    time_ms,
+)
+
+#: Upper bounds, so a plan can never make a run unbounded.
+MAX_DELAY_MS: Final = 600_000
+
+
+def _probability(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"faults.{name} must be a probability in [0, 1], got {value!r}")
+
+
+@attrs.frozen
+class Window:
+    """``target`` is unreachable from ``start_ms`` until ``end_ms``: messages to and from it are lost."""
+
+    target: str = attrs.field(validator=named)
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
+
+    def __attrs_post_init__(self) -> None:
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
+
+    def covers(self, name: str, t_ms: int) -> bool:
+        return self.target == name and self.start_ms <= t_ms < self.end_ms
+
+
+@attrs.frozen
+class Eviction:
+    """Evict ``target`` at ``at_ms``: its instance and everything in memory go."""
+
+    target: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+
+
+@attrs.frozen
+class Drop:
+    """Lose every ``leg`` message matching ``src``, ``dst``, ``method`` (None: any) in the window."""
+
+    leg: str = attrs.field(validator=one_of("request", "reply"))
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    src: str | None = attrs.field(default=None, validator=optional(named))
+    dst: str | None = attrs.field(default=None, validator=optional(named))
+    method: str | None = attrs.field(default=None, validator=optional(named))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
+
+    def matches(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool:
+        return (
+            self.leg == leg
+            and self.start_ms <= t_ms < self.end_ms
+            and self.src in (None, src)
+            and self.dst in (None, dst)
+            and self.method in (None, method)
+        )
+
+
+@attrs.frozen
+class LimitChange:
+    """The operator sets holder ``key``'s limit (None: every holder) at ``at_ms``."""
+
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    limit: int = attrs.field(converter=js_int, validator=integer())
+    key: str | None = attrs.field(default=None, validator=optional(named))
+
+
+@attrs.frozen
+class GroupLimitChange:
+    """The operator caps ``group`` on holder ``key`` (``limitWorkflow``); None lifts the cap."""
+
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    key: str = attrs.field(validator=named)
+    group: str = attrs.field(validator=named)
+    limit: int | None = attrs.field(converter=js_int, validator=optional(integer()))
+
+
+#: The holder's callbacks a plan can make misbehave (``HolderConfig``'s inputs).
+INPUTS: Final = ("can_grant", "group_limit", "limit")
+#: What the forger may lie about (``sim.world.forger``): its grants, and leases.
+FORGED_LIES: Final = (
+    "released_above_claimed",
+    "claim_above_permits",
+    "rewind",
+    "negative_count",
+    "unknown_lease",
+    "foreign_lease",
+    "replayed_lease",
+)
+
+
+@attrs.frozen
+class InputFault:
+    """A holder callback misbehaves on holder ``key`` (None: every holder) in [start_ms, end_ms).
+
+    ``can_grant`` returns false for ``group`` (the holder answers ``not_permitted``);
+    ``group_limit`` raises for ``group``, or with ``bad`` returns -1 (``limit_resolution_error``:
+    the group fails closed); ``limit`` raises, or with ``bad`` returns -1, so every round in
+    the window fails as a whole and its waiting calls are rejected. ``group`` None: every
+    group (it must be None for ``limit``).
+    """
+
+    input: str = attrs.field(validator=one_of(*INPUTS))
+    start_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    end_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    group: str | None = attrs.field(default=None, validator=optional(named))
+    key: str | None = attrs.field(default=None, validator=optional(named))
+    bad: bool = attrs.field(default=False, validator=boolean)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.start_ms < self.end_ms:
+            raise ValueError(f"end_ms must be after start_ms ({self.start_ms}), got {self.end_ms}")
+        if self.input == "limit" and self.group is not None:
+            raise ValueError(f"group must be null for the limit, which has no group, got {self.group!r}")
+        if self.input == "can_grant" and self.bad:
+            raise ValueError("bad is for limit and group_limit: can_grant only denies")
+
+    def covers(self, input: str, group: str | None, t_ms: int) -> bool:
+        """Whether this fault makes ``input`` (for ``group``) misbehave at ``t_ms``."""
+        return (
+            self.input == input
+            and self.start_ms <= t_ms < self.end_ms
+            and (self.group is None or self.group == group)
+        )
+
+
+@attrs.frozen
+class Cancel:
+    """At ``at_ms`` the user cancels the newest ``count`` items still queued on ``target``.
+
+    One cancelled while the request carrying it waits for its round leaves a
+    grant that is claimed only in part: the holder reclaims the rest at the
+    claim deadline, while the claimed part runs on.
+    """
+
+    target: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    count: int = attrs.field(default=1, converter=js_int, validator=integer(1, 10_000))
+
+
+def _as_tuple(value: Any) -> Any:
+    """A JSON array read from a case file becomes a tuple; anything else is left for the check."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _lies(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_list(f"faults.{attribute.name}", value)
+    for index, lie in enumerate(value):
+        if lie not in FORGED_LIES:
+            raise ValueError(
+                f"faults.{attribute.name}[{index}] must be one of {', '.join(FORGED_LIES)}, got {lie!r}"
+            )
+
+
+@attrs.frozen
+class FaultPlan:
+    """Everything that goes wrong in one run, apart from the seed's own draws."""
+
+    request_loss: float = 0.0
+    reply_loss: float = 0.0
+    duplicate: float = 0.0
+    #: Extra one-way delay, uniform in [0, delay_ms], on top of the base latency.
+    delay_ms: int = 0
+    #: Probability a message is held back by up to ``reorder_ms`` more.
+    reorder: float = 0.0
+    reorder_ms: int = 0
+    partitions: tuple[Window, ...] = ()
+    #: Targeted losses: every matching message in a window (a scenario's "this reply is lost").
+    drops: tuple[Drop, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    #: Evict every holder object this often (None: never).
+    evict_holders_every_ms: int | None = None
+    #: Probability one ``alarm()`` run throws (a storage hiccup in due work).
+    alarm_failure: float = 0.0
+    #: How often the platform retries a throwing ``alarm()`` before dropping it (it does
+    #: 6 times; fewer models a platform that gives up sooner).
+    alarm_retries: int = 6
+    #: Probability a job's completion notice to its client is lost.
+    release_loss: float = 0.0
+    #: A forging client (``sim.world.forger``) sends reports that lie with this probability (0: none).
+    forged_reports: float = 0.0
+    #: The lies the forger tells (empty: every one of ``FORGED_LIES``).
+    forged_lies: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple, validator=_lies)
+    #: The operator's changes during the run.
+    limit_changes: tuple[LimitChange, ...] = ()
+    group_limit_changes: tuple[GroupLimitChange, ...] = ()
+    #: The holder's callbacks misbehaving in windows (can_grant denials, failing limits).
+    input_faults: tuple[InputFault, ...] = ()
+    #: The user cancels queued items (grants then claimed in part).
+    cancels: tuple[Cancel, ...] = ()
+    #: Random per-message faults, alarm failures and lost notices stop here (None: never),
+    #: so liveness can be judged once the system has been quiet for a while.
+    faults_until_ms: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for name in (
+            "request_loss",
+            "reply_loss",
+            "duplicate",
+            "reorder",
+            "alarm_failure",
+            "release_loss",
+            "forged_reports",
+        ):
+            _probability(name, getattr(self, name))
+        for name in ("delay_ms", "reorder_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
+                raise ValueError(f"faults.{name} must be an integer in [0, {MAX_DELAY_MS}], got {value!r}")
+        retries = self.alarm_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 6:
+            raise ValueError(f"faults.alarm_retries must be an integer in [0, 6], got {retries!r}")
+        every = self.evict_holders_every_ms
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every <= 0):
+            raise ValueError(f"faults.evict_holders_every_ms must be a positive integer, got {every!r}")
+        until = self.faults_until_ms
+        if until is not None:
+            check_int("faults.faults_until_ms", until, 0, MAX_TIME_MS)
+        for name, kind in _SCHEDULED:
+            entries = getattr(self, name)
+            check_list(f"faults.{name}", entries)
+            for index, entry in enumerate(entries):
+                if not isinstance(entry, kind):
+                    raise ValueError(f"faults.{name}[{index}] must be a {kind.__name__}, got {entry!r}")
+
+    def random(self) -> bool:
+        """Whether the plan has faults that may strike at any moment (rates, periodic evictions)."""
+        return bool(
+            self.request_loss
+            or self.reply_loss
+            or self.duplicate
+            or self.delay_ms
+            or self.reorder
+            or self.alarm_failure
+            or self.release_loss
+            or self.forged_reports
+            or self.evict_holders_every_ms is not None
+        )
+
+    def quiet_from_ms(self, duration_ms: int) -> int:
+        """When the last fault of this plan is over, in a run whose story lasts ``duration_ms``.
+
+        Random faults stop at ``faults_until_ms``, or at ``duration_ms`` when
+        the plan does not say; scheduled ones at their last time or window end.
+        """
+        ends = [0]
+        if self.random():
+            ends.append(duration_ms if self.faults_until_ms is None else self.faults_until_ms)
+        ends += [window.end_ms for window in self.partitions]
+        ends += [drop.end_ms for drop in self.drops]
+        ends += [eviction.at_ms for eviction in self.evictions]
+        ends += [change.at_ms for change in self.limit_changes]
+        ends += [change.at_ms for change in self.group_limit_changes]
+        ends += [fault.end_ms for fault in self.input_faults]
+        ends += [cancel.at_ms for cancel in self.cancels]
+        return min(duration_ms, max(ends))
+
+    def active(self, t_ms: int) -> bool:
+        """Whether random faults still apply at ``t_ms``."""
+        return self.faults_until_ms is None or t_ms < self.faults_until_ms
+
+    def partitioned(self, name: str, t_ms: int) -> bool:
+        return any(window.covers(name, t_ms) for window in self.partitions)
+
+    def dropped(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool:
+        return any(drop.matches(leg, src, dst, method, t_ms) for drop in self.drops)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded in a trace header (and read back by ``from_dict``)."""
+        return attrs.asdict(self, recurse=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FaultPlan:
+        """The inverse of ``to_dict``; ValueError names the field, with its path (``faults.drops[0].leg``)."""
+        values = fields_of(cls, data, "faults")
+        for name, kind in _SCHEDULED:
+            if name in values:
+                values[name] = tuple(
+                    build(kind, entry, f"faults.{name}[{index}]")
+                    for index, entry in enumerate(array(values[name], f"faults.{name}"))
+                )
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise ValueError(f"faults: {error}") from None
+
+
+#: The plan's scheduled faults: each list's field and the class of its entries.
+_SCHEDULED: Final[tuple[tuple[str, type], ...]] = (
+    ("partitions", Window),
+    ("drops", Drop),
+    ("evictions", Eviction),
+    ("limit_changes", LimitChange),
+    ("group_limit_changes", GroupLimitChange),
+    ("input_faults", InputFault),
+    ("cancels", Cancel),
+)
+
+NO_FAULTS: Final = FaultPlan()
+
+
+def random_plan(seed: int, targets: list[str], duration_ms: int) -> FaultPlan:
+    """A random fault plan for ``seed``: a few fault kinds on, at random rates and times."""
+    rng = Random(f"semsim-fault-plan:{seed}")
+
+    def maybe(p: float) -> float:
+        return round(rng.uniform(0.01, p), 3) if rng.random() < 0.5 else 0.0
+
+    def window() -> tuple[int, int]:
+        start = rng.randrange(0, max(1, duration_ms - 1_000))
+        return start, min(duration_ms, start + rng.randint(500, 20_000))
+
+    partitions = tuple(Window(rng.choice(targets), *window()) for _ in range(rng.randint(0, 2)) if targets)
+    evictions = tuple(
+        Eviction(rng.choice(targets), rng.randrange(0, duration_ms))
+        for _ in range(rng.randint(0, 3))
+        if targets
+    )
+    return FaultPlan(
+        request_loss=maybe(0.2),
+        reply_loss=maybe(0.2),
+        duplicate=maybe(0.2),
+        delay_ms=rng.choice([0, 0, 50, 500]),
+        reorder=maybe(0.3),
+        reorder_ms=rng.choice([0, 100, 1_000]),
+        partitions=partitions,
+        evictions=evictions,
+        alarm_failure=maybe(0.5),
+        release_loss=maybe(0.3),
+    )

@@ -1,0 +1,96 @@
+"""The holder's callbacks (``limit``, ``group_limit``, ``can_grant``), built in one place.
+
+``HolderConfig`` takes three callables from the application: the limit
+(resolved once per round; a raise or a bad value fails the whole round),
+each group's limit (a raise or a bad value fails the group closed,
+``limit_resolution_error``) and ``can_grant`` (false: ``not_permitted``). A
+simulated holder reads the deployment's limit (``Env.limit``, which the
+operator may change) and the instance's ``limitWorkflow`` caps, and a fault
+plan's :class:`~sim.world.faults.InputFault` windows make each callback misbehave
+for a while.
+
+Everything that hands a holder its callbacks (the holder object, and any
+model run beside it in lockstep) builds them here, so both see exactly the
+same inputs at the same virtual time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Final
+
+import attrs
+
+from sim.world.faults import InputFault
+
+#: What a misbehaving ``bad`` callback returns: not a non-negative safe integer.
+BAD_VALUE: Final = -1
+
+
+class PlannedInputFailure(RuntimeError):
+    """A holder callback raising because the fault plan says so."""
+
+
+@attrs.define
+class HolderInputs:
+    """The three callables ``HolderConfig`` takes (``can_grant`` None: every group may be granted)."""
+
+    limit: Callable[[], int]
+    group_limit: Callable[[str], int | None]
+    can_grant: Callable[[str], bool] | None
+    #: While set, the callbacks behave: the checkers read usage through them and must see
+    #: the deployment's limit, not the planned failure.
+    suspended: bool = False
+
+    @contextlib.contextmanager
+    def behaving(self) -> Iterator[None]:
+        """Callbacks without their planned faults, for the checkers' own reads."""
+        before, self.suspended = self.suspended, True
+        try:
+            yield
+        finally:
+            self.suspended = before
+
+
+def holder_inputs(
+    limit: Callable[[], int],
+    group_limits: Mapping[str, int],
+    faults: Sequence[InputFault],
+    now: Callable[[], int],
+) -> HolderInputs:
+    """The callbacks of one holder: ``limit()`` and ``group_limits`` as the application has them,
+    misbehaving as ``faults`` (this holder's) say at virtual time ``now()``.
+
+    ``can_grant`` is None when no fault denies anything, as for an application
+    that passes none.
+    """
+
+    def failing(input: str, group: str | None) -> InputFault | None:
+        if inputs.suspended:
+            return None
+        t_ms = now()
+        return next((fault for fault in faults if fault.covers(input, group, t_ms)), None)
+
+    def resolve_limit() -> int:
+        fault = failing("limit", None)
+        if fault is None:
+            return limit()
+        if fault.bad:
+            return BAD_VALUE
+        raise PlannedInputFailure("the limit callback failed (planned)")
+
+    def group_limit(group: str) -> int | None:
+        fault = failing("group_limit", group)
+        if fault is None:
+            return group_limits.get(group)
+        if fault.bad:
+            return BAD_VALUE
+        raise PlannedInputFailure(f"the group_limit callback failed for {group!r} (planned)")
+
+    def can_grant(group: str) -> bool:
+        return failing("can_grant", group) is None
+
+    denies = any(fault.input == "can_grant" for fault in faults)
+    inputs = HolderInputs(resolve_limit, group_limit, can_grant if denies else None)
+    return inputs

@@ -1,0 +1,321 @@
+"""The holder Durable Object: ``AccountLimit`` of the reference example, around ``Holder``.
+
+``handle`` parks requests in memory and runs a round no sooner than
+``round_wait_ms`` after the first waiting request and no closer than
+``round_period_ms`` after the last round, never two at once; requests that
+arrive during a round join the next (``#scheduleRound``). Syncs are answered
+at once. ``alarm`` delegates to the engine, whose due work is the holder's
+reclaim pass. The limit comes from the deployment (``Env``, which survives
+eviction); group limits live in a map on the instance, as the walkthrough's
+``workflowLimits`` does, so eviction resets them.
+
+Every instance watched by a monitor also runs a model in lockstep, which
+the monitor supplies (``sim/check/lockstep.py``: the literal model of the
+reference on the same wire messages, times, ids and callbacks; any
+difference ends the run as ``exact_accounting``). This module knows it only
+as :class:`ModelInLockstep`, and the monitor only as :class:`HolderMonitor`:
+the world does not import its checkers. The ``limit``, ``group_limit`` and
+``can_grant`` callbacks are called by both, as the reference calls them:
+they must be pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Usage
+from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
+from sim.runtime.durable import DurableObject, ObjectContext
+from sim.runtime.engine import MAX_ALARM_DELAY_MS, Engine
+from sim.runtime.network import RemoteError
+from sim.runtime.timers import Signal
+from sim.world.faults import InputFault
+from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
+
+
+@attrs.define
+class Env:
+    """A holder's deployment settings: they outlive every instance (``env.ACCOUNT_CONCURRENCY``)."""
+
+    limit: int
+    round_wait_ms: int = 1_000
+    round_period_ms: int = 2_000
+    grant_timeout_ms: int = 10_000
+    leases: LeaseOptions | None = None
+    fixes: frozenset[str] = frozenset()
+    alarm_min_delay_ms: int = MAX_ALARM_DELAY_MS
+    #: The reference engine re-arms its own alarm when alarm() fails; False hands failures to the platform.
+    engine_fallback: bool = True
+    #: Probability one alarm() run throws (a fault plan's alarm_failure).
+    alarm_failure: float = 0.0
+    #: Injected alarm failures stop here (the fault plan's quiet point).
+    faults_until_ms: int | None = None
+    #: This holder's misbehaving callbacks (the fault plan's ``input_faults``).
+    #: See ``sim.world.holder_inputs``.
+    input_faults: tuple[InputFault, ...] = ()
+
+
+@attrs.define
+class _Pending:
+    request: PermitRequest
+    done: Signal
+    #: The message as it arrived, for the literal model to parse itself.
+    payload: Any = None
+    reply: dict[str, Any] | None = None
+    error: RemoteError | None = None
+
+
+class ModelInLockstep(Protocol):
+    """A model the holder is run beside, fed what the holder is fed (``sim.check.lockstep.Lockstep``).
+
+    The holder tells it each operation as it happens; it judges nothing the
+    run would not, draws nothing and records nothing.
+    """
+
+    def drew(self, new_id: str) -> str: ...
+
+    def begin(self) -> None: ...
+
+    def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None: ...
+
+    def round(
+        self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]
+    ) -> None: ...
+
+    def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None: ...
+
+    def sync_failed(self, payload: Any, now: int, error: Exception) -> None: ...
+
+    def sync(self, payload: Any, now: int, reply: dict[str, Any]) -> None: ...
+
+    def reclaimed(self, now: int, events: Sequence[Any]) -> None: ...
+
+    def state(self, holder: Holder, now: int) -> None: ...
+
+
+class HolderMonitor(Protocol):
+    """What a checker is told by a holder (``sim.check.invariants.Monitor`` is one).
+
+    ``lockstep`` gives the model to run beside this instance (``exact_accounting``).
+    """
+
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> ModelInLockstep: ...
+
+    def committed(self, key: str, holder: HolderObject) -> None: ...
+
+    def round_served(
+        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
+    ) -> None: ...
+
+
+class _Reclaim:
+    """The holder's participation in the engine: grants with unclaimed permits, and reclaim."""
+
+    def __init__(self, holder: Holder, engine: Engine, lockstep: ModelInLockstep | None) -> None:
+        self._holder = holder
+        self._engine = engine
+        self._lockstep = lockstep
+
+    def next_pending_at(self, conn: Any) -> int | None:
+        return self._holder.next_alarm_at()
+
+    def run_due(self, now_ms: int) -> None:
+        if self._lockstep is not None:
+            self._lockstep.begin()
+        events = self._holder.reclaim_expired(now_ms)
+        self._engine.after_commit()
+        if self._lockstep is not None:
+            self._lockstep.reclaimed(now_ms, events)
+            self._lockstep.state(self._holder, now_ms)
+
+
+class HolderObject:
+    """One live instance of a holder object; the next one is built on the same storage."""
+
+    def __init__(
+        self, ctx: ObjectContext, env: Env, key: str = "", monitor: HolderMonitor | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.env = env
+        self.key = key
+        # In memory on purpose: limitWorkflow() caps are gone after eviction.
+        self.group_limits: dict[str, int] = {}
+        self.engine = Engine(
+            ctx,
+            env.alarm_min_delay_ms,
+            fallback=env.engine_fallback,
+            alarm_failure=env.alarm_failure,
+        )
+        self.inputs = inputs = holder_inputs(
+            lambda: self.env.limit, self.group_limits, env.input_faults, ctx.sim.now
+        )
+        config = HolderConfig(
+            limit=inputs.limit,
+            group_limit=inputs.group_limit,
+            can_grant=inputs.can_grant,
+            round_wait_ms=env.round_wait_ms,
+            round_period_ms=env.round_period_ms,
+            grant_timeout_ms=env.grant_timeout_ms,
+            leases=env.leases,
+            fixes=env.fixes,
+            on_event=self._lifecycle,
+        )
+        #: The literal model in lockstep (exact_accounting), whenever a monitor judges the run.
+        #: It is handed the same callbacks, so a planned failing input fails both alike.
+        self.lockstep = None if monitor is None else monitor.lockstep(ctx.object, config, key)
+        lockstep = self.lockstep
+        self.holder = Holder(
+            ctx.storage,
+            config,
+            new_id=(
+                (lambda: ctx.sim.next_id(f"{ctx.name}/g"))
+                if lockstep is None
+                else (lambda: lockstep.drew(ctx.sim.next_id(f"{ctx.name}/g")))
+            ),
+            before_commit=self.engine.reconcile,
+        )
+        self.engine.register(_Reclaim(self.holder, self.engine, self.lockstep))
+        self.engine.faults_until_ms = env.faults_until_ms
+        self.monitor = monitor
+        if monitor is not None:
+            self.engine.on_commit = lambda: monitor.committed(key, self)
+        self._pending: list[_Pending] = []
+        self._timer_armed = False
+        self._round_running = False
+        self._last_round_at: int | None = None
+
+    def judged_usage(self, now: int) -> Usage:
+        """``usage()`` as the checkers read it: with the callbacks behaving (a planned failing
+        limit fails the holder's rounds, not the judge)."""
+        with self.inputs.behaving():
+            return self.holder.usage(now)
+
+    def _lifecycle(self, event: Event) -> None:
+        fields = event.to_wire()
+        del fields["entityKind"], fields["timestamp"]
+        kind = fields.pop("type")
+        self.ctx.sim.event(kind, holder=self.ctx.name, **fields)
+
+    # --- RPC ---------------------------------------------------------------------
+
+    async def handle(self, method: str, payload: Any) -> Any:
+        if method == "permits":
+            lockstep = self.lockstep
+            try:
+                message = parse_request(payload)
+            except SemaphoreProtocolError as error:
+                if lockstep is not None:
+                    lockstep.parsed(payload, error)
+                raise
+            if lockstep is not None:
+                lockstep.parsed(payload, None)
+            if isinstance(message, PermitSync):
+                now = self.ctx.sim.now()
+                if lockstep is not None:
+                    lockstep.begin()
+                try:
+                    reply = self.holder.sync_message(message, now).to_wire()
+                except (PlannedInputFailure, ValueError) as error:
+                    # Fix F3 resolves the limit for a sync too: a failing limit fails the call.
+                    if lockstep is not None:
+                        lockstep.sync_failed(payload, now, error)
+                    raise RemoteError("error", f"sync failed: {type(error).__name__}: {error}") from None
+                self.engine.after_commit()
+                if lockstep is not None:
+                    lockstep.sync(payload, now, reply)
+                    lockstep.state(self.holder, now)
+                return reply
+            return await self._await_round(message, payload)
+        if method == "limit_workflow":
+            group, limit = payload["group"], payload["limit"]
+            self.group_limits[group] = limit
+            self.ctx.sim.event("group_limit", holder=self.ctx.name, group=group, limit=limit)
+            return None
+        if method == "usage":
+            if self.lockstep is not None:
+                self.lockstep.state(self.holder, self.ctx.sim.now())
+            try:
+                return self.holder.usage(self.ctx.sim.now()).to_wire()
+            except (PlannedInputFailure, ValueError) as error:  # usage() resolves the limit too
+                raise RemoteError("error", f"usage failed: {type(error).__name__}: {error}") from None
+        raise RemoteError("protocol", f"unknown method {method!r}")
+
+    async def alarm(self) -> None:
+        await self.engine.alarm()
+
+    # --- rounds ------------------------------------------------------------------
+
+    async def _await_round(self, request: PermitRequest, payload: Any) -> dict[str, Any]:
+        pending = _Pending(request, self.ctx.sim.signal(), payload)
+        self._pending.append(pending)
+        self._schedule_round()
+        await pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.reply is not None
+        return pending.reply
+
+    def _schedule_round(self) -> None:
+        # Rounds never overlap: a request arriving mid-round joins the next one,
+        # which is scheduled once the current round settles.
+        if self._timer_armed or self._round_running:
+            return
+        now = self.ctx.sim.now()
+        earliest = now if self._last_round_at is None else self._last_round_at + self.env.round_period_ms
+        delay = max(self.env.round_wait_ms, earliest - now)
+        self._timer_armed = True
+
+        async def timer() -> None:
+            await self.ctx.sim.sleep(delay)
+            self._timer_armed = False
+            self._round_running = True
+            try:
+                self._run_round()
+            finally:
+                self._round_running = False
+                if self._pending:
+                    self._schedule_round()
+
+        self.ctx.start_task(timer, "round_timer")
+
+    def _run_round(self) -> None:
+        pending, self._pending = self._pending, []
+        now = self.ctx.sim.now()
+        self._last_round_at = now
+        lockstep = self.lockstep
+        if lockstep is not None:
+            lockstep.begin()
+        try:
+            outcome = self.holder.round([p.request for p in pending], now)
+        except Exception as error:  # the round fails as a whole; every waiting call fails
+            if lockstep is not None:
+                lockstep.round_failed([p.payload for p in pending], now, error)
+            failure = RemoteError("error", f"round failed: {type(error).__name__}: {error}")
+            self.ctx.sim.event("round_failed", holder=self.ctx.name, error=str(failure))
+            for entry in pending:
+                entry.error = failure
+                entry.done.set()
+            return
+        self.engine.after_commit()
+        if self.monitor is not None:
+            self.monitor.round_served(self.key, [p.request for p in pending], outcome.replies)
+        # After the other checkers of this step (the commit's, then the round's order): a
+        # difference they explain is reported under their name.
+        if lockstep is not None:
+            lockstep.round([p.payload for p in pending], now, outcome.replies, outcome.events)
+            lockstep.state(self.holder, now)
+        for entry, reply in zip(pending, outcome.replies, strict=True):
+            for grant in reply.grants:
+                self.ctx.sim.event(
+                    "grant",
+                    holder=self.ctx.name,
+                    client=entry.request.client_id,
+                    grant=grant.grant_id,
+                    group=grant.group,
+                    permits=grant.permits,
+                )
+            entry.reply = reply.to_wire()
+            entry.done.set()

@@ -1,0 +1,84 @@
+"""sim's layout holds: import-linter's contracts in pyproject.toml are kept.
+
+The contracts are the README's "Layout" section as rules: sim's packages
+are layers (each imports only the ones below it, in function bodies and
+under ``TYPE_CHECKING`` too), no package's modules import each other in a
+cycle, ``semaphore_core`` imports neither ``sim`` nor ``scenarios``, and a
+run's own packages import no test or plotting library. A new package under
+``sim/`` must take a place in the layers, or these tests fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from importlinter.cli import lint_imports
+
+from sim.runtime.kernel import Sim
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _contracts() -> list[dict[str, Any]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def test_the_import_contracts_are_kept(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    status = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    report = capsys.readouterr().out
+    assert status == 0, report
+    assert f"Contracts: {len(_contracts())} kept, 0 broken." in report
+
+
+def test_every_package_of_sim_has_a_layer() -> None:
+    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers"]
+    layered = {name.strip() for layer in layers for name in layer.split("|")}
+    packages = {f"sim.{path.parent.name}" for path in (ROOT / "sim").glob("*/__init__.py")}
+    assert packages == layered
+    assert not [path.name for path in (ROOT / "sim").glob("*.py") if path.name != "__init__.py"], (
+        "a module directly under sim/ has no layer: put it in the package it belongs to"
+    )
+
+
+DOCUMENTS = [ROOT / "README.md", ROOT / "notebooks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_PATH = re.compile(r"(?<![\w/.])sim/[\w/]*\w(?:\.py|/)")
+_DOTTED = re.compile(r"(?<![\w./])sim((?:\.\w+)+)")
+
+
+def _resolves(parts: list[str]) -> bool:
+    """Whether ``sim.<package>.<module>[.<attribute>...]`` names something that exists."""
+    if len(parts) < 2:
+        return importlib.util.find_spec(f"sim.{parts[0]}") is not None
+    target: object = importlib.import_module(f"sim.{parts[0]}.{parts[1]}")
+    for attribute in parts[2:]:
+        if not hasattr(target, attribute):
+            return False
+        target = getattr(target, attribute)
+    return True
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_sim_path_and_module_a_document_names_exists(document: Path) -> None:
+    packages = {path.parent.name for path in (ROOT / "sim").glob("*/__init__.py")}
+    stale = []
+    for number, line in enumerate(document.read_text(encoding="utf-8").splitlines(), start=1):
+        stale += [f"{number}: {path}" for path in _PATH.findall(line) if not (ROOT / path).exists()]
+        for match in _DOTTED.finditer(line):
+            parts = match.group(1).split(".")[1:]
+            if parts[0] in packages:
+                if not _resolves(parts):
+                    stale.append(f"{number}: {match.group(0)}")
+            elif not hasattr(Sim, parts[0]):  # ``sim.event(...)``: a method of the run's Sim
+                stale.append(f"{number}: {match.group(0)}")
+    assert not stale, f"{document.name} names what does not exist: {stale}"
