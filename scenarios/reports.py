@@ -170,15 +170,9 @@ def reports_reordered() -> Scenario:
     )
 
 
-def forged_grant_reports() -> Scenario:
-    """Seed 001, "Grants and reports": "Counts only move forward and are clamped to the grant".
-
-    A forging client asks for 3 permits at a time and every report it sends lies:
-    released above claimed, a claim above the grant, or a rewind. The holder answers a
-    claim above the grant with the grant's permits, and the honest client beside it runs
-    within the limit throughout.
-    """
-    config = WorldConfig(
+def _forger_story() -> WorldConfig:
+    """One plain client running 2 items of 4 s at 1, 9 and 17 s, limit 4, beside the forger."""
+    return WorldConfig(
         holder=HolderSpec(limit=4, leases=None, grant_timeout_ms=GRANT_TIMEOUT_MS),
         workload=Workload(
             clients=1,
@@ -189,6 +183,17 @@ def forged_grant_reports() -> Scenario:
         ),
         duration_ms=60_000,
     )
+
+
+def forged_grant_reports() -> Scenario:
+    """Seed 001, "Grants and reports": "Counts only move forward and are clamped to the grant".
+
+    A forging client asks for 3 permits at a time and every report it sends lies:
+    released above claimed, a claim above the grant, or a rewind. The holder answers a
+    claim above the grant with the grant's permits, and the honest client beside it runs
+    within the limit throughout.
+    """
+    config = _forger_story()
 
     def judge(run: WorldRun, expect: Expect) -> None:
         lies = [e for e in run.trace.of_kind("fault") if e["fault"] == "forged_report"]
@@ -240,17 +245,7 @@ def malformed_report_rejected() -> Scenario:
     error; the grant is never claimed, so the alarm reclaims both permits at its deadline;
     the demand in those messages gets nothing.
     """
-    config = WorldConfig(
-        holder=HolderSpec(limit=4, leases=None, grant_timeout_ms=GRANT_TIMEOUT_MS),
-        workload=Workload(
-            clients=1,
-            plain_clients=1,
-            script=tuple(
-                Arrival(at_ms=t, client=0, count=2, duration_ms=4_000) for t in (1_000, 9_000, 17_000)
-            ),
-        ),
-        duration_ms=60_000,
-    )
+    config = _forger_story()
 
     def judge(run: WorldRun, expect: Expect) -> None:
         lying = {
