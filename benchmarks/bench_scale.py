@@ -3,10 +3,10 @@
     python benchmarks/bench_scale.py                          # 16, 64, 256 clients x 1, 4 keys
     python benchmarks/bench_scale.py --clients 16,64,256,1000 --keys 1,4,16 --minutes 10
 
-The standard workload's shape (lease-capable clients at 6 items a minute
-each, 2 to 20 s of work per item, strict leases, 5% reply loss, a holder
-eviction every 10 simulated minutes), with the holder's limit scaled to 4
-permits per client so contention stays alike, for every combination of
+The standard workload of ``bench_sim.py`` (lease-capable clients at 6
+items a minute each, 2 to 20 s of work per item, strict leases, a limit of
+4 permits per client so contention stays alike, 5% reply loss, a holder
+eviction every 10 simulated minutes), for every combination of
 ``--clients`` and ``--keys`` (items spread evenly over the keys, one holder
 per key). For each it prints the CPU time (``time.process_time()``: the
 machine is shared, so wall time is noise), the trace events, CPU
@@ -25,10 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_sim import standard
 from sim.explore.fuzz import KNOWN_FINDINGS
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan
-from sim.world.workload import MAX_CLIENTS, MAX_KEYS, Workload
+from sim.harness.run import run_world
+from sim.inputs.commands import EXIT_BROKEN_PIPE, discard_stdout
+from sim.world.workload import MAX_CLIENTS, MAX_KEYS
 
 #: Longest run this benchmark accepts, in simulated minutes.
 MAX_MINUTES = 24 * 60
@@ -58,22 +59,6 @@ def _minutes(text: str) -> int:
     return minutes
 
 
-def world(clients: int, keys: int, minutes: int) -> tuple[WorldConfig, FaultPlan]:
-    duration_ms = minutes * 60_000
-    config = WorldConfig(
-        holder=HolderSpec(limit=4 * clients, leases=LeaseSpec(provisioning="strict", permits_per_lease=4)),
-        workload=Workload(
-            clients=clients,
-            keys=tuple(f"acct-{i}" for i in range(keys)),
-            items_per_minute=6,
-            duration_ms=(2_000, 20_000),
-            until_ms=duration_ms,
-        ),
-        duration_ms=duration_ms,
-    )
-    return config, FaultPlan(reply_loss=0.05, evict_holders_every_ms=600_000)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=_list_of("--clients", MAX_CLIENTS), default=[16, 64, 256])
@@ -87,7 +72,7 @@ def main() -> None:
     for clients in args.clients:
         for keys in args.keys:
             try:
-                config, faults = world(clients, keys, args.minutes)
+                config, faults = standard(args.minutes / 60, clients, keys)
             except ValueError as error:
                 parser.error(f"{clients} clients, {keys} keys: {error}")
             start = time.process_time()
@@ -105,4 +90,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as semsim does
+        discard_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)

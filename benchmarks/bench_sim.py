@@ -33,11 +33,18 @@ from sim.world.workload import Workload
 HOUR_MS = 3_600_000
 
 
-def standard(hours: float) -> tuple[WorldConfig, FaultPlan]:
+def standard(hours: float, clients: int = 16, keys: int = 1) -> tuple[WorldConfig, FaultPlan]:
+    """The standard workload: 16 clients and one key unless told; 4 permits of limit per client."""
     duration = int(hours * HOUR_MS)
     config = WorldConfig(
-        holder=HolderSpec(limit=64, leases=LeaseSpec(provisioning="strict", permits_per_lease=4)),
-        workload=Workload(clients=16, items_per_minute=6, duration_ms=(2_000, 20_000), until_ms=duration),
+        holder=HolderSpec(limit=4 * clients, leases=LeaseSpec(provisioning="strict", permits_per_lease=4)),
+        workload=Workload(
+            clients=clients,
+            keys=("acct",) if keys == 1 else tuple(f"acct-{i}" for i in range(keys)),
+            items_per_minute=6,
+            duration_ms=(2_000, 20_000),
+            until_ms=duration,
+        ),
         duration_ms=duration,
     )
     return config, FaultPlan(reply_loss=0.05, evict_holders_every_ms=600_000)
