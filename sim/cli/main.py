@@ -33,6 +33,7 @@ from sim.inputs.commands import (
     EXIT_USAGE,
     EXIT_VIOLATION,
     UsageError,
+    discard_stdout,
     output_file,
 )
 
@@ -212,14 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"semsim {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        _discard_stdout()
+        discard_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as error:  # writing a result failed: a full disk, a device that refuses
         where = f" {error.filename}" if error.filename else ""
         print(
             f"semsim {args.command}: error: cannot write{where}: {error.strerror or error}", file=sys.stderr
         )
-        _discard_stdout()
+        discard_stdout()
         return EXIT_USAGE
     except BaseException as error:
         if not interrupted_by(error):
@@ -235,18 +236,6 @@ def interrupted_by(error: BaseException) -> bool:
     if isinstance(error, BaseExceptionGroup):
         return any(interrupted_by(inner) for inner in error.exceptions)
     return False
-
-
-def _discard_stdout() -> None:
-    """The reader went away: send what is still buffered nowhere, so exiting prints no error.
-
-    Python's documented way (the ``signal`` module's note on SIGPIPE).
-    """
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass  # stdout is not a file descriptor (a test's capture): nothing is buffered at OS level
 
 
 if __name__ == "__main__":

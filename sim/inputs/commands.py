@@ -1,4 +1,5 @@
-"""What every ``semsim`` command shares: exit statuses, ``UsageError``, output paths, the wall clock.
+"""What every ``semsim`` command shares: exit statuses, ``UsageError``, output paths, the wall clock,
+and what to do when the reader of standard output goes away.
 
 The commands live with their concepts in several packages (``scenarios.cli``,
 ``sim.report.plot``, ``sim.report.replay``, ``sim.explore.mutants``,
@@ -10,6 +11,8 @@ docs/CLI.md.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Final
@@ -67,3 +70,15 @@ def output_dir(path: Path, option: str) -> Path:
         return check_output_dir(path, option)
     except InputError as error:
         raise UsageError(str(error)) from None
+
+
+def discard_stdout() -> None:
+    """The reader went away: send what is still buffered nowhere, so exiting prints no error.
+
+    Python's documented way (the ``signal`` module's note on SIGPIPE).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file descriptor (a test's capture): nothing is buffered at OS level
