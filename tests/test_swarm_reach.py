@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import sim.check.lockstep
 from scenarios import SCENARIOS, run_scenario
@@ -93,8 +94,6 @@ def test_with_numbered_ids_the_ties_story_has_nothing_to_tell() -> None:
 
 
 def test_the_swarm_draws_case_twins_and_aligned_bursts() -> None:
-    from hypothesis import HealthCheck, given, settings
-
     seen: set[tuple[str, bool]] = set()
 
     @settings(max_examples=200, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
