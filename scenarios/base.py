@@ -110,15 +110,19 @@ class ScenarioResult:
         return not self.failures
 
 
-def run_scenario(scenario: Scenario, seed: int | None = None) -> ScenarioResult:
+def run_scenario(scenario: Scenario, seed: int | None = None, full_checks: bool = False) -> ScenarioResult:
     """Run ``scenario`` (with its own seed unless given one) and judge it.
+
+    ``full_checks`` runs the checker's debug mode (``run_world``'s): same verdict, slower.
 
     It fails when its check reports an unmet expectation, when an invariant
     was violated, or when the run did not complete (time or step limit,
     deadlock): a story that did not run to its end proves nothing.
     """
     used = scenario.seed if seed is None else seed
-    run = run_world(scenario.config, scenario.faults, used, tolerated=scenario.tolerated)
+    run = run_world(
+        scenario.config, scenario.faults, used, tolerated=scenario.tolerated, full_checks=full_checks
+    )
     check = scenario.check
     if isinstance(check, Check):
         expectations = tuple(check.outcomes(run))

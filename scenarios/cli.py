@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if plot_path is not None:
         output_file(plot_path, "--plot", image=True)
 
-    result = run_scenario(scenario, args.seed)
+    result = run_scenario(scenario, args.seed, full_checks=bool(args.full_checks))
     print_report(result)
 
     if trace_path is not None:

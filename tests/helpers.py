@@ -82,7 +82,7 @@ class NoLockstep:
     round throws, a mutant) the model would see first.
     """
 
-    def __init__(self, *_: Any) -> None:
+    def __init__(self, *_: Any, **__: Any) -> None:
         pass
 
     def drew(self, new_id: str) -> str:

@@ -17,6 +17,7 @@ import pytest
 
 from scenarios import SCENARIOS, Scenario, run_scenario
 from scenarios.base import HOLDER, Check, Expect
+from sim.check.invariants import Monitor
 from sim.cli.main import main
 from sim.explore.mutant_catalog import mutant
 from sim.harness.run import WorldRun, run_world
@@ -251,6 +252,24 @@ def test_run_exits_0_prints_a_report_and_writes_a_readable_trace(
     header, events = read_trace(out)
     assert header["seed"] == 1
     assert any(e["kind"] == "grant_reclaimed" for e in events)
+
+
+def test_run_with_full_checks_reads_every_database_and_writes_the_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_reads: list[str] = []
+    per_client = Monitor._conservative_per_client
+
+    def counted(self: Monitor, key: str, conn: Any) -> None:
+        full_reads.append(key)
+        per_client(self, key, conn)
+
+    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    assert main(["run", "strict-burst", "--trace", str(tmp_path / "inc.jsonl")]) == 0
+    assert not full_reads
+    assert main(["run", "strict-burst", "--full-checks", "--trace", str(tmp_path / "full.jsonl")]) == 0
+    assert full_reads
+    assert (tmp_path / "inc.jsonl").read_bytes() == (tmp_path / "full.jsonl").read_bytes()
 
 
 def test_run_with_a_seed_runs_that_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,6 +36,7 @@ from semaphore_core.store import HolderStore
 from sim.check import lockstep as lockstep_module
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
+from sim.check.row_mirror import RowMirror, read_rows
 from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
 DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 #: ``progress`` fails when items wait while permits sit unused for this long.
 PROGRESS_WINDOW_MS: Final = 30_000
+
+
+#: What the holder charges each grant (at ``?``, now) and each lease, as the full checks read it.
+FULL_GRANT_CHARGE: Final = (
+    "SELECT CASE WHEN claimed < permits AND expires_at <= ? THEN claimed "
+    "ELSE permits END - released FROM durability_semaphore_grants"
+)
+FULL_LEASE_CHARGE: Final = "SELECT permits - released FROM durability_semaphore_leases"
 
 
 class InvariantViolation(StopRun):
@@ -163,6 +172,8 @@ def group_ceiling_rule(
 class _HolderState:
     obj: DurableObject
     env: Env
+    #: The holder's grant and lease rows, refreshed from what each commit changed.
+    mirror: RowMirror
     usage: tuple[int, int] = (0, 0)
     groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
     rows: dict[str, dict[str, tuple[Any, ...]]] = attrs.Factory(dict)
@@ -177,15 +188,22 @@ class _HolderState:
 class Monitor:
     """Checks one run's invariants; see the module docstring."""
 
-    def __init__(self, sim: Sim, tolerated: Iterable[str] = ()) -> None:
+    def __init__(self, sim: Sim, tolerated: Iterable[str] = (), full: bool = False) -> None:
         self.sim = sim
         self.tolerated = frozenset(tolerated)
+        #: Debug mode: judge every commit from every row and every client's storage, as the
+        #: checker did before it was incremental, and assert the incremental state agrees.
+        self.full = full
         self.violations: list[Violation] = []
         self.leaks: Counter[str] = Counter()
         #: Oracle: permits in use per holder key, and per (key, group) (admitted, not yet released).
         self.in_use: Counter[str] = Counter()
         self.in_use_by_group: Counter[tuple[str, str]] = Counter()
         self.in_use_by_client: Counter[tuple[str, str]] = Counter()
+        #: Oracle detail: per key, per grant or lease (``("grant", id)``, ``("lease", id)``),
+        #: the items each client runs on it; and each running item's (key, grant or lease).
+        self._running: dict[str, dict[tuple[str, str], Counter[str]]] = {}
+        self._running_items: dict[tuple[str, str], tuple[str, tuple[str, str]]] = {}
         #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
         self.clients: Mapping[str, DurableObject] | None = None
         #: What the reference documents and does not count as a violation, by name.
@@ -205,11 +223,11 @@ class Monitor:
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
-        self._holders[key] = _HolderState(obj, env)
+        self._holders[key] = _HolderState(obj, env, RowMirror(obj.storage))
 
     def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep:
         """The literal model to run beside a new instance of holder ``key`` (``exact_accounting``)."""
-        return lockstep_module.Lockstep(obj, config, key, self)
+        return lockstep_module.Lockstep(obj, config, key, self, full=self.full)
 
     # --- reporting ---------------------------------------------------------------
 
@@ -251,10 +269,16 @@ class Monitor:
                 self.fail("group_ceiling", f"{key} group {group}: {broken[0]}", broken[1], key=key)
         state.groups = groups
 
-        rows = _rows(holder.ctx.storage)
+        delta = state.mirror.refresh(now)
+        rows = delta.after
+        changed = delta.changed
+        if self.full:
+            rows = _rows(holder.ctx.storage)
+            assert rows == delta.after, f"{key}: the row mirror differs from the holder's rows"
+            changed = {name: list(table) for name, table in rows.items()}
         self.allocation.committed(key, state.rows, rows, usage, holder.group_limits)
-        self._monotone(key, state.rows, rows)
-        _record_claims(state, rows, usage.limit)
+        self._monotone(key, state.rows, rows, changed)
+        _record_claims(state, rows, usage.limit, changed["grants"])
         state.rows = rows
 
         pending = store.next_pending_at()
@@ -286,13 +310,24 @@ class Monitor:
                 )
         state.alarm = (pending, alarm)
         self._conservative(key, usage.granted + usage.leased)
-        self._conservative_per_client(key, holder.ctx.storage)
+        if self.full:
+            self._conservative_per_client(key, holder.ctx.storage)
+        else:
+            self._conservative_from_oracle(key, rows)
         self._round_was_full(key, state)
 
     def _monotone(
-        self, key: str, old: dict[str, dict[str, tuple[Any, ...]]], new: dict[str, dict[str, tuple[Any, ...]]]
+        self,
+        key: str,
+        old: dict[str, dict[str, tuple[Any, ...]]],
+        new: dict[str, dict[str, tuple[Any, ...]]],
+        changed: Mapping[str, Sequence[str]],
     ) -> None:
-        for grant_id, row in new["grants"].items():
+        """Rows the commit changed (a row it left alone was judged when it last changed)."""
+        for grant_id in changed["grants"]:
+            row = new["grants"].get(grant_id)
+            if row is None:
+                continue
             _, _, _, permits, claimed, released, _, _ = row
             if not released <= claimed <= permits:
                 self.fail(
@@ -309,7 +344,10 @@ class Monitor:
                     "reclaimed",
                     f"{key}: grant {grant_id} claimed {before[4]} -> {claimed} after its deadline {row[7]}",
                 )
-        for lease_id, row in new["leases"].items():
+        for lease_id in changed["leases"]:
+            row = new["leases"].get(lease_id)
+            if row is None:
+                continue
             _, _, _, permits, released, _, _, retired = row
             if released > permits:
                 self.fail(
@@ -322,9 +360,20 @@ class Monitor:
     # --- what clients do -------------------------------------------------------------------
 
     def admitted(
-        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+        self,
+        key: str,
+        group: str,
+        through_lease: bool,
+        client: str = "",
+        grant: str | None = None,
+        item: str = "",
+        lease: str | None = None,
     ) -> None:
-        """A client admitted an item of ``key`` (through ``grant`` or a lease): one more permit in use."""
+        """A client admitted ``item`` of ``key`` (through ``grant`` or ``lease``): one more permit in use."""
+        holding = ("lease", lease) if lease is not None else ("grant", grant or "")
+        assert (client, item) not in self._running_items, (client, item)
+        self._running_items[client, item] = (key, holding)
+        self._running.setdefault(key, {}).setdefault(holding, Counter())[client] += 1
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
@@ -404,7 +453,15 @@ class Monitor:
         (an idle run is judged stuck only when nothing moved for a stall window)."""
         self.last_moved_ms = self.sim.now()
 
-    def released(self, key: str, group: str, client: str = "") -> None:
+    def released(self, key: str, group: str, client: str = "", item: str = "") -> None:
+        held = self._running_items.pop((client, item))
+        assert held[0] == key, (held, key)
+        on_it = self._running[key][held[1]]
+        on_it[client] -= 1
+        if not on_it[client]:
+            del on_it[client]
+            if not on_it:
+                del self._running[key][held[1]]
         self.last_moved_ms = self.sim.now()
         self.in_use[key] -= 1
         self.in_use_by_group[key, group] -= 1
@@ -419,19 +476,18 @@ class Monitor:
         now = self.sim.now()
         grants = {
             grant_id: int(charged)
-            for grant_id, charged in _select(
-                conn,
-                "SELECT grant_id, CASE WHEN claimed < permits AND expires_at <= ? THEN claimed "
-                "ELSE permits END - released FROM durability_semaphore_grants",
-                (now,),
-            )
+            for grant_id, charged in _select(conn, f"SELECT grant_id, {FULL_GRANT_CHARGE[7:]}", (now,))
         }
         leases = {
             lease_id: int(charged)
-            for lease_id, charged in _select(
-                conn, "SELECT lease_id, permits - released FROM durability_semaphore_leases"
-            )
+            for lease_id, charged in _select(conn, f"SELECT lease_id, {FULL_LEASE_CHARGE[7:]}")
         }
+        oracle = {
+            (client, "" if kind == "lease" else holding_id, holding_id if kind == "lease" else ""): count
+            for (kind, holding_id), clients in self._running.get(key, {}).items()
+            for client, count in clients.items()
+        }
+        stored: dict[tuple[str, str, str], int] = {}
         for name, obj in sorted(self.clients.items()):
             for grant_id, lease_id, running in _select(
                 obj.storage,
@@ -440,6 +496,7 @@ class Monitor:
                 "GROUP BY grant_id, lease_id ORDER BY grant_id, lease_id",
                 (key,),
             ):
+                stored[name, "" if lease_id else grant_id or "", lease_id or ""] = running
                 what, charged = (
                     ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))
                 )
@@ -450,6 +507,35 @@ class Monitor:
                         f"but the holder charges it {charged}",
                         key=key,
                     )
+        assert stored == oracle, f"{key}: running items {stored} in storage, {oracle} by the oracle"
+
+    def _conservative_from_oracle(self, key: str, rows: dict[str, dict[str, tuple[Any, ...]]]) -> None:
+        """``_conservative_per_client`` from the oracle's running items and the mirrored rows.
+
+        The same judgement without a query of any client's storage: every
+        grant or lease of ``key`` that runs items, against what the holder
+        charges it now. The first failure in the full check's order (client,
+        grant, lease) is reported.
+        """
+        running = self._running.get(key)
+        if not running or self.clients is None:
+            return
+        now = self.sim.now()
+        broken: list[tuple[str, str, str, str, int, int]] = []
+        for (kind, holding_id), clients in running.items():
+            charged = _charge(rows, kind, holding_id, now)
+            for client, count in clients.items():
+                if charged < count:
+                    grant_id, lease_id = ("", holding_id) if kind == "lease" else (holding_id, "")
+                    broken.append((client, grant_id, lease_id, kind, count, charged))
+        if broken:
+            client, grant_id, lease_id, kind, count, charged = min(broken)
+            self.fail(
+                "conservative",
+                f"{key}: {client} runs {count} items on {kind} {lease_id or grant_id} "
+                f"but the holder charges it {charged}",
+                key=key,
+            )
 
     def _conservative(self, key: str, accounted: int) -> None:
         if accounted < self.in_use[key]:
@@ -712,6 +798,18 @@ class Monitor:
                 )
 
 
+def _charge(rows: dict[str, dict[str, tuple[Any, ...]]], kind: str, holding_id: str, now: int) -> int:
+    """What the holder charges a grant or lease (``_conservative_per_client``'s SQL, on mirrored rows)."""
+    if kind == "lease":
+        lease = rows["leases"].get(holding_id)
+        return 0 if lease is None else int(lease[3]) - int(lease[4])
+    grant = rows["grants"].get(holding_id)
+    if grant is None:
+        return 0
+    _, _, _, permits, claimed, released, _, expires_at = grant
+    return int(claimed if claimed < permits and expires_at <= now else permits) - int(released)
+
+
 def _held_by_waiting_clients(
     conn: Any, clients: Mapping[str, DurableObject], key: str, known: set[str]
 ) -> int:
@@ -878,16 +976,18 @@ def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any
 
 
 def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
-    return {
-        "grants": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_grants")},
-        "leases": {r[0]: tuple(r) for r in _select(conn, "SELECT * FROM durability_semaphore_leases")},
-    }
+    return read_rows(conn)
 
 
-def _record_claims(state: _HolderState, rows: dict[str, dict[str, tuple[Any, ...]]], limit: int) -> None:
+def _record_claims(
+    state: _HolderState, rows: dict[str, dict[str, tuple[Any, ...]]], limit: int, changed: Sequence[str]
+) -> None:
     """Note every claim this commit accepted, with the limit it was accepted under."""
     before = state.rows.get("grants", {})
-    for grant_id, row in rows["grants"].items():
+    for grant_id in changed:
+        row = rows["grants"].get(grant_id)
+        if row is None:
+            continue
         claimed = row[4]
         old = before.get(grant_id)
         if claimed > (old[4] if old is not None else 0):

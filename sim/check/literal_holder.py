@@ -541,6 +541,16 @@ class LiteralHolder:
         leased = 0
         for lease in self._store.list_leases():
             leased += _lease_footprint(lease)
+        return self._usage_of(limit, granted, leased, groups)
+
+    def usage_from_totals(self, granted: int, leased: int, groups_granted: Mapping[str, int]) -> Wire:
+        """``usage()`` from its sums over the rows, kept elsewhere as the rows change
+        (``sim.check.row_mirror``); the rest is the reference's, as in :meth:`usage`."""
+        limit = self._resolve_limit()
+        groups: dict[str, Wire] = {name: {"granted": count} for name, count in groups_granted.items()}
+        return self._usage_of(limit, granted, leased, groups)
+
+    def _usage_of(self, limit: int, granted: int, leased: int, groups: dict[str, Wire]) -> Wire:
         for name, group in groups.items():
             policy = self._group_policy(name)
             if "limit" in policy:

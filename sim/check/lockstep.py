@@ -30,6 +30,7 @@ from sim.check.literal_holder import (
     options_from_config,
 )
 from sim.check.literal_holder import parse as literal_parse
+from sim.check.row_mirror import RowMirror
 from sim.runtime.durable import DurableObject
 
 
@@ -50,7 +51,9 @@ class Lockstep:
     forgets the ``contended`` flag.
     """
 
-    def __init__(self, obj: DurableObject, config: HolderConfig, key: str, monitor: Judge) -> None:
+    def __init__(
+        self, obj: DurableObject, config: HolderConfig, key: str, monitor: Judge, full: bool = False
+    ) -> None:
         if obj.shadow_storage is None:
             obj.shadow_storage = sqlite3.connect(":memory:", isolation_level=None)
         self._key = key
@@ -58,6 +61,11 @@ class Lockstep:
         self._ids: deque[str] = deque()
         self._extra = 0
         self.model = LiteralHolder(obj.shadow_storage, options_from_config(config), self._next_id)
+        #: The model's rows and ``usage()``'s sums over them, kept from what each operation
+        #: changed; ``full`` (the checker's debug mode) also runs the literal ``usage()``,
+        #: which lists every row, and asserts both agree.
+        self._rows = RowMirror(obj.shadow_storage)
+        self._full = full
 
     def drew(self, new_id: str) -> str:
         """The holder drew ``new_id``; the model's next id is the same."""
@@ -123,9 +131,20 @@ class Lockstep:
     def state(self, holder: Holder, now: int) -> None:
         """After every operation: ``usage()`` in full and the alarm time."""
         core = _outcome(lambda: holder.usage(now).to_wire())
-        model = _outcome(lambda: self.model.usage(now))
+        model = _outcome(lambda: self._model_usage(now))
+        if self._full:
+            literal = _outcome(lambda: self.model.usage(now))
+            assert comparable(model) == comparable(literal), (
+                f"{self._key}: usage() from the mirrored sums {model} but listed {literal}"
+            )
         self._same("usage()", core, model)
         self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
+
+    def _model_usage(self, now: int) -> Any:
+        """The model's ``usage()`` from the sums the mirror keeps, not by listing every row."""
+        self._rows.refresh(now)
+        totals = self._rows.totals(now)
+        return self.model.usage_from_totals(totals.granted, totals.leased, totals.groups)
 
 
 def _outcome(read: Callable[[], Any]) -> Any:

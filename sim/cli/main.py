@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", type=Path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=Path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
+    run.add_argument(
+        "--full-checks",
+        action="store_true",
+        help="debug the checker: judge every commit from every row, not from what changed (slower)",
+    )
 
     fuzz = commands.add_parser(
         "fuzz",

@@ -260,11 +260,16 @@ def run_world(
     seed: int,
     limits: Limits | None = None,
     tolerated: frozenset[str] = frozenset(),
+    full_checks: bool = False,
 ) -> WorldRun:
     """Build and run one world; the trace header records seed, config and faults.
 
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
+    ``full_checks`` is the checker's debug mode: every commit is judged from
+    every row and every client's storage rather than from what changed, and
+    the incremental state is asserted to agree (the verdicts are the same;
+    the run is slower, more so the more clients it has).
     """
     check_plan(config, faults)
     trace = Trace(seed, config.to_dict(), faults.to_dict())
@@ -277,7 +282,7 @@ def run_world(
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            world = _build(sim, config, faults, nursery, Monitor(sim, tolerated))
+            world = _build(sim, config, faults, nursery, Monitor(sim, tolerated, full=full_checks))
             built.append(world)
             await _judge_liveness(sim, world, config, quiet_from_ms)
             nursery.cancel_scope.cancel()

@@ -55,10 +55,17 @@ class ClientMonitor(Protocol):
     def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
 
     def admitted(
-        self, key: str, group: str, through_lease: bool, client: str = "", grant: str | None = None
+        self,
+        key: str,
+        group: str,
+        through_lease: bool,
+        client: str = "",
+        grant: str | None = None,
+        item: str = "",
+        lease: str | None = None,
     ) -> None: ...
 
-    def released(self, key: str, group: str, client: str = "") -> None: ...
+    def released(self, key: str, group: str, client: str = "", item: str = "") -> None: ...
 
     def lease_expired(self, key: str, client: str = "") -> None: ...
 
@@ -139,7 +146,7 @@ class ClientObject:
         if released is not None:
             self.sim.event("release", client=self.ctx.name, item=item)
             if self.monitor is not None:
-                self.monitor.released(*released, client=self.ctx.name)
+                self.monitor.released(*released, client=self.ctx.name, item=item)
             self._poke()
 
     # --- the loop ------------------------------------------------------------------------
@@ -285,6 +292,8 @@ class ClientObject:
                 admission.lease_id is not None,
                 client=self.ctx.name,
                 grant=admission.grant_id,
+                item=admission.item_id,
+                lease=admission.lease_id,
             )
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
         self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)

@@ -1,0 +1,259 @@
+"""The incremental checker against its debug mode (``run_world(full_checks=True)``).
+
+By default the monitor judges each holder commit from the rows it changed
+(``sim.check.row_mirror``) and from the oracle's running items, and the
+lockstep takes the literal model's ``usage()`` from running sums. The debug
+mode recomputes everything from every row and every client's storage, as
+the checker always did, and asserts the incremental state agrees. Both must
+give the same verdict and the same trace bytes, for every scenario and for
+drawn cases that pass and fail.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import nullcontext
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scenarios import SCENARIOS
+from semaphore_core.store import HolderStore
+from sim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, _charge
+from sim.check.row_mirror import GRANTS, LEASES, RowMirror, grant_outstanding, read_rows
+from sim.explore.mutant_catalog import mutant
+from sim.explore.strategies import Case, cases
+from sim.harness.run import run_world
+
+
+def _verdict(run: Any) -> tuple[Any, ...]:
+    result = run.result
+    return (result.outcome, result.invariant, result.finding, result.detail, run.trace.to_bytes())
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenario_has_the_same_verdict_and_trace_with_full_checks(name: str) -> None:
+    story = SCENARIOS[name]
+    # Nothing tolerated: a scenario that shows a finding ends in a violation, judged by both.
+    incremental = run_world(story.config, story.faults, story.seed)
+    full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    assert _verdict(incremental) == _verdict(full)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [None, "reclaim-takes-claimed", "queue-released-permit-drawn-again", "report-lowers-high-water"],
+)
+def test_drawn_cases_have_the_same_verdicts_and_traces_in_both_modes(planted: str | None) -> None:
+    """On the reference and with bugs planted that the incremental parts must see."""
+    broken: list[str | None] = []
+
+    @settings(
+        max_examples=25,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases())
+    def both(case: Case) -> None:
+        incremental = run_world(case.config, case.faults, case.seed)
+        full = run_world(case.config, case.faults, case.seed, full_checks=True)
+        assert _verdict(incremental) == _verdict(full)
+        broken.append(incremental.result.invariant)
+
+    with nullcontext() if planted is None else mutant(planted).patch():
+        both()
+    if planted is not None:
+        assert any(broken), f"no drawn case broke an invariant with {planted} planted: nothing was compared"
+
+
+@pytest.mark.parametrize(
+    ("planted", "scenario", "invariant"),
+    [
+        # From docs/MUTANTS.md: the scenario that kills each, and the invariant it breaks.
+        ("reclaim-takes-claimed", "grant-claimed-in-part", "conservative"),
+        ("expired-lease-footprint-dropped", "unreported-lease-retired", "conservative"),
+        ("retired-report-shrinks-to-released", "retired-report-settles", "conservative"),
+        ("report-lowers-high-water", "forged-grant-reports", "reports_monotone"),
+        ("claim-window-not-enforced", "late-claim-expired", "reclaimed"),
+        ("unknown-lease-debt-dropped", "unknown-lease-report", "lease_fairness"),
+        ("usage-available-ignores-footprint", "lease-heartbeat", "exact_accounting"),
+    ],
+)
+def test_a_planted_bug_gets_the_same_verdict_in_both_modes(
+    planted: str, scenario: str, invariant: str
+) -> None:
+    story = SCENARIOS[scenario]
+    with mutant(planted).patch():
+        incremental = run_world(story.config, story.faults, story.seed)
+        full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    assert incremental.result.invariant == invariant
+    assert _verdict(incremental) == _verdict(full)
+
+
+def test_the_debug_mode_sees_a_mirror_that_loses_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Break the incremental path on purpose: after the first full read, no change is ever seen.
+    original = RowMirror._take_changes
+
+    def forgetful(self: RowMirror) -> dict[str, set[str]] | None:
+        taken = original(self)
+        return taken if taken is None else {}
+
+    monkeypatch.setattr(RowMirror, "_take_changes", forgetful)
+    story = SCENARIOS["lease-lost-in-reply"]
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run_world(story.config, story.faults, story.seed, full_checks=True)
+    error: BaseException = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, AssertionError)
+    assert "row mirror differs" in str(error)
+
+
+def test_a_lease_that_grows_back_is_seen_in_both_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A planted holder bug: every lease update writes one permit more than it was told.
+    update_lease = HolderStore.update_lease
+
+    def growing(self: HolderStore, lease_id: str, permits: int, *rest: int) -> None:
+        update_lease(self, lease_id, permits + 1, *rest)
+
+    monkeypatch.setattr(HolderStore, "update_lease", growing)
+    story = SCENARIOS["lease-heartbeat"]
+    incremental = run_world(story.config, story.faults, story.seed)
+    full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    assert incremental.result.invariant == "reports_monotone"
+    assert "lease" in incremental.result.detail
+    assert _verdict(incremental) == _verdict(full)
+
+
+@settings(max_examples=300, database=None, derandomize=True, deadline=None)
+@given(
+    permits=st.integers(0, 5),
+    claimed=st.integers(0, 5),
+    released=st.integers(0, 5),
+    expires_at=st.integers(0, 20),
+    now=st.integers(0, 20),
+)
+def test_the_oracle_charges_a_grant_as_the_full_checks_query_does(
+    permits: int, claimed: int, released: int, expires_at: int, now: int
+) -> None:
+    conn = _store()
+    conn.execute(
+        f"INSERT INTO {GRANTS} VALUES ('g', 'c', 'a', ?, ?, ?, 0, ?)",
+        (permits, claimed, released, expires_at),
+    )
+    conn.execute(
+        f"INSERT INTO {LEASES} VALUES ('l', 'c', 'a', ?, ?, 0, ?, 0)", (permits, released, expires_at)
+    )
+    (grant_sql,) = conn.execute(FULL_GRANT_CHARGE, (now,)).fetchone()
+    (lease_sql,) = conn.execute(FULL_LEASE_CHARGE).fetchone()
+    rows = read_rows(conn)
+    assert _charge(rows, "grant", "g", now) == grant_sql
+    assert _charge(rows, "lease", "l", now) == lease_sql
+    assert _charge(rows, "grant", "gone", now) == 0
+
+
+# --- the mirror itself -------------------------------------------------------------------------
+
+
+def _store() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(
+        f"CREATE TABLE {GRANTS} (grant_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
+        "claimed INTEGER, released INTEGER, created_at INTEGER, expires_at INTEGER)"
+    )
+    conn.execute(
+        f"CREATE TABLE {LEASES} (lease_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
+        "released INTEGER, created_at INTEGER, expires_at INTEGER, retired INTEGER)"
+    )
+    return conn
+
+
+def _grant(
+    conn: sqlite3.Connection, grant_id: str, group: str, permits: int, claimed: int, expires: int
+) -> None:
+    conn.execute(
+        f"INSERT INTO {GRANTS} VALUES (?, 'c', ?, ?, ?, 0, 0, ?)",
+        (grant_id, group, permits, claimed, expires),
+    )
+
+
+def test_the_mirror_sees_inserts_updates_and_deletes_and_names_what_changed() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    assert mirror.refresh(0).after == {"grants": {}, "leases": {}}  # the first refresh reads everything
+    _grant(conn, "g1", "a", 3, 0, 100)
+    _grant(conn, "g2", "b", 2, 0, 100)
+    conn.execute(f"INSERT INTO {LEASES} VALUES ('l1', 'c', 'a', 4, 0, 0, 500, 0)")
+    delta = mirror.refresh(1)
+    assert delta.changed == {"grants": ["g1", "g2"], "leases": ["l1"]}
+    assert delta.after == read_rows(conn)
+    conn.execute(f"UPDATE {GRANTS} SET claimed = 3 WHERE grant_id = 'g1'")
+    conn.execute(f"DELETE FROM {GRANTS} WHERE grant_id = 'g2'")
+    delta = mirror.refresh(2)
+    assert delta.changed == {"grants": ["g1", "g2"], "leases": []}  # present ones first, then deleted
+    assert "g2" in delta.before["grants"]
+    assert "g2" not in delta.after["grants"]
+    assert delta.after == read_rows(conn)
+    assert mirror.refresh(3).changed == {"grants": [], "leases": []}
+
+
+def test_a_rolled_back_transaction_changes_nothing_in_the_mirror() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    mirror.refresh(0)
+    conn.execute("BEGIN")
+    _grant(conn, "g1", "a", 3, 0, 100)
+    conn.execute("ROLLBACK")
+    delta = mirror.refresh(1)
+    assert delta.changed == {"grants": [], "leases": []}
+    assert delta.after["grants"] == {}
+
+
+def test_a_recreated_table_makes_the_mirror_reread_everything_and_keep_tracking() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    mirror.refresh(0)
+    _grant(conn, "g1", "a", 3, 0, 100)
+    conn.execute(f"ALTER TABLE {GRANTS} RENAME TO old_grants")  # a migration's copy-and-swap
+    conn.execute(f"CREATE TABLE {GRANTS} AS SELECT * FROM old_grants")
+    conn.execute("DROP TABLE old_grants")
+    assert mirror.refresh(1).after == read_rows(conn)
+    _grant(conn, "g2", "a", 1, 0, 100)  # the triggers came back with the new table
+    delta = mirror.refresh(2)
+    assert delta.changed["grants"] == ["g2"]
+    assert delta.after == read_rows(conn)
+
+
+def test_tables_created_after_the_mirror_are_picked_up() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    mirror = RowMirror(conn)
+    assert mirror.refresh(0).after == {"grants": {}, "leases": {}}
+    conn.close()
+    conn = _store()
+    mirror = RowMirror(conn)
+    mirror.refresh(0)
+    _grant(conn, "g1", "a", 3, 0, 100)
+    assert list(mirror.refresh(1).after["grants"]) == ["g1"]
+
+
+def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    _grant(conn, "g1", "a", 5, 2, 100)  # 3 unclaimed stop counting at 100
+    _grant(conn, "g2", "a", 2, 2, 50)  # fully claimed: the deadline changes nothing
+    _grant(conn, "g3", "b", 4, 0, 200)
+    conn.execute(f"INSERT INTO {LEASES} VALUES ('l1', 'c', 'a', 4, 1, 0, 500, 0)")
+    mirror.refresh(0)
+    rows = read_rows(conn)["grants"]
+    for now in (0, 99, 100, 150, 199, 200, 1_000):
+        totals = mirror.totals(now)
+        expected = {group: 0 for group in ("a", "b")}
+        for row in rows.values():
+            expected[row[2]] += grant_outstanding(row, now)
+        assert totals.groups == expected, now
+        assert totals.granted == sum(expected.values())
+        assert totals.leased == 3
