@@ -165,3 +165,31 @@ def test_a_task_cancelled_after_it_was_woken_does_not_run_on() -> None:
     orders = {tuple(_cancel_race(seed)) for seed in range(40)}
     assert ("cancelled", "ran") not in orders
     assert orders == {("ran", "cancelled"), ("cancelled",)}  # both interleavings happen
+
+
+def test_the_virtual_clock_reads_what_trios_mock_clock_would() -> None:
+    from sim.runtime.kernel import _virtual_clock
+
+    clock = _virtual_clock()
+    reference = trio.testing.MockClock(autojump_threshold=0)
+    for step in (0.0, 1.0, 0.5, 2_500.0, 1e-3, 86_400_000.0):
+        clock.jump(step)
+        reference.jump(step)
+        assert clock.current_time() == reference.current_time()
+        assert trio.testing.MockClock.current_time(clock) == clock.current_time()
+        assert clock.deadline_to_sleep_time(clock.current_time() + 10) == reference.deadline_to_sleep_time(
+            reference.current_time() + 10
+        )
+
+
+def test_sim_now_follows_trios_clock_through_a_run() -> None:
+    seen: list[tuple[int, int]] = []
+
+    async def main(sim: Sim) -> None:
+        for ms in (0, 7, 1_000, 1):
+            await sim.sleep(ms)
+            seen.append((sim.now(), int(trio.current_time())))
+
+    result = run(3, main, Trace(3, {}, {}))
+    assert result.outcome == "completed"
+    assert seen == [(0, 0), (7, 7), (1_007, 1_007), (1_008, 1_008)]

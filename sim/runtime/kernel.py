@@ -39,7 +39,11 @@ from sim.runtime.timers import Signal, Timers
 from sim.runtime.trace import Trace
 
 _NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
-if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(trio.testing.MockClock, "_autojump"):
+if (
+    not all(hasattr(trio_run, name) for name in _NEEDED)
+    or not hasattr(trio.testing.MockClock, "_autojump")
+    or not hasattr(trio.testing.MockClock(), "_virtual_base")
+):
     raise ImportError(
         f"semsim's deterministic runtime needs Trio scheduler internals that Trio {trio.__version__} "
         "does not have; install a Trio version within the range pyproject.toml pins"
@@ -113,12 +117,13 @@ class Sim:
         self._streams: dict[str, Random] = {}
         self._ids: dict[str, int] = {}
         self.timers = Timers()
+        self._clock = _virtual_clock()
 
     # --- time ----------------------------------------------------------------
 
     def now(self) -> int:
-        """Virtual milliseconds since the start of the run."""
-        return int(trio.current_time())
+        """Virtual milliseconds since the start of the run (Trio's time: see :func:`_virtual_clock`)."""
+        return int(self._clock._virtual_base)
 
     async def sleep_until(self, t_ms: int) -> None:
         await self.timers.sleep_until(t_ms)
@@ -166,6 +171,23 @@ class RunResult:
     invariant: str | None = None
     #: The known finding (docs/FINDINGS.md) that explains the violation, if one does.
     finding: str | None = None
+
+
+def _virtual_clock() -> trio.testing.MockClock:
+    """Trio's ``MockClock(autojump_threshold=0)``, read without asking the real clock.
+
+    A clock of rate 0 is ``virtual_base + 0 * (perf_counter() - real_base)``:
+    exactly its virtual base, so reading the base gives the same time for a
+    third of the cost. Time is read several times per step (Trio's run loop,
+    every ``Sim.now``), hundreds of thousands of times a simulated hour.
+    ``MockClock`` is final, so the instance's ``current_time`` is replaced, as
+    the deadlock detector replaces ``_autojump``; tests/test_sim_runtime.py
+    pins that both readings agree.
+    """
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    assert clock.rate == 0
+    clock.current_time = lambda: clock._virtual_base  # type: ignore[method-assign]
+    return clock
 
 
 class _DeadlockDetector:
@@ -235,7 +257,7 @@ def run(
     sim = Sim(seed, trace, limits)
     result: list[RunResult] = []
 
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock = sim._clock
     detector = _DeadlockDetector(clock, limits.time_limit_ms)
 
     async def root() -> None:
