@@ -12,20 +12,26 @@ drawn cases that pass and fail.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from contextlib import nullcontext
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenarios import SCENARIOS
+from semaphore_core.queue import Admission
 from semaphore_core.store import HolderStore
-from sim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, _charge
-from sim.check.row_mirror import GRANTS, LEASES, RowMirror, grant_outstanding, read_rows
+from sim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
+from sim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
 from sim.explore.mutant_catalog import mutant
 from sim.explore.strategies import Case, cases
 from sim.harness.run import run_world
+from sim.runtime.kernel import Limits, Sim
+from sim.runtime.trace import Trace
+from sim.world.client_object import ClientObject
 
 
 def _verdict(run: Any) -> tuple[Any, ...]:
@@ -92,6 +98,90 @@ def test_a_planted_bug_gets_the_same_verdict_in_both_modes(
         full = run_world(story.config, story.faults, story.seed, full_checks=True)
     assert incremental.result.invariant == invariant
     assert _verdict(incremental) == _verdict(full)
+
+
+def _admit_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted client bug: every admission through a grant also runs one more queued item on it.
+
+    The holder charges the grant its permits until the claim deadline, then
+    only what was claimed: the extra item breaks ``conservative`` at once
+    when the grant is fully claimed, and only once the deadline has come
+    when it is not. Neither moment changes the grant's row.
+    """
+    admit = ClientObject._admit
+
+    def admit_one_more(self: ClientObject, admission: Admission, now: int) -> None:
+        admit(self, admission, now)
+        if admission.grant_id is None or admission.item_id.endswith("+"):
+            return
+        row = self.ctx.storage.execute(
+            "SELECT id, body FROM durability_semaphore_queue_items WHERE key = ? AND grp = ? "
+            "AND status = 'queued' ORDER BY enqueued_at, seq LIMIT 1",
+            (admission.key, admission.group),
+        ).fetchone()
+        if row is None:
+            return
+        self.ctx.storage.execute(
+            "UPDATE durability_semaphore_queue_items SET status = 'running', grant_id = ?, admitted_at = ? "
+            "WHERE id = ?",
+            (admission.grant_id, now, row[0]),
+        )
+        admit(self, attrs.evolve(admission, item_id=row[0], body=row[1]), now)
+
+    monkeypatch.setattr(ClientObject, "_admit", admit_one_more)
+
+
+def test_a_client_running_more_than_its_grant_covers_is_seen_alike_in_both_modes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _admit_one_more(monkeypatch)
+    broken: list[str | None] = []
+
+    @settings(
+        max_examples=25,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases())
+    def both(case: Case) -> None:
+        incremental = run_world(case.config, case.faults, case.seed)
+        full = run_world(case.config, case.faults, case.seed, full_checks=True)
+        assert _verdict(incremental) == _verdict(full)
+        broken.append(incremental.result.invariant)
+
+    both()
+    assert "conservative" in broken, broken
+
+
+def _judged(running: int, grant: tuple[int, int, int, int], now: int, **what: Any) -> str | None:
+    """``conservative`` judged incrementally for one client running ``running`` items on grant g
+    (permits, claimed, released, claim deadline) at ``now``; what broke, if anything."""
+    sim = Sim(0, Trace(0, {}, {}), Limits())
+    sim._clock.jump(now)
+    monitor = Monitor(sim)
+    monitor.clients = {}
+    monitor._running = {"k": {("grant", "g"): Counter({"client-0": running})}}
+    permits, claimed, released, expires_at = grant
+    rows = {"grants": {"g": ("g", "client-0", "a", permits, claimed, released, 0, expires_at)}, "leases": {}}
+    monitor._admitted_since = {"k": set(what.get("admitted", ()))}
+    try:
+        changed = {"grants": what.get("changed", []), "leases": []}
+        monitor._conservative_on_changes("k", Delta(rows, rows, changed, what.get("deadlines", [])))
+    except InvariantViolation as violation:
+        return violation.name
+    return None
+
+
+def test_the_incremental_conservative_judges_what_changed_what_came_due_and_what_was_admitted() -> None:
+    # 3 running on a grant of 4 with 2 claimed: charged 4 until the deadline (100), then 2.
+    assert _judged(3, (4, 2, 0, 100), 150) is None  # nothing named: nothing judged
+    assert _judged(3, (4, 2, 0, 100), 150, deadlines=["g"]) == "conservative"
+    assert _judged(3, (4, 2, 0, 100), 150, changed=["g"]) == "conservative"
+    assert _judged(3, (4, 2, 0, 100), 150, admitted=[("grant", "g")]) == "conservative"
+    assert _judged(3, (4, 2, 0, 100), 99, deadlines=["g"], changed=["g"]) is None  # not due yet
+    assert _judged(2, (4, 2, 0, 100), 150, changed=["g"]) is None  # covered by what was claimed
 
 
 def test_the_debug_mode_sees_a_mirror_that_loses_changes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,6 +339,7 @@ def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
     conn.execute(f"INSERT INTO {LEASES} VALUES ('l1', 'c', 'a', 4, 1, 0, 500, 0)")
     mirror.refresh(0)
     rows = read_rows(conn)["grants"]
+    assert mirror.refresh(0).deadlines == []
     for now in (0, 99, 100, 150, 199, 200, 1_000):
         totals = mirror.totals(now)
         expected = {group: 0 for group in ("a", "b")}
@@ -257,3 +348,4 @@ def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
         assert totals.groups == expected, now
         assert totals.granted == sum(expected.values())
         assert totals.leased == 3
+    assert mirror.refresh(1_000).deadlines == ["g1", "g3"]  # g2 was claimed in full: no change due

@@ -36,7 +36,7 @@ from semaphore_core.store import HolderStore
 from sim.check import lockstep as lockstep_module
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
-from sim.check.row_mirror import RowMirror, read_rows
+from sim.check.row_mirror import Delta, RowMirror, read_rows
 from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
@@ -204,6 +204,8 @@ class Monitor:
         #: the items each client runs on it; and each running item's (key, grant or lease).
         self._running: dict[str, dict[tuple[str, str], Counter[str]]] = {}
         self._running_items: dict[tuple[str, str], tuple[str, tuple[str, str]]] = {}
+        #: Per key, the grants and leases a client admitted an item on since the key's last commit.
+        self._admitted_since: dict[str, set[tuple[str, str]]] = {}
         #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
         self.clients: Mapping[str, DurableObject] | None = None
         #: What the reference documents and does not count as a violation, by name.
@@ -312,8 +314,9 @@ class Monitor:
         self._conservative(key, usage.granted + usage.leased)
         if self.full:
             self._conservative_per_client(key, holder.ctx.storage)
+            self._admitted_since.pop(key, None)
         else:
-            self._conservative_from_oracle(key, rows)
+            self._conservative_on_changes(key, delta)
         self._round_was_full(key, state)
 
     def _monotone(
@@ -374,6 +377,7 @@ class Monitor:
         assert (client, item) not in self._running_items, (client, item)
         self._running_items[client, item] = (key, holding)
         self._running.setdefault(key, {}).setdefault(holding, Counter())[client] += 1
+        self._admitted_since.setdefault(key, set()).add(holding)
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
@@ -509,22 +513,38 @@ class Monitor:
                     )
         assert stored == oracle, f"{key}: running items {stored} in storage, {oracle} by the oracle"
 
-    def _conservative_from_oracle(self, key: str, rows: dict[str, dict[str, tuple[Any, ...]]]) -> None:
-        """``_conservative_per_client`` from the oracle's running items and the mirrored rows.
+    def _conservative_on_changes(self, key: str, delta: Delta) -> None:
+        """``_conservative_per_client`` from the oracle, for what can have changed since the last commit.
 
-        The same judgement without a query of any client's storage: every
-        grant or lease of ``key`` that runs items, against what the holder
-        charges it now. The first failure in the full check's order (client,
-        grant, lease) is reported.
+        The full check compares every running item's grant or lease with what
+        the holder charges it, at every commit. A comparison that held can
+        only come to fail when the charge falls or the count grows: the charge
+        is a function of the row and, for a grant with unclaimed permits, of
+        whether its claim deadline has come; the count grows only by
+        admission. So the entries judged are those on a grant or lease whose
+        row this commit changed (or deleted), on a grant whose deadline came
+        since the last commit, or admitted to since then. A failure ends the
+        run, so nothing that held before needs judging again. The first
+        failure in the full check's order (client, grant, lease) is reported.
         """
+        admitted = self._admitted_since.pop(key, set())
         running = self._running.get(key)
         if not running or self.clients is None:
             return
+        rows, changed = delta.after, delta.changed
+        suspects = admitted
+        suspects.update(("grant", grant_id) for grant_id in changed["grants"])
+        suspects.update(("grant", grant_id) for grant_id in delta.deadlines)
+        suspects.update(("lease", lease_id) for lease_id in changed["leases"])
         now = self.sim.now()
         broken: list[tuple[str, str, str, str, int, int]] = []
-        for (kind, holding_id), clients in running.items():
+        for holding in suspects:
+            on_it = running.get(holding)
+            if not on_it:
+                continue
+            kind, holding_id = holding
             charged = _charge(rows, kind, holding_id, now)
-            for client, count in clients.items():
+            for client, count in on_it.items():
                 if charged < count:
                     grant_id, lease_id = ("", holding_id) if kind == "lease" else (holding_id, "")
                     broken.append((client, grant_id, lease_id, kind, count, charged))

@@ -78,6 +78,8 @@ class Delta:
     after: Rows
     #: Per table, the changed ids: those still present in rowid order, then the deleted ones.
     changed: dict[str, list[str]]
+    #: Grants whose claim deadline came since the last refresh (their unclaimed permits stop counting).
+    deadlines: list[str]
 
 
 @attrs.frozen
@@ -105,6 +107,8 @@ class RowMirror:
         self._rows_by_group: Counter[str] = Counter()
         self._leased = 0
         self._deadlines: list[tuple[int, str]] = []
+        #: Grants whose deadline came since the last refresh.
+        self._came: list[str] = []
         self._now = -1
 
     # --- refreshing ------------------------------------------------------------------------
@@ -112,6 +116,7 @@ class RowMirror:
     def refresh(self, now: int) -> Delta:
         """Bring the rows up to date with what was committed; ``now`` is the virtual time."""
         self._advance(now)
+        deadlines, self._came = self._came, []
         before = self.rows
         changed = self._take_changes()
         if changed is None:
@@ -137,7 +142,7 @@ class RowMirror:
                 ids[name] = list(fresh) + sorted(wanted - fresh.keys())
         self.rows = after
         self._update_totals(before, after, ids, now)
-        return Delta(before, after, ids)
+        return Delta(before, after, ids, deadlines)
 
     def _take_changes(self) -> dict[str, set[str]] | None:
         """Ids changed since the last call, per table; None when everything must be reread."""
@@ -236,3 +241,4 @@ class RowMirror:
             # A row changed since (another deadline, say) is recounted from what it is now.
             self._by_group[row[_G_GROUP]] -= self._outstanding[grant_id]
             self._count_grant(grant_id, row, now)
+            self._came.append(grant_id)
