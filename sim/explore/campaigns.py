@@ -91,8 +91,6 @@ CHUNK_RUNS: Final = 4
 CHUNKS_PER_WORKER: Final = 2
 #: How often (seconds) the coordinator looks at ``stop()`` while it waits for workers.
 POLL_S: Final = 0.1
-#: The most workers one campaign may be spread over (``--workers``).
-MAX_WORKERS: Final = 1024
 
 #: One process runs one case at a time: Trio's scheduler RNG is process-wide (see above).
 _ONE_RUN_AT_A_TIME = threading.Lock()
@@ -365,7 +363,7 @@ def _ignore_interrupts() -> None:
 
 def default_workers() -> int:
     """Every core this machine has (``--workers``' default)."""
-    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+    return max(1, os.cpu_count() or 1)
 
 
 @contextmanager
@@ -375,7 +373,7 @@ def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     On the way out (a finished campaign, a failure found, Ctrl-C) the workers are
     ended rather than waited for: whatever they still run is past what the campaign needs.
     """
-    assert 1 <= workers <= MAX_WORKERS, workers
+    assert workers >= 1, workers
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
