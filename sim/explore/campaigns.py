@@ -154,7 +154,7 @@ class _Ahead:
         #: Chunks running or waiting for a worker; and chunks sent but not yet taken in order
         #: (finished early, behind a slow one): both bound what the coordinator holds.
         self.in_flight_max = workers * CHUNKS_PER_WORKER
-        self.untaken_max = self.in_flight_max * 8
+        self.untaken_max = self.in_flight_max * 2
         self.tolerated = tolerated
         self.on_report = on_report
         self.stop = stop
@@ -188,10 +188,14 @@ class _Ahead:
         return RunReport(case, "completed", None, None, "", 0, Counter(), Counter(), Counter())
 
     def _send(self) -> None:
-        while self._in_flight() >= self.in_flight_max or len(self.futures) - self.taken >= self.untaken_max:
+        self._collect()
+        while not self.done and (
+            self._in_flight() >= self.in_flight_max or len(self.futures) - self.taken >= self.untaken_max
+        ):
             self._wait_for_some()
-            if self.done:
-                raise _StopDrawing
+        if self.done:
+            self.pending.clear()
+            raise _StopDrawing
         chunk, self.pending = self.pending, []
         self.futures.append(self.executor.submit(run_chunk, chunk, self.tolerated))
         self.dispatch.dispatched += len(chunk)
@@ -218,6 +222,10 @@ class _Ahead:
         waiting = [future for future in self.futures[self.taken :] if not future.done()]
         if waiting:
             wait(waiting, timeout=POLL_S, return_when=FIRST_COMPLETED)
+        self._collect()
+
+    def _collect(self) -> None:
+        """Without waiting: note ``stop()``, a failure ahead, and take what has come back in order."""
         if self.stop():
             self.stopped = True
         self._note_failure_ahead()
@@ -276,7 +284,8 @@ class _Replay:
         if self.in_prefix:
             self.dispatch.misses += 1
             self.in_prefix = False
-        return run_case(case, tolerated)[0]
+        with _ONE_RUN_AT_A_TIME:  # an executor of threads may still be running a chunk here
+            return run_case(case, tolerated)[0]
 
     def answering(self) -> bool:
         return self.in_prefix and self.next < len(self.reports)
@@ -306,6 +315,12 @@ def parallel_campaign(
     the runs that came back in order (``interrupted``), or, while shrinking,
     cuts the shrink short as it would serially. ``dispatch`` (if given) is
     filled in with how the work was spread.
+
+    ``executor`` must run its tasks in other processes (:func:`local_pool`,
+    :func:`dask_pool` with process workers): Hypothesis, drawing in this
+    process, reseeds Trio's process-wide scheduler RNG between examples,
+    which would disturb a run in one of this process's threads (measured: a
+    thread pool's reports differ from the serial ones).
     """
     assert runs >= 1, runs
     assert workers >= 1, workers
