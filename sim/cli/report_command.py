@@ -11,7 +11,8 @@ may not exist on this machine: the database holds its text).
 
 A missing file, a directory, a file that is not SQLite, another
 application's SQLite database or a newer schema: exit 2, one line, nothing
-changed. ``--merge`` checks every file before it copies anything
+changed. ``--merge`` checks every file before it copies anything, then copies
+each in one transaction
 (``sim.explore.results.merge``).
 """
 
@@ -39,7 +40,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.merge:
             if not db_path.exists():
                 raise ResultsError(f"DB {db_path}: no such file (merge into an existing results database)")
-            read_db(db_path).close()  # ours and readable, before anything is written
+            for path in (db_path, *args.merge):  # ours and readable, before anything is written
+                read_db(path, "DB" if path == db_path else "--merge").close()
             with closing(open_db(db_path, "DB")) as db:
                 copied = merge(db, args.merge)
             print(f"merged {copied} campaigns from {len(args.merge)} files into {db_path}", file=sys.stderr)
@@ -57,6 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _write_cases(found: Summary, directory: Path) -> dict[int, Path]:
     written = {}
+    directory.mkdir(parents=True, exist_ok=True)
     for failure in found.failures:
         path = directory / f"campaign-{failure.campaign_id}-{failure.failure_name}.json"
         path.write_text(failure.case_text, encoding="utf-8")

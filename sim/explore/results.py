@@ -177,7 +177,8 @@ def _check_ours(path: Path, option: str, application_id: int, version: int, tabl
 def open_db(path: Path, option: str = "--db") -> sqlite3.Connection:
     """The results database at ``path``, created or migrated to :data:`SCHEMA_VERSION` (checked first)."""
     check_db(path, option)
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    # As a URI, so that ATTACH (merging) can open other files read-only by URI too.
+    db = sqlite3.connect(path.resolve().as_uri(), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True)
     try:
         db.execute("PRAGMA foreign_keys = ON")
         with _transaction(db):
@@ -187,8 +188,9 @@ def open_db(path: Path, option: str = "--db") -> sqlite3.Connection:
                 for statement in MIGRATIONS[target].split(";"):
                     if statement.strip():
                         db.execute(statement)
-            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if version < SCHEMA_VERSION:  # an up-to-date file is not written to just by opening it
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         db.close()
         raise
@@ -359,20 +361,21 @@ class Recorder:
 def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
     """Copy every campaign of ``others`` that ``db`` lacks (by ``uid``) into it; how many were copied.
 
-    All files are checked before anything is written, and everything is copied
-    in one transaction: merging is all or nothing, and merging a file twice adds nothing.
+    All files are checked before anything is written, and each file is copied in one
+    transaction; merging a file twice adds nothing.
     """
     for other in others:
         read_db(other, "--merge").close()
     copied = 0
-    with _transaction(db):
-        for index, other in enumerate(others):
-            alias = f"other{index}"
-            db.execute(f"ATTACH DATABASE ? AS {alias}", (f"{other.resolve().as_uri()}?mode=ro",))
-            try:
-                copied += _copy_campaigns(db, alias)
-            finally:
-                db.execute(f"DETACH DATABASE {alias}")
+    for other in others:
+        # Attached (and detached) outside the transaction, as SQLite requires; one file at a
+        # time, as SQLite attaches at most ten.
+        db.execute("ATTACH DATABASE ? AS other", (f"{other.resolve().as_uri()}?mode=ro",))
+        try:
+            with _transaction(db):
+                copied += _copy_campaigns(db, "other")
+        finally:
+            db.execute("DETACH DATABASE other")
     return copied
 
 
