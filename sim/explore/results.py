@@ -16,11 +16,14 @@ left as it was.
 Tables (schema 1):
 
 - ``campaigns``: one row a campaign: ``uid`` (its identity across merged
-  files), what was asked (seed, runs, named scenarios run first, fixes,
-  tolerated findings), how it ran (``executor``: serial, local or dask, and
-  ``workers``), semsim's version and the host's name (metadata only), and
-  what it saw (``status``: running, passed, failed or interrupted; runs,
-  simulated ms, shrink runs and work, whether the shrink was cut short).
+  files: a digest of what was asked and what every run gave, written when
+  the campaign ends, so the same campaign recorded on two machines is one
+  campaign, and merging a file twice adds nothing), what was asked (seed,
+  runs, named scenarios run first, fixes, tolerated findings), how it ran
+  (``executor``: serial, local or dask, and ``workers``), semsim's version
+  and the host's name (metadata only), and what it saw (``status``:
+  running, passed, failed or interrupted; runs, simulated ms, shrink runs
+  and work, whether the shrink was cut short).
 - ``runs``: one row a run, ``idx`` from 0 in run order: the case (JSON, as a
   case file holds it), outcome, invariant, finding, detail, simulated ms,
   trace events, and the findings, documented behaviour and coverage
@@ -29,19 +32,19 @@ Tables (schema 1):
   text (``semsim fuzz --replay`` reads it), its plan steps, and the command
   that replays it.
 
-Nothing in the file depends on the wall clock: the same campaign records
-the same rows (but for its ``uid`` and ``host``). Rows are written by the
+Nothing in the file depends on the wall clock or on chance: the same
+campaign records the same rows (but for ``host``, ``executor`` and ``workers``). Rows are written by the
 process that runs the campaign (never by workers), one transaction per
 chunk of runs, so a campaign stopped hard keeps every chunk before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import sqlite3
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -66,7 +69,7 @@ BUSY_TIMEOUT_S: Final = 30.0
 _SCHEMA_1: Final = """
 CREATE TABLE campaigns (
     id INTEGER PRIMARY KEY,
-    uid TEXT NOT NULL UNIQUE,
+    uid TEXT,
     seed INTEGER NOT NULL,
     runs_asked INTEGER NOT NULL,
     examples INTEGER NOT NULL,
@@ -269,10 +272,9 @@ class Recorder:
     ) -> Recorder:
         with _transaction(db):
             cursor = db.execute(
-                "INSERT INTO campaigns (uid, seed, runs_asked, examples, fixes, tolerated, executor, workers,"
-                " semsim_version, host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+                "INSERT INTO campaigns (seed, runs_asked, examples, fixes, tolerated, executor, workers,"
+                " semsim_version, host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
                 (
-                    uuid.uuid4().hex,  # identity only: never part of a result
                     seed,
                     runs,
                     examples,
@@ -337,22 +339,29 @@ class Recorder:
                 ),
             )
             if failure is not None:
-                assert case_text is not None
-                assert replay is not None
-                self.db.execute(
-                    "INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        self.campaign_id,
-                        failure.failure_name,
-                        failure.outcome,
-                        failure.invariant,
-                        failure.finding,
-                        failure.detail,
-                        case_length(failure.case),
-                        case_text,
-                        replay,
-                    ),
-                )
+                self._failure(failure, case_text, replay)
+            self.db.execute(
+                "UPDATE campaigns SET uid = ? WHERE id = ?",
+                (digest(self.db, "main", self.campaign_id), self.campaign_id),
+            )
+
+    def _failure(self, failure: RunReport, case_text: str | None, replay: str | None) -> None:
+        assert case_text is not None
+        assert replay is not None
+        self.db.execute(
+            "INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.campaign_id,
+                failure.failure_name,
+                failure.outcome,
+                failure.invariant,
+                failure.finding,
+                failure.detail,
+                case_length(failure.case),
+                case_text,
+                replay,
+            ),
+        )
 
 
 # --- merging ----------------------------------------------------------------------------------------
@@ -379,29 +388,68 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
     return copied
 
 
+def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
+    """A campaign's identity: what was asked and what every run and the shrink gave.
+
+    Not where or how it ran (host, executor, workers): the same campaign gives the
+    same results anywhere, so recorded twice it is still one campaign.
+    """
+    assert schema in ("main", "other"), schema
+    content = [
+        list(
+            db.execute(
+                f"SELECT seed, runs_asked, examples, fixes, tolerated, semsim_version, status, runs, sim_ms,"
+                f" shrink_runs, shrink_events, shrink_cut_short FROM {schema}.campaigns WHERE id = ?",
+                (campaign_id,),
+            ).fetchone()
+        ),
+        [
+            list(row)
+            for row in db.execute(
+                f"SELECT idx, case_json, outcome, invariant, finding, detail, sim_ms, events, findings,"
+                f" documented, coverage FROM {schema}.runs WHERE campaign_id = ? ORDER BY idx",
+                (campaign_id,),
+            )
+        ],
+        [
+            list(row)
+            for row in db.execute(
+                f"SELECT failure_name, outcome, invariant, finding, detail, steps, case_text"
+                f" FROM {schema}.failures WHERE campaign_id = ?",
+                (campaign_id,),
+            )
+        ],
+    ]
+    return hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+
 def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
+    assert alias == "other", alias
     columns = [row[1] for row in db.execute("PRAGMA main.table_info(campaigns)") if row[1] != "id"]
     listed = ", ".join(columns)
-    rows = db.execute(
-        f"SELECT id, uid FROM {alias}.campaigns WHERE uid NOT IN (SELECT uid FROM main.campaigns) ORDER BY id"
-    ).fetchall()
-    for old_id, uid in rows:
-        db.execute(
-            f"INSERT INTO main.campaigns ({listed}) SELECT {listed} FROM {alias}.campaigns WHERE id = ?",
+    known = {row[0] for row in db.execute("SELECT uid FROM main.campaigns WHERE uid IS NOT NULL")}
+    copied = 0
+    for (old_id,) in db.execute("SELECT id FROM other.campaigns ORDER BY id").fetchall():
+        uid = digest(db, "other", old_id)  # recomputed: a campaign stopped hard has none recorded
+        if uid in known:
+            continue
+        known.add(uid)
+        cursor = db.execute(
+            f"INSERT INTO main.campaigns ({listed}) SELECT {listed} FROM other.campaigns WHERE id = ?",
             (old_id,),
         )
-        new_id = db.execute("SELECT id FROM main.campaigns WHERE uid = ?", (uid,)).fetchone()[0]
+        new_id = cursor.lastrowid
+        db.execute("UPDATE main.campaigns SET uid = ? WHERE id = ?", (uid, new_id))
         for table in ("runs", "failures"):
-            names = [
-                row[1] for row in db.execute(f"PRAGMA main.table_info({table})") if row[1] != "campaign_id"
-            ]
-            fields = ", ".join(names)
+            info = db.execute(f"PRAGMA main.table_info({table})")
+            fields = ", ".join(row[1] for row in info if row[1] != "campaign_id")
             db.execute(
                 f"INSERT INTO main.{table} (campaign_id, {fields}) "
-                f"SELECT ?, {fields} FROM {alias}.{table} WHERE campaign_id = ?",
+                f"SELECT ?, {fields} FROM other.{table} WHERE campaign_id = ?",
                 (new_id, old_id),
             )
-    return len(rows)
+        copied += 1
+    return copied
 
 
 # --- queries ------------------------------------------------------------------------------------------
@@ -410,7 +458,7 @@ def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
 @attrs.frozen
 class CampaignRow:
     id: int
-    uid: str
+    uid: str | None
     seed: int
     runs_asked: int
     examples: int
