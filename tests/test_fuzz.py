@@ -9,7 +9,9 @@ cannot be tuned to a seed without anyone noticing: ``ci`` runs 4 seeds x 50
 runs, ``dev`` 6 x 100, ``nightly`` 10 x 500 (``benchmarks/sweep.py`` runs
 bigger sweeps; docs/FINDINGS.md has the figures). A failure is shrunk to a
 minimal case, saved under ``.semsim-failures/`` with its trace, and the
-test prints the one-line command that replays it.
+test prints the one-line command that replays it. Under ``pytest -n N`` each
+campaign is computed by one worker and read by the others
+(:func:`once_per_session`).
 
 Each known finding is also replayed from its shrunk counterexample
 (``tests/fixtures/findings/``): it breaks its invariant on the reference and
@@ -19,12 +21,16 @@ holds once its fix is on.
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
 import attrs
 import pytest
+from filelock import FileLock
 from hypothesis import settings
 
 from scenarios import SCENARIOS, fuzz_examples
@@ -65,24 +71,64 @@ def _fail_with_replay(name: str, campaign_result: Campaign, tolerated: frozenset
     )
 
 
-@pytest.fixture(scope="module")
-def reference() -> Campaign:
-    return campaign(
-        RUNS, SEED, fixes=(), tolerated=KNOWN_FINDINGS, examples=fuzz_examples(), database=PROFILE.database
+def once_per_session(name: str, compute: Callable[[], Campaign], base: pytest.TempPathFactory) -> Campaign:
+    """``compute()``, once for the whole session even under ``pytest -n``, where each worker runs it.
+
+    pytest-xdist's documented pattern: the first worker to ask computes it under
+    a lock in the session's shared temporary directory and leaves the result
+    there; the others wait on the lock and read it. A campaign is a pure
+    function of its arguments, so the result read is the one they would have
+    computed. Run serially (no worker), it is just ``compute()``.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return compute()
+    path = base.getbasetemp().parent / f"campaign-{name}.pickle"
+    with FileLock(f"{path}.lock"):
+        if path.is_file():
+            cached = pickle.loads(path.read_bytes())
+            assert isinstance(cached, Campaign)
+            return cached
+        result = compute()
+        path.write_bytes(pickle.dumps(result))
+        return result
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    return once_per_session(
+        "reference",
+        lambda: campaign(
+            RUNS,
+            SEED,
+            fixes=(),
+            tolerated=KNOWN_FINDINGS,
+            examples=fuzz_examples(),
+            database=PROFILE.database,
+        ),
+        tmp_path_factory,
     )
 
 
-@cache
-def fixed(seed: int) -> Campaign:
+@pytest.fixture(scope="session")
+def fixed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Campaign]:
     """The variant with every fix on one derived seed; the first also runs the named scenarios."""
-    return campaign(
-        FIXED_RUNS,
-        seed,
-        fixes=EVERY_FIX,
-        tolerated=frozenset(),
-        examples=fuzz_examples(EVERY_FIX) if seed == DERIVED_SEEDS[0] else (),
-        database=PROFILE.database,
-    )
+
+    @cache
+    def on(seed: int) -> Campaign:
+        return once_per_session(
+            f"fixed-{seed}",
+            lambda: campaign(
+                FIXED_RUNS,
+                seed,
+                fixes=EVERY_FIX,
+                tolerated=frozenset(),
+                examples=fuzz_examples(EVERY_FIX) if seed == DERIVED_SEEDS[0] else (),
+                database=PROFILE.database,
+            ),
+            tmp_path_factory,
+        )
+
+    return on
 
 
 def test_the_reference_breaks_invariants_only_through_its_known_findings(reference: Campaign) -> None:
@@ -95,7 +141,7 @@ def test_the_reference_breaks_invariants_only_through_its_known_findings(referen
 
 
 @pytest.mark.parametrize("seed", DERIVED_SEEDS)
-def test_the_variant_with_every_fix_breaks_no_invariant(seed: int) -> None:
+def test_the_variant_with_every_fix_breaks_no_invariant(seed: int, fixed: Callable[[int], Campaign]) -> None:
     result = fixed(seed)
     if result.failure is not None:
         _fail_with_replay(f"fixed-{seed}", result, frozenset())
@@ -103,7 +149,9 @@ def test_the_variant_with_every_fix_breaks_no_invariant(seed: int) -> None:
     assert not result.findings
 
 
-def test_the_campaigns_reach_every_sometimes_state(reference: Campaign) -> None:
+def test_the_campaigns_reach_every_sometimes_state(
+    reference: Campaign, fixed: Callable[[int], Campaign]
+) -> None:
     reached = Counter(reference.coverage)
     for seed in DERIVED_SEEDS:
         reached += fixed(seed).coverage

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from scenarios import SCENARIOS
 from sim.check.coverage import EXPECTED, coverage, missing
 from sim.cli.main import main
 from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
+from sim.explore.results import DEFAULT_DB
 from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 from sim.runtime.trace import read_trace
 
@@ -30,11 +32,12 @@ F3 = FINDINGS / "F3-claim-after-the-limit-fell.json"
 
 
 def test_a_small_campaign_prints_its_summary_with_coverage(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # A counter no run can reach shows the summary saying so (which real counters three
     # drawn runs miss depends on the draws, so only the impossible one is asserted).
     monkeypatch.setattr("sim.check.coverage.EXPECTED", (*EXPECTED, "never:seen"))
+    monkeypatch.chdir(tmp_path)  # the default results database goes here
     assert main(["fuzz", "--runs", "3", "--seed", "5", "--quiet"]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"runs: {3 + len(SCENARIOS)}" in out  # the named scenarios run first
@@ -46,6 +49,8 @@ def test_a_small_campaign_prints_its_summary_with_coverage(
     count, names = never[0].removeprefix("never reached (").split("): ")
     assert "never:seen" in names.split(", ")
     assert int(count) == len(names.split(", "))
+    assert f"recorded in {DEFAULT_DB}" in out
+    assert (tmp_path / DEFAULT_DB).is_file()
 
 
 def test_replaying_a_saved_finding_reproduces_it_and_writes_the_trace(
@@ -340,7 +345,8 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Path, "write_text", refuse)
-    assert main(["fuzz", "--runs", "1", "--quiet", "--out", str(tmp_path)]) == EXIT_VIOLATION
+    argv = ["fuzz", "--runs", "1", "--quiet", "--out", str(tmp_path), "--workers", "1", "--no-db"]
+    assert main(argv) == EXIT_VIOLATION
     captured = capsys.readouterr()
     out = captured.out
     assert out.index("VIOLATED real_ceiling") < out.index("replay: semsim fuzz --replay")
@@ -384,9 +390,14 @@ def test_a_closed_or_full_standard_output_gives_no_traceback() -> None:
     assert process.stderr == "semsim list: error: cannot write: No space left on device\n"
 
 
-def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_stops_a_campaign_with_a_partial_summary(workers: str, tmp_path: Path) -> None:
+    # Spread over workers, Ctrl-C stops dispatching and reports the runs back in order.
+    db = tmp_path / "r.sqlite"
     process = subprocess.Popen(
-        _semsim("fuzz", "--runs", "100000", "--seed", "1", "--out", "/tmp"),
+        _semsim(
+            "fuzz", "--runs", "100000", "--seed", "1", "--out", "/tmp", "--workers", workers, "--db", str(db)
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
@@ -401,6 +412,11 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary() -> None:
     assert "(interrupted: partial)" in out
     assert "no violation so far" in out
     assert "Traceback" not in err
+    with sqlite3.connect(db) as connection:
+        [(status, runs)] = connection.execute("SELECT status, runs FROM campaigns").fetchall()
+        assert status == "interrupted"
+        assert connection.execute("SELECT COUNT(*) FROM runs").fetchone() == (runs,)
+    assert f"runs: {runs} (interrupted: partial)" in out
 
 
 # --- shrinking: a budget of work, deterministic, and honest about stopping short --------------

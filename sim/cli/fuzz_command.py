@@ -11,6 +11,13 @@ case is printed instead.
 Ctrl-C stops a campaign after the run in progress, prints what it saw so
 far and exits 130 (a second Ctrl-C stops at once); during shrinking it
 keeps the smallest case so far and reports that the shrink was cut short.
+Spread over workers (``--workers``, ``--scheduler``: ``sim.explore.campaigns``),
+Ctrl-C stops dispatching and the summary covers the runs that came back in order.
+
+Every campaign is recorded in the results database (``--db``, default
+``semsim-results.sqlite``; ``--no-db`` records nothing): it is checked before
+the first run, written as the runs come back, and closed with the verdict
+(``sim.explore.results``; ``semsim report`` reads it).
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import Executor
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Final, TextIO
@@ -30,6 +38,8 @@ import attrs
 
 from sim.check.coverage import EXPECTED
 from sim.cli.main import interrupted_by
+from sim.explore import campaigns
+from sim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool, parallel_campaign
 from sim.explore.fuzz import (
     DEFAULT_OUT,
     Campaign,
@@ -43,6 +53,7 @@ from sim.explore.fuzz import (
     run_case,
     tolerated_for,
 )
+from sim.explore.results import DEFAULT_DB, Recorder, ResultsError, check_db, open_db
 from sim.explore.strategies import Case
 from sim.inputs.commands import (
     EXIT_INTERRUPTED,
@@ -70,39 +81,110 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return _replay(args, fixes)
     if args.trace is not None:
         raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
+    if args.workers is not None and args.scheduler is not None:
+        raise UsageError(
+            "--workers does not go with --scheduler: the Dask cluster's workers run the campaign"
+        )
+    if args.no_db and args.db is not None:
+        raise UsageError("--db does not go with --no-db")
     runs = DEFAULT_RUNS if args.runs is None else args.runs
     seed = DEFAULT_SEED if args.seed is None else args.seed
     out_dir = output_dir(args.out or DEFAULT_OUT, "--out")
-
-    variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
-    print(f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {variant}", flush=True)
+    db_path = None if args.no_db else (args.db if args.db is not None else DEFAULT_DB)
+    if db_path is not None:
+        try:
+            check_db(db_path)
+        except ResultsError as error:
+            raise UsageError(str(error)) from None
+    tolerated = tolerated_for(fixes)
     from scenarios import fuzz_examples
 
     examples = fuzz_examples(fixes)
     total = runs + len(examples)  # the named scenarios run first
-    started = wall_clock()
     progress = _Progress(total, quiet=bool(args.quiet))
-    with _interrupts() as stop:
+    with ExitStack() as resources:
+        executor, workers, where = _executor(args, resources)
+        on_run: Callable[[Campaign, RunReport, bool], None] = progress
+        recorder = None
+        if db_path is not None:
+            db = resources.enter_context(closing(open_db(db_path)))
+            recorder = Recorder.begin(
+                db,
+                seed=seed,
+                runs=runs,
+                examples=len(examples),
+                fixes=fixes,
+                tolerated=tolerated,
+                executor="serial" if executor is None else "dask" if args.scheduler else "local",
+                workers=workers,
+            )
+            on_run = _both(progress, recorder)
+        variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
+        print(
+            f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {variant}, {where}", flush=True
+        )
+        started = wall_clock()
+        with _interrupts() as stop:
+            try:
+                if executor is None:
+                    result = campaign(
+                        runs, seed, fixes, tolerated, on_run=on_run, examples=examples, stop=stop
+                    )
+                else:
+                    result = parallel_campaign(
+                        runs, seed, executor, workers, fixes, tolerated, on_run, examples=examples, stop=stop
+                    )
+            except BaseException as error:
+                if not interrupted_by(error) or progress.state is None:
+                    raise
+                result = attrs.evolve(progress.state, interrupted=True)  # a second Ctrl-C, mid-run
+        progress.done()
+        print_summary(result, wall_clock() - started)
+        failure = result.failure
+        if failure is None:
+            if recorder is not None:
+                recorder.finish(result)
+                print(f"recorded in {db_path}")
+            if result.interrupted:
+                print(f"\ninterrupted after {result.runs} of {total} runs: no violation so far")
+                return EXIT_INTERRUPTED
+            return EXIT_OK
+        path = out_dir / f"case-{seed}-{failure.failure_name}.json"
+        _report_violation(failure, result)
+        case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
+        replay = f"semsim fuzz --replay {case} --trace {trace}"
+        print(f"replay: {replay}", flush=True)
+        _save(failure, tolerated, path)
+        if recorder is not None:
+            recorder.finish(result, case_text(failure.case, tolerated, failure), replay)
+            print(f"recorded in {db_path}")
+        return EXIT_VIOLATION
+
+
+def _executor(args: argparse.Namespace, resources: ExitStack) -> tuple[Executor | None, int, str]:
+    """Where the runs go: ``(executor, workers, a phrase for the header)``; ``None`` is here, serially."""
+    if args.scheduler is not None:
         try:
-            result = campaign(runs, seed, fixes, on_run=progress, examples=examples, stop=stop)
-        except BaseException as error:
-            if not interrupted_by(error) or progress.state is None:
-                raise
-            result = attrs.evolve(progress.state, interrupted=True)  # a second Ctrl-C, mid-run
-    progress.done()
-    print_summary(result, wall_clock() - started)
-    failure = result.failure
-    if failure is None:
-        if result.interrupted:
-            print(f"\ninterrupted after {result.runs} of {total} runs: no violation so far")
-            return EXIT_INTERRUPTED
-        return EXIT_OK
-    path = out_dir / f"case-{seed}-{failure.failure_name}.json"
-    _report_violation(failure, result)
-    case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
-    print(f"replay: semsim fuzz --replay {case} --trace {trace}", flush=True)
-    _save(failure, tolerated_for(fixes), path)
-    return EXIT_VIOLATION
+            executor, threads = resources.enter_context(
+                dask_pool(args.scheduler, campaigns.CONNECT_TIMEOUT_S)
+            )
+        except ClusterError as error:
+            raise UsageError(str(error)) from None
+        return executor, threads, f"on the Dask cluster at {args.scheduler} ({threads} worker threads)"
+    workers = default_workers() if args.workers is None else args.workers
+    if workers == 1:
+        return None, 1, "serially"
+    return resources.enter_context(local_pool(workers)), workers, f"on {workers} worker processes"
+
+
+def _both(
+    first: Callable[[Campaign, RunReport, bool], None], second: Callable[[Campaign, RunReport, bool], None]
+) -> Callable[[Campaign, RunReport, bool], None]:
+    def both(state: Campaign, report: RunReport, shrinking: bool) -> None:
+        first(state, report, shrinking)
+        second(state, report, shrinking)
+
+    return both
 
 
 def _report_violation(failure: RunReport, result: Campaign) -> None:
@@ -226,7 +308,13 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     ``--fixes`` turns those fixes on in the replayed case (does the fix fix
     it?); the findings they correct are then no longer tolerated.
     """
-    given = [name for name in ("runs", "seed", "out") if getattr(args, name) is not None]
+    given = [
+        name
+        for name in ("runs", "seed", "out", "workers", "scheduler", "db")
+        if getattr(args, name) is not None
+    ]
+    if args.no_db:
+        given.append("no-db")
     if given:
         raise UsageError(f"--{given[0]} does not go with --replay: a replay runs the one case it is given")
     try:

@@ -41,6 +41,8 @@ from sim.inputs.commands import (
 MAX_SEED: Final = 2**63 - 1
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
+#: The most local processes one campaign may be spread over.
+MAX_WORKERS: Final = 1024
 
 
 def _integer(text: str) -> int:
@@ -63,6 +65,14 @@ def runs_arg(text: str) -> int:
     value = _integer(text)
     if not 1 <= value <= MAX_RUNS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_RUNS:,}: {text}")
+    return value
+
+
+def workers_arg(text: str) -> int:
+    """``--workers``: an integer in [1, MAX_WORKERS]."""
+    value = _integer(text)
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_WORKERS}: {text}")
     return value
 
 
@@ -123,6 +133,26 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="write the violating case here (default semsim-failures)"
     )
     fuzz.add_argument("--quiet", action="store_true", help="no progress lines")
+    fuzz.add_argument(
+        "--workers",
+        type=workers_arg,
+        metavar="N",
+        help="spread the runs over N processes (default: every core; 1 runs them here, serially); "
+        "the results are the serial campaign's",
+    )
+    fuzz.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786) instead of local "
+        "processes; needs the dask extra",
+    )
+    fuzz.add_argument(
+        "--db",
+        type=Path,
+        metavar="F.sqlite",
+        help="record the campaign in this results database (default semsim-results.sqlite)",
+    )
+    fuzz.add_argument("--no-db", action="store_true", help="record nothing")
 
     mutants = commands.add_parser(
         "mutants",
@@ -160,6 +190,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("traffic", type=Path, metavar="TRAFFIC.jsonl")
 
+    report = commands.add_parser(
+        "report",
+        help="summarise a results database: campaigns, runs, violations, coverage, cases to replay",
+        description=(
+            "Summarise the campaigns recorded in a results database (semsim fuzz --db). "
+            "With --merge, first copy into it the campaigns of other databases that it lacks."
+        ),
+    )
+    report.add_argument("db", type=Path, metavar="DB.sqlite")
+    report.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="OTHER.sqlite",
+        help="copy these databases' campaigns into DB first (all or nothing; a campaign already there is "
+        "skipped)",
+    )
+    report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.add_argument(
+        "--cases", type=Path, metavar="DIR", help="write each failure's shrunk case here, to replay anywhere"
+    )
+
     plot = commands.add_parser(
         "plot",
         help="plot usage over simulated time from a trace",
@@ -179,6 +231,7 @@ HANDLERS = {
     "fuzz": "sim.cli.fuzz_command:cmd_fuzz",
     "mutants": "sim.explore.mutants:cmd_mutants",
     "replay": "sim.report.replay:cmd_replay",
+    "report": "sim.cli.report_command:cmd_report",
     "plot": "sim.report.plot:cmd_plot",
 }
 

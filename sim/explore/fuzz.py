@@ -329,6 +329,14 @@ def _cases_independent_of_loaded_modules() -> Iterator[None]:
         providers.CONSTANTS_CACHE.cache.clear()
 
 
+#: Answers one run of a campaign: ``(case, tolerated) -> report``.
+Runner = Callable[[Case, frozenset[str]], RunReport]
+
+
+def _run_here(case: Case, tolerated: frozenset[str]) -> RunReport:
+    return run_case(case, tolerated)[0]
+
+
 def campaign(
     runs: int,
     seed: int,
@@ -340,6 +348,7 @@ def campaign(
     examples: Sequence[Case] = (),
     database: ExampleDatabase | None = None,
     stop: Callable[[], bool] | None = None,
+    runner: Runner | None = None,
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
@@ -351,11 +360,15 @@ def campaign(
     ``shrink_budget_events`` of simulated work and keeps the best case so far
     (``shrink_cut_short``). ``stop()`` is asked before every run: once it
     says so, the campaign ends (``interrupted``), or, while shrinking, the
-    shrink does.
+    shrink does. ``runner(case, tolerated)`` answers each run (default:
+    :func:`run_case` here); ``sim.explore.campaigns`` passes one that answers
+    from runs done ahead on other processes, which must give the same report
+    as :func:`run_case` would, so the campaign cannot tell the difference.
     """
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
+    run = runner if runner is not None else _run_here
     result = Campaign()
     failed: dict[Case, RunReport] = {}
 
@@ -386,7 +399,7 @@ def campaign(
             return
         if not shrinking and stop is not None and stop():
             raise _Stopped
-        report, _ = run_case(case, allowed)
+        report = run(case, allowed)
         if shrinking:
             result.shrink_runs += 1
             result.shrink_events += report.events

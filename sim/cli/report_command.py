@@ -1,0 +1,145 @@
+"""``semsim report DB``: what a results database holds, summarised; ``--merge`` folds others into it.
+
+The summary, in a stable order (campaigns by their row in the file, names
+sorted, coverage counters in ``sim.check.coverage.EXPECTED`` order): the
+campaigns, the runs and simulated hours, violations by invariant (and
+finding), tolerated findings, documented behaviour, every coverage counter
+with the expected ones never reached, and the failures' cases with the
+commands that replay them. ``--json`` prints the same as one JSON object.
+``--cases DIR`` writes each failure's shrunk case into DIR (the case file
+may not exist on this machine: the database holds its text).
+
+A missing file, a directory, a file that is not SQLite, another
+application's SQLite database or a newer schema: exit 2, one line, nothing
+changed. ``--merge`` checks every file before it copies anything, then copies
+each in one transaction
+(``sim.explore.results.merge``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from contextlib import closing
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from sim.check.coverage import EXPECTED
+from sim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
+from sim.inputs.commands import EXIT_OK, UsageError, output_dir
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    db_path: Path = args.db
+    cases_dir = output_dir(args.cases, "--cases") if args.cases is not None else None
+    try:
+        if args.merge:
+            if not db_path.exists():
+                raise ResultsError(f"DB {db_path}: no such file (merge into an existing results database)")
+            for path in (db_path, *args.merge):  # ours and readable, before anything is written
+                read_db(path, "DB" if path == db_path else "--merge").close()
+            with closing(open_db(db_path, "DB")) as db:
+                copied = merge(db, args.merge)
+            print(f"merged {copied} campaigns from {len(args.merge)} files into {db_path}", file=sys.stderr)
+        with closing(read_db(db_path)) as db:
+            found = summary(db)
+    except ResultsError as error:
+        raise UsageError(str(error)) from None
+    written = _write_cases(found, cases_dir) if cases_dir is not None else {}
+    if args.json:
+        print(json.dumps(_as_json(found, written), indent=1))
+    else:
+        print_report(found, written)
+    return EXIT_OK
+
+
+def _write_cases(found: Summary, directory: Path) -> dict[int, Path]:
+    written = {}
+    directory.mkdir(parents=True, exist_ok=True)
+    for failure in found.failures:
+        path = directory / f"campaign-{failure.campaign_id}-{failure.failure_name}.json"
+        path.write_text(failure.case_text, encoding="utf-8")
+        written[failure.campaign_id] = path
+    return written
+
+
+def _replay(failure_replay: str, written: Path | None) -> str:
+    if written is None:
+        return failure_replay
+    return f"semsim fuzz --replay {shlex.quote(str(written))}"
+
+
+def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = None) -> None:
+    out = sys.stdout if out is None else out
+    print(
+        f"campaigns: {len(found.campaigns)}, runs: {found.runs}, simulated: {found.sim_ms / 3_600_000:.2f} h",
+        file=out,
+    )
+    for row in found.campaigns:
+        fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
+        where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
+        print(
+            f"  #{row.id} seed {row.seed}: {row.status}, {row.runs} of {row.runs_asked + row.examples} runs "
+            f"({row.examples} named scenarios first), {row.sim_ms / 3_600_000:.2f} h, {fixes}; "
+            f"{where}, semsim {row.semsim_version} on {row.host}",
+            file=out,
+        )
+    print("violations by invariant:", _counts(found.violations) or "none", file=out)
+    print("known findings (tolerated):", _counts(found.findings) or "none", file=out)
+    print("documented behaviour:", _counts(found.documented) or "none", file=out)
+    print("coverage:", file=out)
+    width = max(len(name) for name in EXPECTED)
+    for name in EXPECTED:
+        print(f"  {name:<{width}}  {found.coverage.get(name, 0)}", file=out)
+    others = sorted(set(found.coverage) - set(EXPECTED))
+    for name in others:
+        print(f"  {name:<{width}}  {found.coverage[name]} (not an expected counter)", file=out)
+    never = [name for name in EXPECTED if not found.coverage.get(name)]
+    if never:
+        print(f"never reached ({len(never)}): {', '.join(never)}", file=out)
+    if found.failures:
+        print(f"cases to replay ({len(found.failures)}):", file=out)
+        for failure in found.failures:
+            print(
+                f"  #{failure.campaign_id} {failure.failure_name} (campaign seed {failure.seed}, "
+                f"{failure.steps} plan steps): {failure.detail}",
+                file=out,
+            )
+            print(f"    {_replay(failure.replay, written.get(failure.campaign_id))}", file=out)
+    else:
+        print("cases to replay: none", file=out)
+
+
+def _as_json(found: Summary, written: dict[int, Path]) -> dict[str, Any]:
+    never = [name for name in EXPECTED if not found.coverage.get(name)]
+    return {
+        "campaigns": [attrs.asdict(row) for row in found.campaigns],
+        "runs": found.runs,
+        "sim_hours": round(found.sim_ms / 3_600_000, 6),
+        "violations": found.violations,
+        "findings": found.findings,
+        "documented": found.documented,
+        "coverage": {name: found.coverage.get(name, 0) for name in EXPECTED}
+        | {name: found.coverage[name] for name in sorted(set(found.coverage) - set(EXPECTED))},
+        "never_reached": never,
+        "failures": [
+            {
+                "campaign": failure.campaign_id,
+                "failure": failure.failure_name,
+                "seed": failure.seed,
+                "steps": failure.steps,
+                "detail": failure.detail,
+                "replay": _replay(failure.replay, written.get(failure.campaign_id)),
+                "case": json.loads(failure.case_text),
+            }
+            for failure in found.failures
+        ],
+    }
+
+
+def _counts(counter: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counter.items()))

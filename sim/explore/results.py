@@ -1,0 +1,559 @@
+"""The results database: every campaign's runs, verdicts, coverage counters and counterexamples.
+
+What this module owns: the SQLite file ``semsim fuzz`` records campaigns in
+(``--db``, ``semsim-results.sqlite`` by default), its schema and migrations,
+merging files from several machines, and the queries ``semsim report``
+prints. It does not run campaigns or print anything.
+
+The file is marked as ours by ``PRAGMA application_id`` (:data:`APPLICATION_ID`)
+and versioned by ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`). Opening a
+file checks it before writing anything: an empty or new file gets the
+schema; one of ours at an older version is migrated (:data:`MIGRATIONS`, in
+one transaction); a newer version, another application's SQLite database,
+or a file that is not SQLite at all is refused (:class:`ResultsError`) and
+left as it was.
+
+Tables (schema 1):
+
+- ``campaigns``: one row a campaign: ``uid`` (its identity across merged
+  files: a digest of what was asked and what every run gave, written when
+  the campaign ends, so the same campaign recorded on two machines is one
+  campaign, and merging a file twice adds nothing), what was asked (seed,
+  runs, named scenarios run first, fixes, tolerated findings), how it ran
+  (``executor``: serial, local or dask, and ``workers``), semsim's version
+  and the host's name (metadata only), and what it saw (``status``:
+  running, passed, failed or interrupted; runs, simulated ms, shrink runs
+  and work, whether the shrink was cut short).
+- ``runs``: one row a run, ``idx`` from 0 in run order: the case (JSON, as a
+  case file holds it), outcome, invariant, finding, detail, simulated ms,
+  trace events, and the findings, documented behaviour and coverage
+  counters it reached (JSON objects, name to count).
+- ``failures``: a failed campaign's shrunk counterexample: the case file's
+  text (``semsim fuzz --replay`` reads it), its plan steps, and the command
+  that replays it.
+
+Nothing in the file depends on the wall clock or on chance: the same
+campaign records the same rows (but for ``host``, ``executor`` and ``workers``). Rows are written by the
+process that runs the campaign (never by workers), one transaction per
+chunk of runs, so a campaign stopped hard keeps every chunk before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from sim.explore.fuzz import Campaign, RunReport, case_length
+from sim.inputs.files import InputError, check_output_file
+
+#: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
+APPLICATION_ID: Final = 0x53656D53
+SCHEMA_VERSION: Final = 1
+DEFAULT_DB: Final = Path("semsim-results.sqlite")
+#: Runs written per transaction by :class:`Recorder`.
+RUNS_PER_TRANSACTION: Final = 16
+#: How long a writer waits for another writer's transaction (several campaigns, one file).
+BUSY_TIMEOUT_S: Final = 30.0
+
+_SCHEMA_1: Final = """
+CREATE TABLE campaigns (
+    id INTEGER PRIMARY KEY,
+    uid TEXT,
+    seed INTEGER NOT NULL,
+    runs_asked INTEGER NOT NULL,
+    examples INTEGER NOT NULL,
+    fixes TEXT NOT NULL,
+    tolerated TEXT NOT NULL,
+    executor TEXT NOT NULL,
+    workers INTEGER NOT NULL,
+    semsim_version TEXT NOT NULL,
+    host TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'passed', 'failed', 'interrupted')),
+    runs INTEGER NOT NULL DEFAULT 0,
+    sim_ms INTEGER NOT NULL DEFAULT 0,
+    shrink_runs INTEGER NOT NULL DEFAULT 0,
+    shrink_events INTEGER NOT NULL DEFAULT 0,
+    shrink_cut_short INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE runs (
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    idx INTEGER NOT NULL,
+    case_json TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    invariant TEXT,
+    finding TEXT,
+    detail TEXT NOT NULL,
+    sim_ms INTEGER NOT NULL,
+    events INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    documented TEXT NOT NULL,
+    coverage TEXT NOT NULL,
+    PRIMARY KEY (campaign_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE failures (
+    campaign_id INTEGER PRIMARY KEY REFERENCES campaigns(id),
+    failure_name TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    invariant TEXT,
+    finding TEXT,
+    detail TEXT NOT NULL,
+    steps INTEGER NOT NULL,
+    case_text TEXT NOT NULL,
+    replay TEXT NOT NULL
+);
+"""
+
+#: Schema version -> the statements that bring the version before it up to it.
+MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1}
+assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
+
+_TABLES: Final = ("campaigns", "failures", "runs")
+
+
+class ResultsError(Exception):
+    """A results database that cannot be used; the message names the file and why."""
+
+
+# --- opening -------------------------------------------------------------------------------------
+
+
+def _inspect(path: Path, option: str) -> tuple[int, int, list[str]]:
+    """``(application_id, user_version, tables)`` of an existing file, read without writing."""
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            application_id = db.execute("PRAGMA application_id").fetchone()[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.DatabaseError as error:
+        raise ResultsError(f"{option} {path}: not a SQLite database ({error})") from None
+    return application_id, version, sorted(tables)
+
+
+def check_db(path: Path, option: str = "--db") -> None:
+    """Fail now, changing nothing, unless ``path`` is (or can become) a results database of this semsim."""
+    if str(path) in ("", "."):
+        raise ResultsError(f"{option}: needs a file name")
+    if path.is_dir():
+        raise ResultsError(f"{option} {path}: is a directory")
+    if path.exists() and not path.is_file():
+        raise ResultsError(f"{option} {path}: not a regular file")
+    if not path.exists():
+        try:
+            check_output_file(path, option)
+        except InputError as error:
+            raise ResultsError(str(error)) from None
+        return
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise ResultsError(f"{option} {path}: cannot read and write it")
+    _check_ours(path, option, *_inspect(path, option))
+
+
+def _check_ours(path: Path, option: str, application_id: int, version: int, tables: list[str]) -> None:
+    if application_id == 0 and version == 0 and not tables:
+        return  # an empty SQLite file: it gets the schema
+    if application_id != APPLICATION_ID:
+        listed = ", ".join(tables[:5]) or "none"
+        raise ResultsError(
+            f"{option} {path}: a SQLite database of another application, not semsim's results "
+            f"(tables: {listed})"
+        )
+    if version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{option} {path}: written by a newer semsim (results schema {version}; "
+            f"this one reads up to {SCHEMA_VERSION})"
+        )
+    if version < SCHEMA_VERSION and set(tables) - set(_TABLES):
+        raise ResultsError(f"{option} {path}: results schema {version} with unknown tables")
+
+
+def open_db(path: Path, option: str = "--db") -> sqlite3.Connection:
+    """The results database at ``path``, created or migrated to :data:`SCHEMA_VERSION` (checked first)."""
+    check_db(path, option)
+    # As a URI, so that ATTACH (merging) can open other files read-only by URI too.
+    db = sqlite3.connect(path.resolve().as_uri(), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True)
+    try:
+        db.execute("PRAGMA foreign_keys = ON")
+        with _transaction(db):
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                # One statement at a time: executescript() would commit the transaction first.
+                for statement in MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            if version < SCHEMA_VERSION:  # an up-to-date file is not written to just by opening it
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def read_db(path: Path, option: str = "DB") -> sqlite3.Connection:
+    """An existing results database, opened read-only (``semsim report``)."""
+    if not path.exists():
+        raise ResultsError(f"{option} {path}: no such file")
+    if path.is_dir():
+        raise ResultsError(f"{option} {path}: is a directory")
+    if not path.is_file():
+        raise ResultsError(f"{option} {path}: not a regular file")
+    found = _inspect(path, option)
+    _check_ours(path, option, *found)
+    if found[0] != APPLICATION_ID:
+        raise ResultsError(f"{option} {path}: an empty SQLite file, no campaigns recorded")
+    if found[1] < SCHEMA_VERSION:
+        raise ResultsError(
+            f"{option} {path}: results schema {found[1]}; record a campaign into it (or merge it) to migrate"
+        )
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+# --- recording ------------------------------------------------------------------------------------
+
+
+def _counts(counter: Counter[str]) -> str:
+    return json.dumps(dict(sorted(counter.items())))
+
+
+def _case_json(report: RunReport) -> str:
+    return json.dumps(report.case.to_dict(), sort_keys=True)
+
+
+def _semsim_version() -> str:
+    try:
+        return metadata.version("semsim")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+@attrs.define
+class Recorder:
+    """Writes one campaign as it runs: its ``on_run`` records runs, :meth:`finish` the verdict."""
+
+    db: sqlite3.Connection
+    campaign_id: int
+    buffered: list[tuple[Any, ...]] = attrs.field(factory=list)
+    recorded: int = 0
+
+    @classmethod
+    def begin(
+        cls,
+        db: sqlite3.Connection,
+        *,
+        seed: int,
+        runs: int,
+        examples: int,
+        fixes: Sequence[str],
+        tolerated: frozenset[str],
+        executor: str,
+        workers: int,
+    ) -> Recorder:
+        with _transaction(db):
+            cursor = db.execute(
+                "INSERT INTO campaigns (seed, runs_asked, examples, fixes, tolerated, executor, workers,"
+                " semsim_version, host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+                (
+                    seed,
+                    runs,
+                    examples,
+                    json.dumps(list(fixes)),
+                    json.dumps(sorted(tolerated)),
+                    executor,
+                    workers,
+                    _semsim_version(),
+                    socket.gethostname(),
+                ),
+            )
+        assert cursor.lastrowid is not None
+        return cls(db, cursor.lastrowid)
+
+    def __call__(self, state: Campaign, report: RunReport, shrinking: bool) -> None:
+        """``on_run``: a campaign's run (not a shrink run) becomes a row; a chunk of them, a transaction."""
+        if shrinking:
+            return
+        assert state.runs == self.recorded + len(self.buffered) + 1, (state.runs, self.recorded)
+        self.buffered.append(
+            (
+                self.campaign_id,
+                state.runs - 1,
+                _case_json(report),
+                report.outcome,
+                report.invariant,
+                report.finding,
+                report.detail,
+                report.sim_ms,
+                report.events,
+                _counts(report.findings),
+                _counts(report.documented),
+                _counts(report.coverage),
+            )
+        )
+        if len(self.buffered) >= RUNS_PER_TRANSACTION:
+            with _transaction(self.db):
+                self._flush()
+
+    def _flush(self) -> None:
+        self.db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.buffered)
+        self.recorded += len(self.buffered)
+        self.buffered.clear()
+
+    def finish(self, result: Campaign, case_text: str | None = None, replay: str | None = None) -> None:
+        """The campaign's verdict, its last runs and (if it failed) its shrunk case, in one transaction."""
+        failure = result.failure
+        status = "failed" if failure is not None else "interrupted" if result.interrupted else "passed"
+        with _transaction(self.db):
+            self._flush()
+            self.db.execute(
+                "UPDATE campaigns SET status = ?, runs = ?, sim_ms = ?, shrink_runs = ?, shrink_events = ?,"
+                " shrink_cut_short = ? WHERE id = ?",
+                (
+                    status,
+                    result.runs,
+                    result.sim_ms,
+                    result.shrink_runs,
+                    result.shrink_events,
+                    int(result.shrink_cut_short),
+                    self.campaign_id,
+                ),
+            )
+            if failure is not None:
+                self._failure(failure, case_text, replay)
+            self.db.execute(
+                "UPDATE campaigns SET uid = ? WHERE id = ?",
+                (digest(self.db, "main", self.campaign_id), self.campaign_id),
+            )
+
+    def _failure(self, failure: RunReport, case_text: str | None, replay: str | None) -> None:
+        assert case_text is not None
+        assert replay is not None
+        self.db.execute(
+            "INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.campaign_id,
+                failure.failure_name,
+                failure.outcome,
+                failure.invariant,
+                failure.finding,
+                failure.detail,
+                case_length(failure.case),
+                case_text,
+                replay,
+            ),
+        )
+
+
+# --- merging ----------------------------------------------------------------------------------------
+
+
+def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
+    """Copy every campaign of ``others`` that ``db`` lacks (by ``uid``) into it; how many were copied.
+
+    All files are checked before anything is written, and each file is copied in one
+    transaction; merging a file twice adds nothing.
+    """
+    for other in others:
+        read_db(other, "--merge").close()
+    copied = 0
+    for other in others:
+        # Attached (and detached) outside the transaction, as SQLite requires; one file at a
+        # time, as SQLite attaches at most ten.
+        db.execute("ATTACH DATABASE ? AS other", (f"{other.resolve().as_uri()}?mode=ro",))
+        try:
+            with _transaction(db):
+                copied += _copy_campaigns(db, "other")
+        finally:
+            db.execute("DETACH DATABASE other")
+    return copied
+
+
+def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
+    """A campaign's identity: what was asked and what every run and the shrink gave.
+
+    Not where or how it ran (host, executor, workers): the same campaign gives the
+    same results anywhere, so recorded twice it is still one campaign.
+    """
+    assert schema in ("main", "other"), schema
+    content = [
+        list(
+            db.execute(
+                f"SELECT seed, runs_asked, examples, fixes, tolerated, semsim_version, status, runs, sim_ms,"
+                f" shrink_runs, shrink_events, shrink_cut_short FROM {schema}.campaigns WHERE id = ?",
+                (campaign_id,),
+            ).fetchone()
+        ),
+        [
+            list(row)
+            for row in db.execute(
+                f"SELECT idx, case_json, outcome, invariant, finding, detail, sim_ms, events, findings,"
+                f" documented, coverage FROM {schema}.runs WHERE campaign_id = ? ORDER BY idx",
+                (campaign_id,),
+            )
+        ],
+        [
+            list(row)
+            for row in db.execute(
+                f"SELECT failure_name, outcome, invariant, finding, detail, steps, case_text"
+                f" FROM {schema}.failures WHERE campaign_id = ?",
+                (campaign_id,),
+            )
+        ],
+    ]
+    return hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+
+def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
+    assert alias == "other", alias
+    columns = [row[1] for row in db.execute("PRAGMA main.table_info(campaigns)") if row[1] != "id"]
+    listed = ", ".join(columns)
+    known = {row[0] for row in db.execute("SELECT uid FROM main.campaigns WHERE uid IS NOT NULL")}
+    copied = 0
+    for (old_id,) in db.execute("SELECT id FROM other.campaigns ORDER BY id").fetchall():
+        uid = digest(db, "other", old_id)  # recomputed: a campaign stopped hard has none recorded
+        if uid in known:
+            continue
+        known.add(uid)
+        cursor = db.execute(
+            f"INSERT INTO main.campaigns ({listed}) SELECT {listed} FROM other.campaigns WHERE id = ?",
+            (old_id,),
+        )
+        new_id = cursor.lastrowid
+        db.execute("UPDATE main.campaigns SET uid = ? WHERE id = ?", (uid, new_id))
+        for table in ("runs", "failures"):
+            info = db.execute(f"PRAGMA main.table_info({table})")
+            fields = ", ".join(row[1] for row in info if row[1] != "campaign_id")
+            db.execute(
+                f"INSERT INTO main.{table} (campaign_id, {fields}) "
+                f"SELECT ?, {fields} FROM other.{table} WHERE campaign_id = ?",
+                (new_id, old_id),
+            )
+        copied += 1
+    return copied
+
+
+# --- queries ------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CampaignRow:
+    id: int
+    uid: str | None
+    seed: int
+    runs_asked: int
+    examples: int
+    fixes: list[str]
+    executor: str
+    workers: int
+    status: str
+    runs: int
+    sim_ms: int
+    host: str
+    semsim_version: str
+
+
+@attrs.frozen
+class FailureRow:
+    campaign_id: int
+    failure_name: str
+    detail: str
+    steps: int
+    case_text: str
+    replay: str
+    seed: int
+
+
+@attrs.frozen
+class Summary:
+    """What ``semsim report`` prints: everything in stable order."""
+
+    campaigns: list[CampaignRow]
+    runs: int
+    sim_ms: int
+    #: Runs that broke an invariant (or crashed), by invariant and finding (``ceiling:F2``).
+    violations: dict[str, int]
+    #: Known findings the runs tolerated, by name.
+    findings: dict[str, int]
+    documented: dict[str, int]
+    coverage: dict[str, int]
+    failures: list[FailureRow]
+
+
+def summary(db: sqlite3.Connection) -> Summary:
+    campaigns = [
+        CampaignRow(
+            id=row[0],
+            uid=row[1],
+            seed=row[2],
+            runs_asked=row[3],
+            examples=row[4],
+            fixes=json.loads(row[5]),
+            executor=row[6],
+            workers=row[7],
+            status=row[8],
+            runs=row[9],
+            sim_ms=row[10],
+            host=row[11],
+            semsim_version=row[12],
+        )
+        for row in db.execute(
+            "SELECT id, uid, seed, runs_asked, examples, fixes, executor, workers, status, runs, sim_ms,"
+            " host, semsim_version FROM campaigns ORDER BY id"
+        )
+    ]
+    runs, sim_ms = db.execute("SELECT COUNT(*), COALESCE(SUM(sim_ms), 0) FROM runs").fetchone()
+    violations = dict(
+        db.execute(
+            "SELECT CASE WHEN invariant IS NULL THEN outcome WHEN finding IS NULL THEN invariant"
+            " ELSE invariant || ':' || finding END AS name, COUNT(*) FROM runs"
+            " WHERE outcome != 'completed' GROUP BY name ORDER BY name"
+        ).fetchall()
+    )
+    failures = [
+        FailureRow(*row)
+        for row in db.execute(
+            "SELECT f.campaign_id, f.failure_name, f.detail, f.steps, f.case_text, f.replay, c.seed"
+            " FROM failures f JOIN campaigns c ON c.id = f.campaign_id ORDER BY f.campaign_id"
+        )
+    ]
+    return Summary(
+        campaigns=campaigns,
+        runs=runs,
+        sim_ms=sim_ms,
+        violations=violations,
+        findings=_summed(db, "findings"),
+        documented=_summed(db, "documented"),
+        coverage=_summed(db, "coverage"),
+        failures=failures,
+    )
+
+
+def _summed(db: sqlite3.Connection, column: str) -> dict[str, int]:
+    """A JSON counter column summed over every run, by name."""
+    assert column in ("findings", "documented", "coverage"), column
+    return dict(
+        db.execute(
+            f"SELECT j.key, SUM(j.value) FROM runs, json_each(runs.{column}) AS j"
+            " GROUP BY j.key ORDER BY j.key"
+        ).fetchall()
+    )

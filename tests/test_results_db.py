@@ -1,0 +1,259 @@
+"""The results database and ``semsim report``; ``semsim fuzz``'s --workers, --scheduler and --db.
+
+A failing campaign from the command line is made cheap by tolerating
+nothing (``tolerated_for`` patched): a named scenario that meets a known
+finding then fails as an explicit example, before any generated run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sim.cli.fuzz_command
+from scenarios import SCENARIOS
+from sim.cli.main import main
+from sim.explore import campaigns
+from sim.explore.fuzz import load_case
+from sim.explore.results import APPLICATION_ID, SCHEMA_VERSION, open_db
+from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+
+
+def _fuzz(db: Path, *extra: str) -> int:
+    return main(["fuzz", "--runs", "3", "--seed", "4", "--quiet", "--db", str(db), *extra])
+
+
+def _summary_lines(out: str) -> list[str]:
+    # Everything but the header (where the runs went) and the wall time.
+    skip = ("semsim fuzz:", "recorded in ")
+    return [line.split(", wall:")[0] for line in out.splitlines() if not line.startswith(skip)]
+
+
+@pytest.fixture
+def failing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
+
+
+def _rows(db: Path, query: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(query).fetchall()
+
+
+def test_workers_2_prints_and_records_what_workers_1_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outs, dbs = [], []
+    for workers in ("1", "2"):
+        db = tmp_path / f"w{workers}.sqlite"
+        assert _fuzz(db, "--workers", workers) == EXIT_OK
+        outs.append(capsys.readouterr().out)
+        dbs.append(_rows(db, "SELECT * FROM runs ORDER BY idx"))
+    assert "serially" in outs[0]
+    assert "on 2 worker processes" in outs[1]
+    assert _summary_lines(outs[0]) == _summary_lines(outs[1])
+    assert dbs[0] == dbs[1]  # every run's row, the same
+    assert len(dbs[0]) == 3 + len(SCENARIOS)
+    assert _rows(tmp_path / "w2.sqlite", "SELECT executor, workers, status FROM campaigns") == [
+        ("local", 2, "passed")
+    ]
+
+
+def test_the_database_holds_every_run_and_the_failure_with_its_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], failing: None
+) -> None:
+    db, out_dir = tmp_path / "r.sqlite", tmp_path / "cases"
+    assert _fuzz(db, "--workers", "2", "--out", str(out_dir)) == EXIT_VIOLATION
+    out = capsys.readouterr().out
+    [(campaign_id, status, runs, sim_ms)] = _rows(db, "SELECT id, status, runs, sim_ms FROM campaigns")
+    assert status == "failed"
+    rows = _rows(db, "SELECT idx, case_json, outcome, sim_ms FROM runs ORDER BY idx")
+    assert [row[0] for row in rows] == list(range(runs))
+    assert sum(row[3] for row in rows) == sim_ms
+    assert [row[2] for row in rows].count("completed") == runs - 1  # the last run is the failure
+    [(name, case_text, replay)] = _rows(db, "SELECT failure_name, case_text, replay FROM failures")
+    assert f"VIOLATED {name}" in out
+    assert f"replay: {replay}" in out
+    # The recorded case is the saved case file, and the failing run's case is recorded as run.
+    saved = next(out_dir.glob("*.json"))
+    assert case_text == saved.read_text()
+    saved_case = {key: json.loads(case_text)[key] for key in ("seed", "config", "faults")}
+    assert json.loads(rows[-1][1]) == saved_case  # a named scenario fails as it is: no shrink
+    load_case(saved)
+    assert campaign_id == 1
+
+
+def test_report_summarises_and_writes_the_cases_to_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "r.sqlite"
+    assert _fuzz(db, "--workers", "1") == EXIT_OK
+    monkeypatch.setattr(sim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
+    assert _fuzz(db, "--workers", "1", "--out", str(tmp_path / "out")) == EXIT_VIOLATION
+    capsys.readouterr()
+    cases = tmp_path / "replay-here"
+    assert main(["report", str(db), "--cases", str(cases)]) == EXIT_OK
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("campaigns: 2, runs: ")
+    assert lines[1].startswith("  #1 seed 4: passed, ")
+    assert lines[2].startswith("  #2 seed 4: failed, ")
+    assert "violations by invariant: capacity_returns:F4 1" in out
+    assert "coverage:" in out
+    assert "cases to replay (1):" in out
+    [written] = cases.glob("*.json")
+    assert f"semsim fuzz --replay {written}" in out
+    assert main(["fuzz", "--replay", str(written)]) == EXIT_VIOLATION  # it replays, anywhere
+    capsys.readouterr()
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert [c["status"] for c in data["campaigns"]] == ["passed", "failed"]
+    assert data["violations"] == {"capacity_returns:F4": 1}
+    assert data["failures"][0]["case"] == json.loads(written.read_text())
+    assert set(data["never_reached"]) <= set(data["coverage"])
+    # The same file, the same report: stable order.
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out) == data
+
+
+def test_merge_copies_other_machines_campaigns_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    here, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
+    assert _fuzz(here, "--workers", "1") == EXIT_OK
+    assert _fuzz(there, "--workers", "1", "--fixes", "all") == EXIT_OK
+    capsys.readouterr()
+    assert main(["report", str(here), "--merge", str(there)]) == EXIT_OK
+    merged = capsys.readouterr()
+    assert "merged 1 campaigns from 1 files" in merged.err
+    assert merged.out.startswith("campaigns: 2, ")
+    runs_there = _rows(there, "SELECT case_json, outcome, coverage FROM runs ORDER BY idx")
+    assert _rows(
+        here, "SELECT case_json, outcome, coverage FROM runs WHERE campaign_id = 2 ORDER BY idx"
+    ) == (runs_there)
+    before = here.read_bytes()
+    assert main(["report", str(here), "--merge", str(there)]) == EXIT_OK  # again: nothing new
+    assert "merged 0 campaigns" in capsys.readouterr().err
+    assert _rows(here, "SELECT COUNT(*) FROM campaigns") == [(2,)]
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_text("not a database, not at all" * 100)
+    assert main(["report", str(here), "--merge", str(there), str(garbage)]) == EXIT_USAGE
+    assert "not a SQLite database" in capsys.readouterr().err
+    assert here.read_bytes() == before  # all or nothing
+
+
+def _foreign(path: Path) -> None:
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE accounts (id INTEGER)")
+
+
+def _newer(path: Path) -> None:
+    open_db(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"\x00garbage" * 1000)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.mkdir(), "is a directory"),
+        (_garbage, "not a SQLite database"),
+        (_foreign, "a SQLite database of another application, not semsim's results (tables: accounts)"),
+        (_newer, f"written by a newer semsim (results schema {SCHEMA_VERSION + 1}"),
+    ],
+    ids=["directory", "garbage", "foreign", "newer"],
+)
+def test_a_bad_database_is_refused_before_any_run_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make, message: str
+) -> None:
+    path = tmp_path / "db.sqlite"
+    make(path)
+    before = path.read_bytes() if path.is_file() else None
+    assert _fuzz(path) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert main(["report", str(path)]) == EXIT_USAGE
+    assert message in capsys.readouterr().err
+    if before is not None:
+        assert path.read_bytes() == before
+
+
+def test_an_unwritable_database_path_and_a_missing_report_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _fuzz(Path("/proc/semsim.sqlite")) == EXIT_USAGE
+    assert _fuzz(tmp_path / "no" / "dir.sqlite") == EXIT_USAGE
+    assert main(["report", str(tmp_path / "missing.sqlite")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--db /proc/semsim.sqlite" in err
+    assert "no directory" in err
+    assert "missing.sqlite: no such file" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_database_is_marked_and_versioned(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    open_db(path).close()
+    assert _rows(path, "PRAGMA application_id") == [(APPLICATION_ID,)]
+    assert _rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()  # an empty file is an empty SQLite database: it gets the schema
+    open_db(empty).close()
+    assert _rows(empty, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+
+
+@pytest.mark.parametrize("workers", ["0", "-1", "abc", "1025", " 2"])
+def test_bad_workers_are_a_usage_error(workers: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["fuzz", "--workers", workers])
+    assert caught.value.code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"], "--workers does not go with --scheduler"),
+        (["--no-db", "--db", "x.sqlite"], "--db does not go with --no-db"),
+        (["--replay", "case.json", "--workers", "2"], "--workers does not go with --replay"),
+        (["--replay", "case.json", "--db", "x.sqlite"], "--db does not go with --replay"),
+        (["--replay", "case.json", "--no-db"], "--no-db does not go with --replay"),
+    ],
+)
+def test_options_that_do_not_go_together_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["fuzz", *argv]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unreachable_scheduler_is_a_usage_error_within_its_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(campaigns, "CONNECT_TIMEOUT_S", 1.0)
+    db = tmp_path / "r.sqlite"
+    assert main(["fuzz", "--scheduler", "tcp://127.0.0.1:9", "--db", str(db)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s" in captured.err
+    assert "Traceback" not in captured.err
+    assert not db.exists()  # nothing recorded, nothing created
+
+
+def test_scheduler_without_the_dask_extra_names_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # as if not installed
+    assert main(["fuzz", "--scheduler", "tcp://127.0.0.1:9", "--no-db"]) == EXIT_USAGE
+    assert "pip install 'semsim[dask]'" in capsys.readouterr().err
