@@ -238,8 +238,8 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
             "names nothing",
         ),
         (
-            _set("config", "workload", "script", value=[{"at_ms": 1, "client": 0, "count": 10_000}] * 11),
-            "at most 100,000 a run",
+            _set("config", "workload", "script", value=[{"at_ms": 1, "client": 0, "count": 10_000}] * 21),
+            "at most 200,000 a run",
         ),
     ],
 )

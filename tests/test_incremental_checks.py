@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from contextlib import nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -349,3 +350,38 @@ def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
         assert totals.granted == sum(expected.values())
         assert totals.leased == 3
     assert mirror.refresh(1_000).deadlines == ["g1", "g3"]  # g2 was claimed in full: no change due
+
+
+# --- client reads kept while a client's storage is unchanged ------------------------------------
+
+
+def test_a_kept_client_read_is_served_from_memory_until_the_storage_changes() -> None:
+    from sim.check.invariants import _kept
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    obj = SimpleNamespace(storage=conn, checker_reads={})
+    query = "SELECT count(*) FROM t"
+    assert _kept(obj, query) == [(0,)]  # type: ignore[arg-type]
+    kept = obj.checker_reads[query, ()]
+    assert _kept(obj, query) is kept  # type: ignore[arg-type]
+    conn.execute("INSERT INTO t VALUES (1)")  # any writer: the count of changed rows moves
+    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]
+    conn.execute("SAVEPOINT s")
+    conn.execute("INSERT INTO t VALUES (2)")
+    assert _kept(obj, query) == [(2,)]  # type: ignore[arg-type]
+    conn.execute("ROLLBACK TO s")
+    conn.execute("RELEASE s")
+    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]  # nothing kept inside the transaction
+    obj.checker_reads = None  # the debug mode: always read
+    conn.execute("UPDATE t SET x = 5")
+    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]
+
+
+def test_the_checkers_keep_client_reads_outside_the_debug_mode_only() -> None:
+    story = SCENARIOS["strict-burst"]
+    incremental = run_world(story.config, story.faults, story.seed)
+    full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    kept = [obj.checker_reads for obj in incremental.world.clients.values()]
+    assert all(isinstance(reads, dict) and len(reads) > 1 for reads in kept)
+    assert all(obj.checker_reads is None for obj in full.world.clients.values())

@@ -223,6 +223,15 @@ class Monitor:
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
         self.allocation = AllocationChecks()
 
+    def watch_client(self, obj: DurableObject) -> None:
+        """A client object of the run (the world adds each to ``clients`` too).
+
+        Outside the debug mode, what the checkers read from a client's storage is
+        kept until that storage changes (:func:`_kept`): a check of every client
+        then costs a query only for the few that changed since the last one.
+        """
+        obj.checker_reads = None if self.full else {}
+
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
         self._holders[key] = _HolderState(obj, env, RowMirror(obj.storage))
@@ -493,8 +502,8 @@ class Monitor:
         }
         stored: dict[tuple[str, str, str], int] = {}
         for name, obj in sorted(self.clients.items()):
-            for grant_id, lease_id, running in _select(
-                obj.storage,
+            for grant_id, lease_id, running in _kept(
+                obj,
                 "SELECT grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
                 "WHERE key = ? AND status = 'running' "
                 "GROUP BY grant_id, lease_id ORDER BY grant_id, lease_id",
@@ -653,8 +662,8 @@ class Monitor:
         return sum(
             n
             for obj in clients.values()
-            for (n,) in _select(
-                obj.storage,
+            for (n,) in _kept(
+                obj,
                 "SELECT count(*) FROM durability_semaphore_queue_items "
                 "WHERE status IN ('queued', 'claiming', 'running')",
             )
@@ -837,8 +846,8 @@ def _held_by_waiting_clients(
     waiting = {
         name
         for name, obj in clients.items()
-        if _select(
-            obj.storage,
+        if _kept(
+            obj,
             "SELECT 1 FROM durability_semaphore_queue_items "
             "WHERE key = ? AND status IN ('queued', 'claiming') LIMIT 1",
             (key,),
@@ -856,8 +865,8 @@ def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
     return sum(
         int(row[0] or 0)
         for obj in clients.values()
-        for row in _select(
-            obj.storage,
+        for row in _kept(
+            obj,
             "SELECT sum(drawn - released) FROM durability_semaphore_queue_leases WHERE key = ?",
             (key,),
         )
@@ -876,7 +885,7 @@ def _built(conn: Any) -> bool:
 def _unreported(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has changes the holder has not acknowledged yet."""
     return any(
-        _select(obj.storage, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
+        _kept(obj, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
         for obj in clients.values()
     )
 
@@ -884,8 +893,8 @@ def _unreported(clients: Mapping[str, DurableObject]) -> bool:
 def _claiming(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has items admitted to a claim it has not heard back about."""
     return any(
-        _select(
-            obj.storage, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1"
+        _kept(
+            obj, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1"
         )
         for obj in clients.values()
     )
@@ -895,7 +904,7 @@ def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
     return {
         lease_id
         for obj in clients.values()
-        for (lease_id,) in _select(obj.storage, "SELECT lease_id FROM durability_semaphore_queue_leases")
+        for (lease_id,) in _kept(obj, "SELECT lease_id FROM durability_semaphore_queue_leases")
     }
 
 
@@ -942,8 +951,8 @@ def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[st
     longest-waiting of them arrived (one query per client)."""
     waiting: dict[str, tuple[int, int]] = {}
     for obj in clients.values():
-        for group, count, oldest in _select(
-            obj.storage,
+        for group, count, oldest in _kept(
+            obj,
             "SELECT grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
             "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
             (key,),
@@ -964,8 +973,8 @@ def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> 
     """
     total = 0
     for obj in clients.values():
-        for (undrawn,) in _select(
-            obj.storage,
+        for (undrawn,) in _kept(
+            obj,
             "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
             "l.retired = 0 AND l.expires_at > ? AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
             "durability_semaphore_queue_items i WHERE i.key = l.key AND i.status = 'queued')",
@@ -978,13 +987,36 @@ def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> 
 def _expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
     """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
     return any(
-        _select(
-            obj.storage,
+        _kept(
+            obj,
             "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1",
             (now,),
         )
         for obj in clients.values()
     )
+
+
+def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """``_select`` on a client's storage, answered from memory while that storage is unchanged.
+
+    SQLite counts every row a connection inserts, updates or deletes
+    (``total_changes``, rolled back or not), so the same count means the
+    same rows, whoever wrote them. Inside an open transaction nothing is
+    kept (a rollback would not change the count). Callers only iterate.
+    """
+    kept = obj.checker_reads
+    conn = obj.storage
+    if kept is None or conn.in_transaction:
+        return _select(conn, sql, params)
+    changes = conn.total_changes
+    if kept.get(None) != changes:
+        kept.clear()
+        kept[None] = changes
+    query = (sql, params)
+    rows: list[tuple[Any, ...]] | None = kept.get(query)
+    if rows is None:
+        rows = kept[query] = _select(conn, sql, params)
+    return rows
 
 
 def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

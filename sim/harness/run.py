@@ -46,8 +46,10 @@ SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
 #: Every RPC method a world's objects answer (what a drop may name).
 METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
-#: The most items a run's workload may submit: every item costs memory and trace events.
-MAX_ITEMS = 100_000
+#: The most items a run's workload may submit: every item costs memory and trace events
+#: (a day of the standard workload, 138,240 items and about 3 million trace events, peaks
+#: near 2 GiB: docs/BENCHMARKS.md).
+MAX_ITEMS = 200_000
 #: How long a run may go on past ``duration_ms`` to settle (virtual time): at least this,
 #: more when much work is left (each item may take a stall window), at most the maximum.
 MIN_SETTLE_MS = 6 * 3_600_000
@@ -379,6 +381,7 @@ def _build(
             nursery,
         )
         network.register(name, obj)
+        monitor.watch_client(obj)
         world.clients[name] = obj
         nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
 

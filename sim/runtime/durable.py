@@ -156,6 +156,9 @@ class DurableObject:
         #: A second database a checker keeps beside this object's own (the literal model of
         #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
         self.shadow_storage: sqlite3.Connection | None = None
+        #: What a checker read from this object's storage, kept while the storage is unchanged
+        #: (``sim.check.invariants``; None: not kept). The object never reads it.
+        self.checker_reads: dict[Any, Any] | None = None
         nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------
