@@ -20,6 +20,7 @@ import pytest
 import sim.cli.fuzz_command
 from scenarios import SCENARIOS
 from sim.check.coverage import EXPECTED, coverage, missing
+from sim.check.invariants import Monitor
 from sim.cli.main import main
 from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
 from sim.explore.results import DEFAULT_DB
@@ -63,6 +64,30 @@ def test_replaying_a_saved_finding_reproduces_it_and_writes_the_trace(
     header, events = read_trace(trace)
     assert header["seed"] == load_case(F3)[0].seed
     assert [e["invariant"] for e in events if e["kind"] == "violation"] == ["real_ceiling"]
+
+
+def test_a_replay_with_full_checks_runs_the_debug_mode_and_gives_the_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_reads: list[str] = []
+    per_client = Monitor._conservative_per_client
+
+    def counted(self: Monitor, key: str, conn: Any) -> None:
+        full_reads.append(key)
+        per_client(self, key, conn)
+
+    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    quick, full = tmp_path / "quick.jsonl", tmp_path / "full.jsonl"
+    assert main(["fuzz", "--replay", str(F3), "--trace", str(quick)]) == EXIT_VIOLATION
+    assert not full_reads
+    assert main(["fuzz", "--replay", str(F3), "--trace", str(full), "--full-checks"]) == EXIT_VIOLATION
+    assert full_reads
+    assert quick.read_bytes() == full.read_bytes()
+
+
+def test_full_checks_without_replay_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--runs", "1", "--full-checks", "--no-db"]) == EXIT_USAGE
+    assert "--full-checks goes with --replay" in capsys.readouterr().err
 
 
 def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:

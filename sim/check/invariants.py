@@ -893,9 +893,7 @@ def _unreported(clients: Mapping[str, DurableObject]) -> bool:
 def _claiming(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has items admitted to a claim it has not heard back about."""
     return any(
-        _kept(
-            obj, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1"
-        )
+        _kept(obj, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1")
         for obj in clients.values()
     )
 

@@ -81,6 +81,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return _replay(args, fixes)
     if args.trace is not None:
         raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
+    if args.full_checks:
+        raise UsageError("--full-checks goes with --replay (debug the checker on the one case it replays)")
     if args.workers is not None and args.scheduler is not None:
         raise UsageError(
             "--workers does not go with --scheduler: the Dask cluster's workers run the campaign"
@@ -325,7 +327,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
         output_file(args.trace, "--trace")
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
-    report, run = run_case(case, tolerated)
+    report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
     print(
         f"replayed {args.replay}: seed {case.seed}, {case_length(case)} plan steps{on}, "

@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--replay", type=Path, metavar="CASE.json", help="replay one recorded case")
     fuzz.add_argument("--trace", type=Path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
+        "--full-checks",
+        action="store_true",
+        help="with --replay: debug the checker, judging every commit from every row (slower)",
+    )
+    fuzz.add_argument(
         "--out", type=Path, metavar="DIR", help="write the violating case here (default semsim-failures)"
     )
     fuzz.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -78,10 +78,15 @@ class RunReport:
         return self.invariant if self.finding is None else f"{self.invariant}:{self.finding}"
 
 
-def run_case(case: Case, tolerated: frozenset[str]) -> tuple[RunReport, WorldRun | None]:
-    """Run one case; an exception out of the model (an internal assertion) is a ``crash``."""
+def run_case(
+    case: Case, tolerated: frozenset[str], full_checks: bool = False
+) -> tuple[RunReport, WorldRun | None]:
+    """Run one case; an exception out of the model (an internal assertion) is a ``crash``.
+
+    ``full_checks``: the checker's debug mode (``run_world``'s), same verdict.
+    """
     try:
-        run = run_world(case.config, case.faults, case.seed, tolerated=tolerated)
+        run = run_world(case.config, case.faults, case.seed, tolerated=tolerated, full_checks=full_checks)
     except Exception as error:  # a crash is a finding, reported with its message
         while isinstance(error, BaseExceptionGroup) and isinstance(error.exceptions[0], Exception):
             error = error.exceptions[0]
