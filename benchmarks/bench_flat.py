@@ -84,7 +84,12 @@ def main() -> None:
     end = time.process_time()
     Trace.event = original  # type: ignore[method-assign]
     marks.setdefault(args.hours, end)
-    print(f"outcome: {run.result.outcome}; {args.hours} simulated h in {end - start:.1f} CPU s")
+    result = run.result
+    verdict = result.outcome
+    if result.invariant is not None:  # no finding is tolerated: F4's capacity_returns may end it
+        finding = f":{result.finding}" if result.finding else ""
+        verdict += f" ({result.invariant}{finding} at {result.end_ms} ms)"
+    print(f"outcome: {verdict}; {args.hours} simulated h in {end - start:.1f} CPU s")
     per_hour = {h: marks[h] - marks[h - 1] for h in range(1, args.hours + 1) if h in marks and h - 1 in marks}
     for hour in report:
         print(f"  hour {hour:3d}: {per_hour[hour]:6.2f} CPU s per simulated hour")
