@@ -90,3 +90,18 @@ class NoLockstep:
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: None
+
+
+def full_checks_seen(monkeypatch: Any) -> list[str]:
+    """Spy on the checker's debug mode: the keys its full per-client check ran for (the real check runs)."""
+    from sim.check.invariants import Monitor
+
+    seen: list[str] = []
+    per_client = Monitor._conservative_per_client
+
+    def counted(self: Monitor, key: str, conn: Any) -> None:
+        seen.append(key)
+        per_client(self, key, conn)
+
+    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    return seen

@@ -20,12 +20,12 @@ import pytest
 import sim.cli.fuzz_command
 from scenarios import SCENARIOS
 from sim.check.coverage import EXPECTED, coverage, missing
-from sim.check.invariants import Monitor
 from sim.cli.main import main
 from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
 from sim.explore.results import DEFAULT_DB
 from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 from sim.runtime.trace import read_trace
+from tests.helpers import full_checks_seen
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
@@ -69,14 +69,7 @@ def test_replaying_a_saved_finding_reproduces_it_and_writes_the_trace(
 def test_a_replay_with_full_checks_runs_the_debug_mode_and_gives_the_same_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full_reads: list[str] = []
-    per_client = Monitor._conservative_per_client
-
-    def counted(self: Monitor, key: str, conn: Any) -> None:
-        full_reads.append(key)
-        per_client(self, key, conn)
-
-    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    full_reads = full_checks_seen(monkeypatch)
     quick, full = tmp_path / "quick.jsonl", tmp_path / "full.jsonl"
     assert main(["fuzz", "--replay", str(F3), "--trace", str(quick)]) == EXIT_VIOLATION
     assert not full_reads

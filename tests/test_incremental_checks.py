@@ -49,12 +49,8 @@ def test_every_scenario_has_the_same_verdict_and_trace_with_full_checks(name: st
     assert _verdict(incremental) == _verdict(full)
 
 
-@pytest.mark.parametrize(
-    "planted",
-    [None, "reclaim-takes-claimed", "queue-released-permit-drawn-again", "report-lowers-high-water"],
-)
-def test_drawn_cases_have_the_same_verdicts_and_traces_in_both_modes(planted: str | None) -> None:
-    """On the reference and with bugs planted that the incremental parts must see."""
+def _both_modes_over_drawn_cases() -> list[str | None]:
+    """Drawn cases run in both modes, asserted alike; the invariant each broke (None: none)."""
     broken: list[str | None] = []
 
     @settings(
@@ -71,8 +67,18 @@ def test_drawn_cases_have_the_same_verdicts_and_traces_in_both_modes(planted: st
         assert _verdict(incremental) == _verdict(full)
         broken.append(incremental.result.invariant)
 
+    both()
+    return broken
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [None, "reclaim-takes-claimed", "queue-released-permit-drawn-again", "report-lowers-high-water"],
+)
+def test_drawn_cases_have_the_same_verdicts_and_traces_in_both_modes(planted: str | None) -> None:
+    """On the reference and with bugs planted that the incremental parts must see."""
     with nullcontext() if planted is None else mutant(planted).patch():
-        both()
+        broken = _both_modes_over_drawn_cases()
     if planted is not None:
         assert any(broken), f"no drawn case broke an invariant with {planted} planted: nothing was compared"
 
@@ -136,23 +142,7 @@ def test_a_client_running_more_than_its_grant_covers_is_seen_alike_in_both_modes
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _admit_one_more(monkeypatch)
-    broken: list[str | None] = []
-
-    @settings(
-        max_examples=25,
-        database=None,
-        derandomize=True,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(cases())
-    def both(case: Case) -> None:
-        incremental = run_world(case.config, case.faults, case.seed)
-        full = run_world(case.config, case.faults, case.seed, full_checks=True)
-        assert _verdict(incremental) == _verdict(full)
-        broken.append(incremental.result.invariant)
-
-    both()
+    broken = _both_modes_over_drawn_cases()
     assert "conservative" in broken, broken
 
 

@@ -17,13 +17,13 @@ import pytest
 
 from scenarios import SCENARIOS, Scenario, run_scenario
 from scenarios.base import HOLDER, Check, Expect
-from sim.check.invariants import Monitor
 from sim.cli.main import main
 from sim.explore.mutant_catalog import mutant
 from sim.harness.run import WorldRun, run_world
 from sim.runtime.trace import read_trace
 from sim.world.faults import Eviction, FaultPlan
 from sim.world.workload import Workload
+from tests.helpers import full_checks_seen
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -257,14 +257,7 @@ def test_run_exits_0_prints_a_report_and_writes_a_readable_trace(
 def test_run_with_full_checks_reads_every_database_and_writes_the_same_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full_reads: list[str] = []
-    per_client = Monitor._conservative_per_client
-
-    def counted(self: Monitor, key: str, conn: Any) -> None:
-        full_reads.append(key)
-        per_client(self, key, conn)
-
-    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    full_reads = full_checks_seen(monkeypatch)
     assert main(["run", "strict-burst", "--trace", str(tmp_path / "inc.jsonl")]) == 0
     assert not full_reads
     assert main(["run", "strict-burst", "--full-checks", "--trace", str(tmp_path / "full.jsonl")]) == 0
