@@ -134,20 +134,18 @@ class Lockstep:
     def state(self, holder: Holder, now: int) -> None:
         """After every operation: ``usage()`` in full and the alarm time."""
         core = _outcome(lambda: holder.usage(now).to_wire())
-        model = _outcome(lambda: self._model_usage(now))
-        if self._full:
-            literal = _outcome(lambda: self.model.usage(now))
-            assert comparable(model) == comparable(literal), (
-                f"{self._key}: usage() from the mirrored sums {model} but listed {literal}"
-            )
-        self._same("usage()", core, model)
-        self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
-
-    def _model_usage(self, now: int) -> Any:
-        """The model's ``usage()`` from the sums the mirror keeps, not by listing every row."""
+        # Outside ``_outcome``: a failure of the mirror is the checker's, never the holder's.
         self._rows.refresh(now)
         totals = self._rows.totals(now)
-        return self.model.usage_from_totals(totals.granted, totals.leased, totals.groups)
+        model = _outcome(lambda: self.model.usage_from_totals(totals.granted, totals.leased, totals.groups))
+        if self._full:
+            literal = _outcome(lambda: self.model.usage(now))
+            if comparable(model) != comparable(literal):
+                self._monitor.fail(
+                    "checker", f"{self._key}: usage() from the mirrored sums {model} but listed {literal}"
+                )
+        self._same("usage()", core, model)
+        self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
 
 
 def _wire(value: Any) -> str:

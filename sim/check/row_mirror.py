@@ -13,7 +13,8 @@ does.
 A schema change drops triggers with their table (the holder's first
 migration creates the tables; a migration down recreates them). The mirror
 notices through ``PRAGMA schema_version``, reinstalls the triggers and
-rereads everything, so a missed change is impossible rather than unlikely.
+rereads everything (the triggers are made again then, so none is left on a
+renamed table).
 
 The mirror also keeps the totals the reference's ``usage()`` sums over the
 rows (outstanding grant permits per group, the lease footprint) as running
@@ -114,7 +115,12 @@ class RowMirror:
     # --- refreshing ------------------------------------------------------------------------
 
     def refresh(self, now: int) -> Delta:
-        """Bring the rows up to date with what was committed; ``now`` is the virtual time."""
+        """Bring the rows up to date with what was committed; ``now`` is the virtual time.
+
+        Only between transactions: rows read inside one could still be rolled back.
+        """
+        if self._conn.in_transaction:
+            raise RuntimeError("a row mirror refreshes between transactions, not inside one")
         self._advance(now)
         deadlines, self._came = self._came, []
         before = self.rows
@@ -176,8 +182,11 @@ class RowMirror:
         for name, table, column in TABLES:
             for event, ids in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
                 inserts = " ".join(f"INSERT INTO {_CHANGES} VALUES ('{name}', {r}.{column});" for r in ids)
+                # Dropped and made again: a trigger that followed its table through a rename
+                # (a migration keeping the old table) would otherwise stand in for this one.
+                conn.execute(f"DROP TRIGGER IF EXISTS temp.semsim_{name}_{event.lower()}")
                 conn.execute(
-                    f"CREATE TEMP TRIGGER IF NOT EXISTS semsim_{name}_{event.lower()} "
+                    f"CREATE TEMP TRIGGER semsim_{name}_{event.lower()} "
                     f"AFTER {event} ON main.{table} BEGIN {inserts} END"
                 )
         return True
