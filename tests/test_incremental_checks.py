@@ -415,3 +415,29 @@ def test_the_checkers_keep_client_reads_outside_the_debug_mode_only() -> None:
     kept = [obj.checker_reads for obj in incremental.world.clients.values()]
     assert all(isinstance(reads, dict) and len(reads) > 1 for reads in kept)
     assert all(obj.checker_reads is None for obj in full.world.clients.values())
+
+
+def test_a_table_renamed_and_kept_leaves_no_trigger_standing_in_for_the_new_one() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    mirror.refresh(0)
+    conn.execute(f"ALTER TABLE {GRANTS} RENAME TO kept_grants")  # the old triggers follow it
+    conn.execute(f"CREATE TABLE {GRANTS} AS SELECT * FROM kept_grants")
+    mirror.refresh(1)  # the schema changed: everything reread, the triggers made again
+    _grant(conn, "g1", "a", 1, 0, 100)
+    delta = mirror.refresh(2)
+    assert delta.changed["grants"] == ["g1"]
+    assert delta.after == read_rows(conn)
+
+
+def test_a_mirror_refuses_to_refresh_inside_a_transaction() -> None:
+    conn = _store()
+    mirror = RowMirror(conn)
+    mirror.refresh(0)
+    conn.execute("SAVEPOINT s")
+    _grant(conn, "g1", "a", 1, 0, 100)
+    with pytest.raises(RuntimeError, match="between transactions"):
+        mirror.refresh(1)
+    conn.execute("ROLLBACK TO s")
+    conn.execute("RELEASE s")
+    assert mirror.refresh(1).after["grants"] == {}
