@@ -209,7 +209,9 @@ class Monitor:
         #: The same running items per (key, client), and per key each client's count of changed
         #: rows when its storage was last compared with them (``_conservative_on_changes``).
         self._running_by_client: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
-        self._verified: dict[str, dict[str, int]] = {}
+        self._verified: dict[str, list[int]] = {}
+        self._client_list: list[tuple[str, DurableObject]] = []
+        self._client_conns: list[sqlite3.Connection] = []
         #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
         self.clients: Mapping[str, DurableObject] | None = None
         #: What the reference documents and does not count as a violation, by name.
@@ -563,18 +565,11 @@ class Monitor:
         if self.clients is None or self.in_use[key] <= 0:
             return  # as the full check: nothing announced running for this key
         rows, changed, now = delta.after, delta.changed, self.sim.now()
-        verified = self._verified.setdefault(key, {})
         broken: list[tuple[str, str, str, str, str, int, int]] = []
         mismatched: list[str] = []
         judged: set[str] = set()
-        for name, obj in self.clients.items():
-            conn = obj.storage
-            changes = conn.total_changes
-            if verified.get(name) == changes:
-                continue
+        for name, obj in self._changed_clients(key):
             judged.add(name)
-            if not conn.in_transaction:
-                verified[name] = changes
             stored: Counter[tuple[str, str]] = Counter()
             for grant_id, lease_id, running in _kept(obj, RUNNING_ITEMS, (key,)):
                 kind, holding_id = holding = _holding(grant_id, lease_id)
@@ -619,6 +614,33 @@ class Monitor:
             )
         if mismatched:
             self._announced_differently(key, min(mismatched))
+
+    def _changed_clients(self, key: str) -> list[tuple[str, DurableObject]]:
+        """The clients whose storage changed since ``key`` last asked, marked as seen now.
+
+        One pass over every client's count of changed rows, kept in flat lists:
+        this runs at every commit, so its cost per client is what matters. A
+        client in an open transaction is never marked seen (what it wrote may
+        still be rolled back).
+        """
+        assert self.clients is not None
+        if len(self._client_list) != len(self.clients):
+            # Clients are added while the world is built: start over, every client unseen.
+            self._client_list = list(self.clients.items())
+            self._client_conns = [obj.storage for _, obj in self._client_list]
+            self._verified.clear()
+        conns = self._client_conns
+        now = [conn.total_changes for conn in conns]
+        seen = self._verified.get(key)
+        if seen is None:
+            seen = self._verified[key] = [-1] * len(conns)
+        elif seen == now:
+            return []
+        changed = [index for index, count in enumerate(now) if count != seen[index]]
+        for index in changed:
+            if not conns[index].in_transaction:
+                seen[index] = now[index]
+        return [self._client_list[index] for index in changed]
 
     def _announced(self, key: str, client: str) -> Counter[tuple[str, str]]:
         """The items ``client`` announced running for ``key``, per grant or lease (the oracle)."""
