@@ -27,12 +27,15 @@ from semaphore_core.queue import Admission
 from semaphore_core.store import HolderStore
 from sim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
 from sim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
+from sim.explore.fuzz import KNOWN_FINDINGS
 from sim.explore.mutant_catalog import mutant
 from sim.explore.strategies import Case, cases
-from sim.harness.run import run_world
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from sim.runtime.kernel import Limits, Sim
 from sim.runtime.trace import Trace
 from sim.world.client_object import ClientObject
+from sim.world.faults import FaultPlan
+from sim.world.workload import Workload
 
 
 def _verdict(run: Any) -> tuple[Any, ...]:
@@ -441,3 +444,26 @@ def test_a_mirror_refuses_to_refresh_inside_a_transaction() -> None:
     conn.execute("ROLLBACK TO s")
     conn.execute("RELEASE s")
     assert mirror.refresh(1).after["grants"] == {}
+
+
+def test_a_world_of_several_keys_has_the_same_verdict_and_trace_in_both_modes() -> None:
+    """One reading of a client's running items serves every key's commits: each key sees its own."""
+    config = WorldConfig(
+        holder=HolderSpec(limit=8, leases=LeaseSpec(provisioning="strict", permits_per_lease=2)),
+        workload=Workload(
+            clients=4,
+            keys=("acct-a", "acct-b", "acct-c"),
+            items_per_minute=12,
+            duration_ms=(2_000, 20_000),
+            until_ms=120_000,
+        ),
+        duration_ms=120_000,
+    )
+    faults = FaultPlan(reply_loss=0.05)
+    # The known findings tolerated, so the run goes on to its end in both modes.
+    incremental = run_world(config, faults, 5, tolerated=KNOWN_FINDINGS)
+    full = run_world(config, faults, 5, tolerated=KNOWN_FINDINGS, full_checks=True)
+    assert incremental.result.outcome == "completed", incremental.result
+    assert len(incremental.trace.of_kind("admit")) > 20
+    assert {event["key"] for event in incremental.trace.of_kind("admit")} == {"acct-a", "acct-b", "acct-c"}
+    assert _verdict(incremental) == _verdict(full)
