@@ -36,7 +36,7 @@ from semaphore_core.store import HolderStore
 from sim.check import lockstep as lockstep_module
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
-from sim.check.row_mirror import Delta, RowMirror, read_rows
+from sim.check.row_mirror import Delta, RowMirror, Rows, read_rows
 from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
@@ -176,7 +176,6 @@ class _HolderState:
     mirror: RowMirror
     usage: tuple[int, int] = (0, 0)
     groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
-    rows: dict[str, dict[str, tuple[Any, ...]]] = attrs.Factory(dict)
     #: Per grant, each accepted claim as (claimed total after it, the limit when it committed).
     claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     #: Per grant, how many items clients admitted through it.
@@ -217,7 +216,7 @@ class Monitor:
         #: What the reference documents and does not count as a violation, by name.
         self.documented: Counter[str] = Counter()
         self._holders: dict[str, _HolderState] = {}
-        self._evicted_rows: dict[str, dict[str, dict[str, tuple[Any, ...]]]] = {}
+        self._evicted_rows: dict[str, Rows] = {}
         self._starved_since: dict[str, int] = {}
         self._leaked_seen: dict[str, int] = {}
         self._dropped_alarms: set[str] = set()
@@ -302,14 +301,13 @@ class Monitor:
         rows = delta.after
         changed = delta.changed
         if self.full:
-            rows = _rows(holder.ctx.storage)
+            rows = read_rows(holder.ctx.storage)
             if rows != delta.after:
                 self.fail("checker", f"{key}: the row mirror differs from the holder's rows", key=key)
             changed = {name: list(table) for name, table in rows.items()}
-        self.allocation.committed(key, state.rows, rows, usage, holder.group_limits)
-        self._monotone(key, state.rows, rows, changed)
-        _record_claims(state, rows, usage.limit, changed["grants"])
-        state.rows = rows
+        self.allocation.committed(key, delta.before, rows, usage, holder.group_limits)
+        self._monotone(key, delta.before, rows, changed)
+        _record_claims(state, delta.before, rows, usage.limit, changed["grants"])
 
         pending = store.next_pending_at()
         alarm = holder.ctx.get_alarm()
@@ -350,8 +348,8 @@ class Monitor:
     def _monotone(
         self,
         key: str,
-        old: dict[str, dict[str, tuple[Any, ...]]],
-        new: dict[str, dict[str, tuple[Any, ...]]],
+        old: Rows,
+        new: Rows,
         changed: Mapping[str, Sequence[str]],
     ) -> None:
         """Rows the commit changed (a row it left alone was judged when it last changed)."""
@@ -391,17 +389,10 @@ class Monitor:
     # --- what clients do -------------------------------------------------------------------
 
     def admitted(
-        self,
-        key: str,
-        group: str,
-        through_lease: bool,
-        client: str = "",
-        grant: str | None = None,
-        item: str = "",
-        lease: str | None = None,
+        self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None:
         """A client admitted ``item`` of ``key`` (through ``grant`` or ``lease``): one more permit in use."""
-        holding = ("lease", lease) if lease is not None else ("grant", grant or "")
+        holding = _holding(grant, lease)
         assert (client, item) not in self._running_items, (client, item)
         self._running_items[client, item] = (key, holding)
         self._running.setdefault(key, {}).setdefault(holding, Counter())[client] += 1
@@ -423,7 +414,7 @@ class Monitor:
                 del self._starved_since[key]  # every permit in use at this moment: not starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
         if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
-            if through_lease:
+            if lease is not None:
                 # Documented: a lease keeps drawing until its client hears it was retired.
                 self.documented["lease_draw_after_limit_lowered"] += 1
                 self.sim.event("documented", invariant="real_ceiling", name="lease_draw_after_limit_lowered")
@@ -486,19 +477,12 @@ class Monitor:
         (an idle run is judged stuck only when nothing moved for a stall window)."""
         self.last_moved_ms = self.sim.now()
 
-    def released(self, key: str, group: str, client: str = "", item: str = "") -> None:
+    def released(self, key: str, group: str, *, client: str, item: str) -> None:
         held = self._running_items.pop((client, item))
         assert held[0] == key, (held, key)
-        on_it = self._running[key][held[1]]
-        on_it[client] -= 1
-        if not on_it[client]:
-            del on_it[client]
-            if not on_it:
-                del self._running[key][held[1]]
-        mine = self._running_by_client[key, client]
-        mine[held[1]] -= 1
-        if not mine[held[1]]:
-            del mine[held[1]]
+        if _take_one(self._running[key][held[1]], client):
+            del self._running[key][held[1]]
+        _take_one(self._running_by_client[key, client], held[1])
         self.last_moved_ms = self.sim.now()
         self.in_use[key] -= 1
         self.in_use_by_group[key, group] -= 1
@@ -677,11 +661,11 @@ class Monitor:
     # --- eviction ----------------------------------------------------------------------------
 
     def evicting(self, obj: DurableObject) -> None:
-        self._evicted_rows[obj.name] = _rows(obj.storage)
+        self._evicted_rows[obj.name] = read_rows(obj.storage)
 
     def rebuilt(self, obj: DurableObject) -> None:
         before = self._evicted_rows.pop(obj.name, None)
-        if before is not None and _rows(obj.storage) != before:
+        if before is not None and read_rows(obj.storage) != before:
             self.fail("durable", f"{obj.name}: committed rows changed across an eviction")
 
     # --- liveness, once the faults stopped and the system was quiet -----------------------
@@ -923,6 +907,14 @@ class Monitor:
                 )
 
 
+def _take_one(counts: Counter[Any], entry: Any) -> bool:
+    """One fewer of ``entry``, forgotten at zero; whether ``counts`` is now empty."""
+    counts[entry] -= 1
+    if not counts[entry]:
+        del counts[entry]
+    return not counts
+
+
 #: A client's running items of a key, per grant and lease (the full check's reading of its storage).
 RUNNING_ITEMS: Final = (
     "SELECT grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
@@ -949,7 +941,7 @@ def _holding(grant_id: str | None, lease_id: str | None) -> tuple[str, str]:
     return ("lease", lease_id) if lease_id else ("grant", grant_id or "")
 
 
-def _charge(rows: dict[str, dict[str, tuple[Any, ...]]], kind: str, holding_id: str, now: int) -> int:
+def _charge(rows: Rows, kind: str, holding_id: str, now: int) -> int:
     """What the holder charges a grant or lease (``_conservative_per_client``'s SQL, on mirrored rows)."""
     if kind == "lease":
         lease = rows["leases"].get(holding_id)
@@ -1147,15 +1139,11 @@ def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any
         return []
 
 
-def _rows(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
-    return read_rows(conn)
-
-
 def _record_claims(
-    state: _HolderState, rows: dict[str, dict[str, tuple[Any, ...]]], limit: int, changed: Sequence[str]
+    state: _HolderState, old_rows: Rows, rows: Rows, limit: int, changed: Sequence[str]
 ) -> None:
     """Note every claim this commit accepted, with the limit it was accepted under."""
-    before = state.rows.get("grants", {})
+    before = old_rows["grants"]
     for grant_id in changed:
         row = rows["grants"].get(grant_id)
         if row is None:

@@ -55,17 +55,10 @@ class ClientMonitor(Protocol):
     def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
 
     def admitted(
-        self,
-        key: str,
-        group: str,
-        through_lease: bool,
-        client: str = "",
-        grant: str | None = None,
-        item: str = "",
-        lease: str | None = None,
+        self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None: ...
 
-    def released(self, key: str, group: str, client: str = "", item: str = "") -> None: ...
+    def released(self, key: str, group: str, *, client: str, item: str) -> None: ...
 
     def lease_expired(self, key: str, client: str = "") -> None: ...
 
@@ -289,10 +282,9 @@ class ClientObject:
             self.monitor.admitted(
                 admission.key,
                 admission.group,
-                admission.lease_id is not None,
                 client=self.ctx.name,
-                grant=admission.grant_id,
                 item=admission.item_id,
+                grant=admission.grant_id,
                 lease=admission.lease_id,
             )
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
