@@ -24,7 +24,7 @@ from semaphore_core import Holder, SemaphoreProtocolError
 from semaphore_core.events import BlockedEvent
 from semaphore_core.protocol import parse_request
 from sim.check.invariants import SAFETY
-from sim.check.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse
+from sim.check.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse, same_wire
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from sim.world.faults import FaultPlan
 from sim.world.workload import Workload
@@ -183,3 +183,20 @@ def test_the_lockstep_leaves_a_passing_runs_trace_bytes_alone(monkeypatch: pytes
     monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
     without = _world(seed=4)
     assert with_model.trace.to_bytes() == without.trace.to_bytes()
+
+
+def test_wire_values_compare_as_equal_bytes_or_equal_with_groups_sorted() -> None:
+    usage = {
+        "limit": 4,
+        "granted": 2,
+        "leased": 0,
+        "available": 2,
+        "groups": {"a": {"granted": 1}, "b": {"granted": 1}},
+    }
+    by_oldest = {**usage, "groups": {"b": {"granted": 1}, "a": {"granted": 1}}}
+    assert same_wire(usage, usage)
+    assert same_wire(usage, by_oldest)  # the reference orders groups by oldest grant, the core by name
+    assert not same_wire(usage, {**usage, "granted": 3})
+    reordered = {"granted": 2, "limit": 4, "leased": 0, "available": 2, "groups": usage["groups"]}
+    assert not same_wire(usage, reordered)  # key order outside groups is part of the wire
+    assert same_wire([{"groups": {"x": 1}}], [{"groups": {"x": 1}}])

@@ -16,7 +16,6 @@ monitor only as something that can fail a run (:class:`Judge`).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -26,9 +25,9 @@ from semaphore_core import Holder, HolderConfig, SemaphoreProtocolError
 from sim.check.literal_holder import (
     LiteralHolder,
     LiteralProtocolError,
-    comparable,
     first_difference,
     options_from_config,
+    same_wire,
 )
 from sim.check.literal_holder import parse as literal_parse
 from sim.check.row_mirror import RowMirror
@@ -64,7 +63,7 @@ class Lockstep:
         self.model = LiteralHolder(obj.shadow_storage, options_from_config(config), self._next_id)
         #: The model's rows and ``usage()``'s sums over them, kept from what each operation
         #: changed; ``full`` (the checker's debug mode) also runs the literal ``usage()``,
-        #: which lists every row, and asserts both agree.
+        #: which lists every row, and a difference is the ``checker`` verdict.
         self._rows = RowMirror(obj.shadow_storage)
         self._full = full
 
@@ -87,9 +86,7 @@ class Lockstep:
         self._monitor.fail("exact_accounting", f"{self._key}: {what}: {detail}", key=self._key)
 
     def _same(self, what: str, core: Any, model: Any) -> None:
-        if _wire(core) == _wire(model):
-            return  # the same bytes, so the same whatever order the groups are in
-        if comparable(core) != comparable(model):
+        if not same_wire(core, model):
             self._differ(what, f"holder vs literal model at {first_difference(core, model)}")
 
     def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None:
@@ -140,17 +137,12 @@ class Lockstep:
         model = _outcome(lambda: self.model.usage_from_totals(totals.granted, totals.leased, totals.groups))
         if self._full:
             literal = _outcome(lambda: self.model.usage(now))
-            if comparable(model) != comparable(literal):
+            if not same_wire(model, literal):
                 self._monitor.fail(
                     "checker", f"{self._key}: usage() from the mirrored sums {model} but listed {literal}"
                 )
         self._same("usage()", core, model)
         self._same("next alarm", holder.next_alarm_at(), self.model.next_alarm_at())
-
-
-def _wire(value: Any) -> str:
-    """A wire value's JSON text, key order kept (what ``comparable`` gives before it sorts groups)."""
-    return json.dumps(value, separators=(",", ":"))
 
 
 def _outcome(read: Callable[[], Any]) -> Any:
