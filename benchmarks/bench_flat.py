@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import HOUR_MS, standard
 from sim.harness.run import run_world
-from sim.inputs.commands import EXIT_BROKEN_PIPE, discard_stdout
+from sim.inputs.commands import run_printing
 from sim.runtime.trace import Trace
 
 #: Longest run this benchmark accepts (simulated hours): a week of simulated time.
@@ -98,9 +98,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as semsim does
-        discard_stdout()
-        sys.exit(EXIT_BROKEN_PIPE)
+    run_printing(main)

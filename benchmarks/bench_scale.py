@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_sim import standard
 from sim.explore.fuzz import KNOWN_FINDINGS
 from sim.harness.run import run_world
-from sim.inputs.commands import EXIT_BROKEN_PIPE, discard_stdout
+from sim.inputs.commands import run_printing
 from sim.world.workload import MAX_CLIENTS, MAX_KEYS
 
 #: Longest run this benchmark accepts, in simulated minutes.
@@ -90,9 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as semsim does
-        discard_stdout()
-        sys.exit(EXIT_BROKEN_PIPE)
+    run_printing(main)

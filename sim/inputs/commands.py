@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -70,6 +71,17 @@ def output_dir(path: Path, option: str) -> Path:
         return check_output_dir(path, option)
     except InputError as error:
         raise UsageError(str(error)) from None
+
+
+def run_printing(main: Callable[[], None]) -> None:
+    """Run a script's ``main`` (the benchmarks'): a closed pipe (``| head``) ends it quietly
+    with ``EXIT_BROKEN_PIPE``, as a semsim command ends."""
+    try:
+        main()
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
+    except BrokenPipeError:
+        discard_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
 
 
 def discard_stdout() -> None:
