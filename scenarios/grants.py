@@ -386,7 +386,8 @@ def equal_age_ties_by_locale() -> Scenario:
     return Scenario(
         name="equal-age-ties-by-locale",
         description="equally old demand goes by localeCompare of clientId: client-0 before Client-0",
-        seed=6,
+        # A seed whose interleaving sends Client-0's request first (the judge checks that it did).
+        seed=1,
         config=config,
         faults=FaultPlan(),
         check=Check(judge),

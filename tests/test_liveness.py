@@ -208,7 +208,7 @@ def test_a_handler_that_crashes_ends_the_run_as_a_crash(monkeypatch: pytest.Monk
     from sim.explore.strategies import Case
     from sim.world.client_object import ClientObject
 
-    async def broken(self: ClientObject, method: str, payload: object) -> object:
+    def broken(self: ClientObject, method: str, payload: object) -> object:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
     monkeypatch.setattr(ClientObject, "handle", broken)

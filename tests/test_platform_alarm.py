@@ -20,7 +20,7 @@ class Recorder:
     def __init__(self, ctx: ObjectContext) -> None:
         self.ctx = ctx
 
-    async def handle(self, method: str, payload: Any) -> Any:
+    def handle(self, method: str, payload: Any) -> Any:
         return None
 
     async def alarm(self) -> None:

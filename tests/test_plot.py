@@ -12,6 +12,7 @@ import pytest
 
 from sim.check import invariants
 from sim.cli.main import main
+from sim.explore.fuzz import KNOWN_FINDINGS
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from sim.report.plot import PlotError, example_run, series, value_at
 from sim.runtime.trace import TRACE_VERSION
@@ -224,7 +225,8 @@ def test_derived_usage_equals_the_holders_rows_after_every_commit(
 ) -> None:
     """Syncs and reclaims emit no usage: the derived series must still match the committed rows."""
     truth = _committed_rows(monkeypatch)
-    run = run_world(config, plan, seed=11)
+    # The reordered run meets the known idle-lease finding (F4) on its way: tolerated, it goes on.
+    run = run_world(config, plan, seed=11, tolerated=KNOWN_FINDINGS)
     assert run.result.outcome == "completed", run.result
     [key] = series(run.trace.header, list(run.trace.events())).keys
     last_at: dict[int, tuple[int, int]] = {}

@@ -14,7 +14,7 @@ from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from sim.runtime.durable import DurableObject, ObjectContext
 from sim.runtime.engine import Engine
 from sim.runtime.kernel import Sim, run
-from sim.runtime.network import DUPLICATE_LAG_MS, Network, RemoteError, RpcTimeout
+from sim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
 from sim.runtime.trace import Trace
 from sim.world.faults import Drop, Eviction, FaultPlan, Window
 from sim.world.workload import Workload
@@ -28,11 +28,17 @@ class Echo:
         self.work_ms = work_ms
         self.handled: list[Any] = []
 
-    async def dispatch(self, method: str, payload: Any) -> Any:
-        if self.work_ms:
+    def dispatch(self, method: str, payload: Any) -> Any:
+        if not self.work_ms:
+            self.handled.append(payload)
+            return {"echo": payload}
+
+        async def slowly() -> Any:
             await self.sim.sleep(self.work_ms)
-        self.handled.append(payload)
-        return {"echo": payload}
+            self.handled.append(payload)
+            return {"echo": payload}
+
+        return Later(slowly)
 
 
 def with_network(
@@ -170,10 +176,14 @@ class Slow:
         self.fail_alarms = fail_alarms
         self.alarms = 0
 
-    async def handle(self, method: str, payload: Any) -> Any:
+    def handle(self, method: str, payload: Any) -> Any:
         if method == "wait":
-            await self.ctx.sim.sleep(60_000)
-            return "done"
+
+            async def done() -> str:
+                await self.ctx.sim.sleep(60_000)
+                return "done"
+
+            return Later(done)
         self.ctx.storage.execute("INSERT INTO hits VALUES (1)")
         return self.ctx.storage.execute("SELECT count(*) FROM hits").fetchone()[0]
 

@@ -18,6 +18,7 @@ its own fallback for exactly this reason).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
@@ -26,7 +27,8 @@ import trio
 
 from semaphore_core import SemaphoreProtocolError
 from sim.runtime.kernel import Sim
-from sim.runtime.network import RemoteError
+from sim.runtime.network import Later, RemoteError
+from sim.runtime.timers import Entry
 
 #: The platform retries a failing alarm this many times, with doubling backoff, then drops it.
 ALARM_RETRIES: Final = 6
@@ -46,7 +48,9 @@ class HandlerFailure(Exception):
 class Instance(Protocol):
     """A live object: what ``factory`` builds on a context."""
 
-    async def handle(self, method: str, payload: Any) -> Any: ...
+    def handle(self, method: str, payload: Any) -> Any:
+        """Handle a call at once: the answer, or a :class:`~sim.runtime.network.Later` that waits for it."""
+        ...
 
     async def alarm(self) -> None: ...
 
@@ -61,10 +65,25 @@ class DurableMonitor(Protocol):
     def alarm_dropped(self, name: str) -> None: ...
 
 
-class ObjectContext:
-    """What an instance gets: its object's storage, clock, trace, and a way to run tasks.
+class ObjectTimer:
+    """A callback an instance set for later (``ObjectContext.call_at``); ``cancel()`` stops it."""
 
-    Tasks started here die with the instance (on eviction).
+    __slots__ = ("_entry", "_key", "_timers")
+
+    def __init__(self, timers: dict[int, ObjectTimer], key: int, entry: Entry) -> None:
+        self._timers = timers
+        self._key = key
+        self._entry = entry
+
+    def cancel(self) -> None:
+        self._entry.cancelled = True
+        self._timers.pop(self._key, None)
+
+
+class ObjectContext:
+    """What an instance gets: its object's storage, clock, trace, and ways to run work later.
+
+    Tasks started and timers set here die with the instance (on eviction).
     """
 
     def __init__(self, obj: DurableObject, generation: int) -> None:
@@ -74,6 +93,7 @@ class ObjectContext:
         self.storage = obj.storage
         self.generation = generation
         self._scopes: dict[int, trio.CancelScope] = {}
+        self._timers: dict[int, ObjectTimer] = {}
         self._next_scope = 0
 
     @property
@@ -101,9 +121,27 @@ class ObjectContext:
         """``ctx.waitUntil``: keep work going after the call that started it returned."""
         return self.start_task(fn, name)
 
+    def call_at(self, t_ms: int, action: Callable[[], None]) -> ObjectTimer:
+        """Run the plain callback ``action`` at ``t_ms`` unless the instance is evicted first.
+
+        A timer whose work is synchronous (a round, an early alarm) needs no
+        task: it is one entry in the runtime's heap, served by its driver.
+        """
+        key = self._next_scope
+        self._next_scope += 1
+
+        def fire() -> None:
+            del self._timers[key]
+            action()
+
+        timer = self._timers[key] = ObjectTimer(self._timers, key, self.sim.call_at(t_ms, fire))
+        return timer
+
     def cancel_all(self) -> None:
         for scope in list(self._scopes.values()):
             scope.cancel()
+        for timer in list(self._timers.values()):
+            timer.cancel()
 
     # --- the one alarm, in this object's storage -------------------------------
 
@@ -126,6 +164,20 @@ class ObjectContext:
 
 
 Factory = Callable[[ObjectContext], Instance]
+
+#: What a handler may throw that the caller sees as an error reply (``RemoteError`` passes as it is).
+#: Anything else out of a handler is a bug in semsim's models (or an input that validation let
+#: through), not protocol behaviour: it ends the run as a crash rather than becoming an error
+#: reply that a client would retry for ever, and a run in which nothing could happen would
+#: report green.
+_REPLIED = (SemaphoreProtocolError, HandlerFailure)
+
+
+def _error_reply(error: Exception) -> RemoteError:
+    if isinstance(error, SemaphoreProtocolError):
+        # A malformed message: the reference's handler throws, the caller sees an error.
+        return RemoteError("protocol", str(error))
+    return RemoteError("error", f"{type(error).__name__}: {error}")  # a failure the fault plan injected
 
 
 class DurableObject:
@@ -150,7 +202,9 @@ class DurableObject:
         self._instance: Instance | None = None
         self._calls: dict[int, trio.CancelScope] = {}
         self._next_call = 0
-        self._alarm_wakeup = sim.signal()
+        #: The platform's timer for the stored alarm: ``(time, entry)``, or None.
+        self._alarm_timer: tuple[int, Entry] | None = None
+        self._alarm_running = False
         #: Told of evictions and rebuilt instances (the ``durable`` invariant).
         self.monitor: DurableMonitor | None = None
         #: A second database a checker keeps beside this object's own (the literal model of
@@ -159,7 +213,6 @@ class DurableObject:
         #: What a checker read from this object's storage, kept while the storage is unchanged
         #: (``sim.check.invariants``; None: not kept). The object never reads it.
         self.checker_reads: dict[Any, Any] | None = None
-        nursery.start_soon(self._deliver_alarms, name=f"{name}.platform_alarm")
 
     # --- the instance -------------------------------------------------------------
 
@@ -189,32 +242,43 @@ class DurableObject:
         self._instance = None
         self.generation += 1
 
-    async def dispatch(self, method: str, payload: Any) -> Any:
-        """Handle one delivered call on the live instance; eviction fails it with ``evicted``."""
+    def dispatch(self, method: str, payload: Any) -> Any:
+        """Handle one delivered call on the live instance: the answer, or a ``Later``.
+
+        A handler that answers at once runs to its end here, with nothing for
+        an eviction to interrupt. One that waits gets a cancel scope, which an
+        eviction cancels: its ``Later`` then fails with ``evicted``.
+        """
         instance = self.instance()
+        if method == "alarm":
+            answer: Any = Later(instance.alarm)
+        else:
+            try:
+                answer = instance.handle(method, payload)
+            except _REPLIED as error:
+                raise _error_reply(error) from None
+            if not isinstance(answer, Later):
+                return answer
         key = self._next_call
         self._next_call += 1
+        scope = self._calls[key] = trio.CancelScope()
+        return Later(functools.partial(self._finish, answer, scope, key, method))
+
+    async def call(self, method: str, payload: Any) -> Any:
+        """``dispatch`` and wait for the answer (the platform's own calls: the alarm)."""
+        answer = self.dispatch(method, payload)
+        return await answer.wait() if isinstance(answer, Later) else answer
+
+    async def _finish(self, later: Later, scope: trio.CancelScope, key: int, method: str) -> Any:
         result: Any = None
-        with trio.CancelScope() as scope:
-            self._calls[key] = scope
-            try:
-                if method == "alarm":
-                    await instance.alarm()
-                else:
-                    result = await instance.handle(method, payload)
-            except RemoteError:
-                raise
-            except SemaphoreProtocolError as error:
-                # A malformed message: the reference's handler throws, the caller sees an error.
-                raise RemoteError("protocol", str(error)) from None
-            except HandlerFailure as error:  # a failure the fault plan injected
-                raise RemoteError("error", f"{type(error).__name__}: {error}") from None
-            # Anything else out of a handler is a bug in semsim's models (or an input that
-            # validation let through), not protocol behaviour: it ends the run as a crash
-            # rather than becoming an error reply that a client would retry for ever, and a
-            # run in which nothing could happen would report green.
-            finally:
-                self._calls.pop(key, None)
+        try:
+            with scope:  # cancelled already if the instance was evicted since the call arrived
+                try:
+                    result = await later.wait()
+                except _REPLIED as error:
+                    raise _error_reply(error) from None
+        finally:
+            self._calls.pop(key, None)
         if scope.cancelled_caught:
             raise RemoteError("evicted", f"{self.name} was evicted while handling {method}")
         return result
@@ -226,30 +290,43 @@ class DurableObject:
         return None if row is None else int(row[0])
 
     def alarm_changed(self) -> None:
-        wakeup, self._alarm_wakeup = self._alarm_wakeup, self.sim.signal()
-        wakeup.set()
+        """After a commit that may have changed the stored alarm: point the platform's timer at it.
 
-    async def _deliver_alarms(self) -> None:
-        """The platform: wait for the stored alarm time, clear it, run ``alarm()``, retry on errors.
-
-        The time waited for is only a hint: when it comes, the stored alarm is
-        read again and only an alarm still stored and due is delivered. A real
-        platform fires the alarm it stores, not a time it once read, so an
-        alarm deleted or moved without a wake-up (a bug that loses the stored
-        alarm) does not fire at the old time here either.
+        The time the timer is set for is only a hint: when it comes, the
+        stored alarm is read again and only an alarm still stored and due is
+        delivered. A real platform fires the alarm it stores, not a time it
+        once read, so an alarm deleted or moved without a call here (a bug
+        that loses the stored alarm) does not fire at the old time either.
+        While an alarm runs, nothing is set: the run looks again when it ends.
         """
-        while True:
-            wakeup = self._alarm_wakeup
-            at = self.get_alarm()
-            if at is None or await wakeup.wait(at):
-                if at is None:
-                    await wakeup.wait()
-                continue  # the alarm changed: look again
-            stored = self.get_alarm()
-            if stored is None or stored > self.sim.now():
-                continue  # deleted or moved later behind the platform's back: not due
-            self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
-            await self._run_alarm(stored)
+        if self._alarm_running:
+            return
+        at = self.get_alarm()
+        timer = self._alarm_timer
+        if timer is not None:
+            if timer[0] == at:
+                return
+            timer[1].cancelled = True
+            self._alarm_timer = None
+        if at is not None:
+            self._alarm_timer = (at, self.sim.call_at(at, self._alarm_due))
+
+    def _alarm_due(self) -> None:
+        self._alarm_timer = None
+        stored = self.get_alarm()
+        if stored is None or stored > self.sim.now():
+            self.alarm_changed()  # deleted or moved later behind the platform's back: not due
+            return
+        self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
+        self._alarm_running = True
+        self.nursery.start_soon(self._deliver_alarm, stored, name=f"{self.name}.platform_alarm")
+
+    async def _deliver_alarm(self, scheduled_ms: int) -> None:
+        try:
+            await self._run_alarm(scheduled_ms)
+        finally:
+            self._alarm_running = False
+        self.alarm_changed()
 
     async def _run_alarm(self, scheduled_ms: int) -> None:
         sim = self.sim
@@ -257,7 +334,7 @@ class DurableObject:
         for attempt in range(self.alarm_retries + 1):
             sim.event("alarm", object=self.name, scheduled=scheduled_ms, attempt=attempt)
             try:
-                await self.dispatch("alarm", None)
+                await self.call("alarm", None)
                 return
             except RemoteError as failure:
                 sim.event("alarm_failed", object=self.name, attempt=attempt, error=failure.kind)

@@ -25,10 +25,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final, Protocol
 
-import trio
-
 from semaphore_core.transaction import transaction
-from sim.runtime.durable import HandlerFailure, ObjectContext
+from sim.runtime.durable import HandlerFailure, ObjectContext, ObjectTimer
 
 MIN_ALARM_DELAY_MS: Final = 1_000
 MAX_ALARM_DELAY_MS: Final = 15_000
@@ -72,7 +70,7 @@ class Engine:
         self.on_commit: Callable[[], None] | None = None
         self._participants: list[Participant] = []
         self._timer_at: int | None = None
-        self._early: tuple[int, trio.CancelScope] | None = None
+        self._early: tuple[int, ObjectTimer] | None = None
 
     def _faults_active(self) -> bool:
         until = self.faults_until_ms
@@ -120,23 +118,25 @@ class Engine:
         if delay >= self.alarm_min_delay_ms:
             return
 
-        async def fire() -> None:
-            await self.ctx.sim.sleep(max(delay, 0))
+        def fire() -> None:
             if self._early is None or self._early[0] != at_ms:
                 return
             self._early = None
             self.ctx.sim.event("early_alarm", object=self.ctx.name, scheduled=at_ms)
             try:
-                await self.alarm()
+                self._alarm()
             except Exception as error:  # reported, as reportFailure does; the physical alarm remains
                 self.ctx.sim.event("alarm_failed", object=self.ctx.name, early=True, error=repr(error))
 
-        self._early = (at_ms, self.ctx.start_task(fire, "early_alarm"))
+        self._early = (at_ms, self.ctx.call_at(self.ctx.sim.now() + max(delay, 0), fire))
 
     # --- the alarm ------------------------------------------------------------------
 
     async def alarm(self) -> None:
         """Run due work and re-arm; on failure arm our own fallback rather than throw."""
+        self._alarm()
+
+    def _alarm(self) -> None:
         try:
             self._run_alarm()
         except Exception as error:

@@ -2,10 +2,11 @@
 
 Everything a run does derives from its seed:
 
-- Time is Trio's, under ``MockClock(autojump_threshold=0)``: when every task
-  is blocked the clock jumps to the next deadline. One unit of Trio time is
-  one millisecond here, so every deadline is an exact integer and the core
-  sees integer ``now`` values with no float rounding.
+- Time is Trio's, a ``MockClock`` of rate 0 that only jumps: when every task
+  is blocked, the timers' driver (``sim.runtime.timers``) jumps it to the
+  next thing due, one of its own entries or a Trio deadline. One unit of
+  Trio time is one millisecond here, so every deadline is an exact integer
+  and the core sees integer ``now`` values with no float rounding.
 - Randomness comes from named streams derived from the seed
   (``sim.rng("network")``), never from module-level ``random``.
 - Trio's own scheduler randomizes each batch of runnable tasks with a
@@ -39,10 +40,8 @@ from sim.runtime.timers import Signal, Timers
 from sim.runtime.trace import Trace
 
 _NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
-if (
-    not all(hasattr(trio_run, name) for name in _NEEDED)
-    or not hasattr(trio.testing.MockClock, "_autojump")
-    or not hasattr(trio.testing.MockClock(), "_virtual_base")
+if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(
+    trio.testing.MockClock(), "_virtual_base"
 ):
     raise ImportError(
         f"semsim's deterministic runtime needs Trio scheduler internals that Trio {trio.__version__} "
@@ -180,9 +179,10 @@ def _virtual_clock() -> trio.testing.MockClock:
     exactly its virtual base, so reading the base gives the same time for a
     third of the cost. Time is read several times per step (Trio's run loop,
     every ``Sim.now``), hundreds of thousands of times a simulated hour.
-    ``MockClock`` is final, so the instance's ``current_time`` is replaced, as
-    the deadlock detector replaces ``_autojump``; tests/test_sim_runtime.py
-    pins that both readings agree.
+    ``MockClock`` is final, so the instance's ``current_time`` is replaced;
+    tests/test_sim_runtime.py pins that both readings agree. Its autojump
+    (threshold 0) never fires while the timers' driver waits for idleness,
+    which Trio serves first; it is only a fallback.
     """
     clock = trio.testing.MockClock(autojump_threshold=0)
     assert clock.rate == 0
@@ -191,29 +191,24 @@ def _virtual_clock() -> trio.testing.MockClock:
 
 
 class _DeadlockDetector:
-    """Makes a ``MockClock(autojump_threshold=0)`` notice a deadlock when it jumps.
+    """Notices a deadlock when time would move and nothing is left to move it to.
 
-    Trio autojumps when every task is blocked. If the only deadline left is
-    the run's time limit itself, nothing can ever happen again: that is a
-    deadlock, recorded with the blocked tasks' names before the jump so the
-    limit's cancellation can end the run. Checking at the jump costs nothing
-    per step, unlike a watchdog task woken at every idle moment.
-    ``MockClock`` is final, so the hook wraps the instance's ``_autojump``
-    (what Trio's run loop calls); tests/test_runtime.py pins that behaviour.
+    The timers' driver calls :meth:`idle` when every task is blocked and its
+    heap is empty. If the only Trio deadline left is the run's time limit
+    itself, nothing can ever happen again: that is a deadlock, recorded with
+    the blocked tasks' names before time jumps to the limit, whose
+    cancellation ends the run. Checking there costs nothing per step, unlike
+    a watchdog task woken at every idle moment.
     """
 
-    def __init__(self, clock: trio.testing.MockClock, limit_ms: int) -> None:
-        self._jump = clock._autojump
-        self._limit_ms = limit_ms
+    def __init__(self) -> None:
         self.blocked: list[str] | None = None
-        clock._autojump = self._autojump  # type: ignore[method-assign]
 
-    def _autojump(self) -> None:
+    def idle(self) -> None:
         # Nothing can ever happen again when the only deadline left is the
-        # run's own limit (a task sleeping past the limit still counts).
+        # run's own limit (a task sleeping past the limit in Trio still counts).
         if self.blocked is None and _active_deadlines() == 1:
             self.blocked = _blocked_tasks()
-        self._jump()
 
 
 def _active_deadlines() -> int:
@@ -257,13 +252,12 @@ def run(
     sim = Sim(seed, trace, limits)
     result: list[RunResult] = []
 
-    clock = sim._clock
-    detector = _DeadlockDetector(clock, limits.time_limit_ms)
+    detector = _DeadlockDetector()
 
     async def root() -> None:
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(sim.timers.drive, name="semsim.timers")
+                nursery.start_soon(sim.timers.drive, sim._clock, detector.idle, name="semsim.timers")
                 with trio.move_on_at(limits.time_limit_ms) as limit:
                     await main(sim)
                 nursery.cancel_scope.cancel()
@@ -284,5 +278,5 @@ def run(
             )
 
     with deterministic_trio(seed):
-        trio.run(root, clock=clock, strict_exception_groups=True)
+        trio.run(root, clock=sim._clock, strict_exception_groups=True)
     return result[0]

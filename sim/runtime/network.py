@@ -9,10 +9,18 @@ its timeout (the reference composes ``timeout`` around every semaphore
 call); the callee may still finish and commit.
 
 Every message sent, delivered, dropped or duplicated is a trace event.
+
+A delivered request is handled at once, inside the delivery: most handlers
+answer synchronously (a sync, a submit, a usage read), and such an answer
+costs no task, no cancel scope and no scheduler pass; its reply leaves in
+the same step. A handler that must wait (a permit request waits for its
+round) answers with :class:`Later`, and only then does the request get a
+task of its own, which awaits the answer and sends the reply.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 import attrs
@@ -70,8 +78,24 @@ class MessageFaults(Protocol):
     def dropped(self, leg: str, src: str, dst: str, method: str, t_ms: int) -> bool: ...
 
 
+class Later:
+    """A handler's answer that is not ready yet: ``wait()`` returns it (or raises ``RemoteError``).
+
+    Returned by ``Endpoint.dispatch`` when the answer must wait for something
+    (a round, a timer); the network then awaits it in a task of its own.
+    Everything the handler did before returning it happened at delivery.
+    """
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Callable[[], Awaitable[Any]]) -> None:
+        self.wait = wait
+
+
 class Endpoint(Protocol):
-    async def dispatch(self, method: str, payload: Any) -> Any: ...
+    def dispatch(self, method: str, payload: Any) -> Any:
+        """Handle a delivered request: the answer, a :class:`Later`, or ``RemoteError`` raised."""
+        ...
 
 
 class _Reply:
@@ -183,7 +207,7 @@ class Network:
         return msg, reply
 
     def _arrive(self, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply) -> None:
-        """A request reaches ``dst``: hand it to the endpoint in a task of its own."""
+        """A request reaches ``dst``: the endpoint handles it here and now (see the module docstring)."""
         sim = self._sim
         if self._plan.partitioned(dst, sim.now()):
             sim.event("drop", msg=msg, leg="request", reason="partitioned")
@@ -193,18 +217,32 @@ class Network:
             sim.event("drop", msg=msg, leg="request", reason="no such endpoint")
             return
         sim.event("deliver", msg=msg, dst=dst, method=method)
-        self._nursery.start_soon(self._handle, endpoint, msg, src, dst, method, payload, reply)
+        try:
+            value = endpoint.dispatch(method, payload)
+        except RemoteError as failure:
+            self._respond(msg, src, dst, method, reply, None, failure)
+            return
+        if isinstance(value, Later):
+            self._nursery.start_soon(self._respond_later, value, msg, src, dst, method, reply)
+        else:
+            self._respond(msg, src, dst, method, reply, value, None)
 
-    async def _handle(
-        self, endpoint: Endpoint, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply
+    async def _respond_later(
+        self, later: Later, msg: str, src: str, dst: str, method: str, reply: _Reply
     ) -> None:
-        sim = self._sim
         value: Any = None
         error: RemoteError | None = None
         try:
-            value = await endpoint.dispatch(method, payload)
+            value = await later.wait()
         except RemoteError as failure:
             error = failure
+        self._respond(msg, src, dst, method, reply, value, error)
+
+    def _respond(
+        self, msg: str, src: str, dst: str, method: str, reply: _Reply, value: Any, error: RemoteError | None
+    ) -> None:
+        """The callee's answer leaves ``dst``: under the reply leg's faults, it reaches the caller later."""
+        sim = self._sim
         fate = self._fate(self._plan.reply_loss)
         reason = self._loss(fate.lost, "reply", src, dst, method, dst)
         if reason is not None:

@@ -1,8 +1,9 @@
 """Timers and signals for the simulation, cheaper than Trio's and with our own tie-break.
 
 Every ``trio.sleep`` or ``move_on_at`` opens a cancel scope and registers a
-deadline; a simulated RPC needs several. Here one driver task sleeps until
-the earliest deadline of a heap, and everything else parks on the heap:
+deadline; a simulated RPC needs several. Here one driver task moves time to
+the earliest entry of a heap whenever every task is blocked, and everything
+else parks on the heap:
 
 - ``Timers.sleep_until`` parks the task (``wait_task_rescheduled``) until
   its time;
@@ -27,9 +28,10 @@ from typing import Any
 
 import trio
 import trio.lowlevel
+import trio.testing
 
 
-class _Entry:
+class Entry:
     __slots__ = ("action", "cancelled")
 
     def __init__(self, action: Callable[[], None]) -> None:
@@ -41,18 +43,14 @@ class Timers:
     """A heap of ``(time, sequence, entry)`` served by one driver task."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, _Entry]] = []
+        self._heap: list[tuple[int, int, Entry]] = []
         self._seq = 0
-        self._scope: trio.CancelScope | None = None
 
-    def call_at(self, t_ms: int, action: Callable[[], None]) -> _Entry:
+    def call_at(self, t_ms: int, action: Callable[[], None]) -> Entry:
         """Run ``action()`` at ``t_ms``; cancel with ``entry.cancelled = True``."""
-        entry = _Entry(action)
+        entry = Entry(action)
         self._seq += 1
         heapq.heappush(self._heap, (t_ms, self._seq, entry))
-        scope = self._scope
-        if scope is not None and t_ms < scope.deadline:
-            scope.deadline = t_ms
         return entry
 
     async def sleep_until(self, t_ms: int) -> None:
@@ -69,15 +67,34 @@ class Timers:
         await trio.lowlevel.wait_task_rescheduled(abort)
         await _fenced()
 
-    async def drive(self) -> None:
-        """The one task that sleeps, until the earliest entry, and runs what is due."""
+    async def drive(self, clock: trio.testing.MockClock, idle: Callable[[], None]) -> None:
+        """The one task that moves time: when every other task is blocked, run what is due next.
+
+        It waits until no task can run (``wait_all_tasks_blocked``), then jumps
+        the virtual clock to the earliest entry and runs every entry due by
+        then. A Trio deadline that comes first (the run's time limit, a test's
+        ``trio.sleep``) is jumped to instead and left to Trio to expire. No
+        cancel scope and no ``Cancelled`` per step: waking this task costs
+        one scheduler pass. ``idle()`` is called whenever no entry is left
+        (the kernel's deadlock check).
+        """
         heap = self._heap
         while True:
-            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
-                self._scope = scope
-                await trio.sleep_forever()
-            self._scope = None
-            now = trio.current_time()
+            await trio.testing.wait_all_tasks_blocked()
+            now = clock.current_time()
+            if not heap:
+                idle()
+            due = heap[0][0] if heap else math.inf
+            if due > now:
+                # Where Trio's own next deadline is, exactly: both are integers below 2**53.
+                deadline = now + trio.lowlevel.current_statistics().seconds_to_next_deadline
+                if deadline <= due:
+                    if deadline == math.inf:
+                        await trio.sleep_forever()  # nothing will ever happen: as Trio would
+                    clock.jump(deadline - now)
+                    continue
+                clock.jump(due - now)
+                now = due
             while heap and heap[0][0] <= now:
                 _, _, entry = heapq.heappop(heap)
                 if not entry.cancelled:
@@ -109,7 +126,7 @@ class Signal:
             return True
         task = trio.lowlevel.current_task()
         self._waiters.append(task)
-        timer: _Entry | None = None
+        timer: Entry | None = None
         if until_ms is not None and until_ms != math.inf:
 
             def expire() -> None:

@@ -96,7 +96,7 @@ class ClientObject:
 
     # --- calls into the object ----------------------------------------------------------
 
-    async def handle(self, method: str, payload: Any) -> Any:
+    def handle(self, method: str, payload: Any) -> Any:
         if method == "submit":
             items = [QueueItem(**item) for item in payload]
             added = self.queue.enqueue(items, self.sim.now())

@@ -30,7 +30,7 @@ from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, SemaphoreP
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
 from sim.runtime.durable import DurableObject, ObjectContext
 from sim.runtime.engine import MAX_ALARM_DELAY_MS, Engine
-from sim.runtime.network import RemoteError
+from sim.runtime.network import Later, RemoteError
 from sim.runtime.timers import Signal
 from sim.world.faults import InputFault
 from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
@@ -201,7 +201,7 @@ class HolderObject:
 
     # --- RPC ---------------------------------------------------------------------
 
-    async def handle(self, method: str, payload: Any) -> Any:
+    def handle(self, method: str, payload: Any) -> Any:
         if method == "permits":
             lockstep = self.lockstep
             try:
@@ -228,7 +228,7 @@ class HolderObject:
                     lockstep.sync(payload, now, reply)
                     lockstep.state(self.holder, now)
                 return reply
-            return await self._await_round(message, payload)
+            return self._await_round(message, payload)
         if method == "limit_workflow":
             group, limit = payload["group"], payload["limit"]
             self.group_limits[group] = limit
@@ -248,15 +248,20 @@ class HolderObject:
 
     # --- rounds ------------------------------------------------------------------
 
-    async def _await_round(self, request: PermitRequest, payload: Any) -> dict[str, Any]:
+    def _await_round(self, request: PermitRequest, payload: Any) -> Later:
+        """Park the request for the next round; the answer comes when that round settles."""
         pending = _Pending(request, self.ctx.sim.signal(), payload)
         self._pending.append(pending)
         self._schedule_round()
-        await pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        assert pending.reply is not None
-        return pending.reply
+
+        async def answer() -> dict[str, Any]:
+            await pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            assert pending.reply is not None
+            return pending.reply
+
+        return Later(answer)
 
     def _schedule_round(self) -> None:
         # Rounds never overlap: a request arriving mid-round joins the next one,
@@ -268,8 +273,7 @@ class HolderObject:
         delay = max(self.env.round_wait_ms, earliest - now)
         self._timer_armed = True
 
-        async def timer() -> None:
-            await self.ctx.sim.sleep(delay)
+        def timer() -> None:
             self._timer_armed = False
             self._round_running = True
             try:
@@ -279,7 +283,7 @@ class HolderObject:
                 if self._pending:
                     self._schedule_round()
 
-        self.ctx.start_task(timer, "round_timer")
+        self.ctx.call_at(now + delay, timer)
 
     def _run_round(self) -> None:
         pending, self._pending = self._pending, []

@@ -58,7 +58,7 @@ class Jobs:
         # Best effort, nobody waits: the client's finished check reconciles a lost notice.
         self._network.notify(self.name, job.client, "release", job.item)
 
-    async def dispatch(self, method: str, payload: Any) -> Any:
+    def dispatch(self, method: str, payload: Any) -> Any:
         if method == "finished":
             return [item for item in payload if item in self.finished]
         raise RemoteError("protocol", f"jobs: unknown method {method!r}")
