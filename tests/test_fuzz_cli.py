@@ -21,9 +21,19 @@ import sim.cli.fuzz_command
 from scenarios import SCENARIOS
 from sim.check.coverage import EXPECTED, coverage, missing
 from sim.cli.main import main
-from sim.explore.fuzz import Campaign, campaign, case_length, fixes_arg, load_case, run_case, tolerated_for
+from sim.explore.fuzz import (
+    Campaign,
+    campaign,
+    case_length,
+    case_text,
+    fixes_arg,
+    load_case,
+    run_case,
+    tolerated_for,
+)
 from sim.explore.results import DEFAULT_DB
 from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from sim.runtime.kernel import SCHEDULE
 from sim.runtime.trace import read_trace
 from tests.helpers import full_checks_seen
 
@@ -78,6 +88,32 @@ def test_a_replay_with_full_checks_runs_the_debug_mode_and_gives_the_same_trace(
     assert quick.read_bytes() == full.read_bytes()
 
 
+def test_a_case_saved_under_another_schedule_replays_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Work due in the same millisecond ran in another order before schedule 2: such a case still
+    runs, and the user is told why it may not repeat what it recorded."""
+    data = json.loads(F3.read_text())
+    assert data["schedule"] == SCHEDULE  # re-derived under this schedule: no note
+    assert main(["fuzz", "--replay", str(F3)]) == EXIT_VIOLATION
+    assert "note:" not in capsys.readouterr().err
+    del data["schedule"]  # a file from before the field: schedule 1
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    assert main(["fuzz", "--replay", str(old)]) == EXIT_VIOLATION
+    err = capsys.readouterr().err
+    assert f"was saved under schedule 1; this semsim runs schedule {SCHEDULE}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_saved_cases_and_traces_record_the_schedule(tmp_path: Path) -> None:
+    case, tolerated = load_case(F3)
+    assert json.loads(case_text(case, tolerated))["schedule"] == SCHEDULE
+    _, run = run_case(case, tolerated)
+    assert run is not None
+    assert run.trace.header["schedule"] == SCHEDULE
+
+
 def test_full_checks_without_replay_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fuzz", "--runs", "1", "--full-checks", "--no-db"]) == EXIT_USAGE
     assert "--full-checks goes with --replay" in capsys.readouterr().err
@@ -113,6 +149,10 @@ def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:
         ('{"format": "semsim-case/1", "seed": ' + "9" * 5_000 + "}", "a number with more than"),
         ("[" * 100_000, "nested too deeply"),
         ('{"format": "semsim-case/1", "seed": NaN}', "NaN is not a JSON value"),
+        ('{"format": "semsim-case/1", "schedule": 0, "seed": 1}', "schedule must be an integer in [1, 2]"),
+        ('{"format": "semsim-case/1", "schedule": 3, "seed": 1}', "(this semsim runs 2), got 3"),
+        ('{"format": "semsim-case/1", "schedule": "2", "seed": 1}', "got '2'"),
+        ('{"format": "semsim-case/1", "schedule": true, "seed": 1}', "got True"),
     ],
 )
 def test_a_bad_case_file_exits_2_with_one_line(

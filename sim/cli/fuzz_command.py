@@ -47,6 +47,7 @@ from sim.explore.fuzz import (
     RunReport,
     campaign,
     case_length,
+    case_schedule,
     case_text,
     fixes_arg,
     load_case,
@@ -64,6 +65,7 @@ from sim.inputs.commands import (
     output_file,
     wall_clock,
 )
+from sim.runtime.kernel import SCHEDULE
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0
@@ -323,6 +325,14 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
         case, tolerated = load_case(args.replay)
     except CaseFileError as error:
         raise UsageError(str(error)) from None
+    saved_under = case_schedule(args.replay)
+    if saved_under != SCHEDULE:
+        print(
+            f"note: {args.replay} was saved under schedule {saved_under}; this semsim runs schedule "
+            f"{SCHEDULE}, which orders work due in the same millisecond differently, so this run "
+            "need not repeat the saved one (docs/WIRE.md, case files)",
+            file=sys.stderr,
+        )
     if args.trace is not None:
         output_file(args.trace, "--trace")
     if fixes:

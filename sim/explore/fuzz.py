@@ -31,6 +31,7 @@ from sim.check.coverage import coverage, missing
 from sim.explore.strategies import Case, cases
 from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world
 from sim.inputs.files import InputError, parse_json, read_text
+from sim.runtime.kernel import SCHEDULE
 from sim.world.faults import FaultPlan
 
 #: Findings of the faithful reference that a campaign on it expects and counts by name.
@@ -164,7 +165,7 @@ class CaseFileError(ValueError):
 
 def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None = None) -> str:
     """A case as the JSON :func:`load_case` reads; with ``failure``, what it broke goes in as ``expect``."""
-    data: dict[str, Any] = {"format": CASE_FORMAT, "tolerated": sorted(tolerated)}
+    data: dict[str, Any] = {"format": CASE_FORMAT, "schedule": SCHEDULE, "tolerated": sorted(tolerated)}
     if failure is not None:
         data["expect"] = {
             "invariant": failure.invariant,
@@ -194,9 +195,15 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
         raise CaseFileError(f"{path}: a case is a JSON object")
     if data.get("format") != CASE_FORMAT:
         raise CaseFileError(f"{path}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
-    unknown = sorted(set(data) - {"format", "tolerated", "expect", "seed", "config", "faults"})
+    unknown = sorted(set(data) - {"format", "schedule", "tolerated", "expect", "seed", "config", "faults"})
     if unknown:
         raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
+    schedule = data.get("schedule", 1)
+    if isinstance(schedule, bool) or not isinstance(schedule, int) or not 1 <= schedule <= SCHEDULE:
+        raise CaseFileError(
+            f"{path}: schedule must be an integer in [1, {SCHEDULE}] (this semsim runs {SCHEDULE}), "
+            f"got {schedule!r}"
+        )
     seed, tolerated = data.get("seed"), data.get("tolerated", [])
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_CASE_SEED:
         raise CaseFileError(f"{path}: seed must be an integer in [0, {MAX_CASE_SEED}], got {seed!r}")
@@ -224,6 +231,15 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
     except ValueError as error:
         raise CaseFileError(f"{path}: {error}") from None
     return Case(config=config, faults=faults, seed=seed), frozenset(tolerated)
+
+
+def case_schedule(path: Path) -> int:
+    """The schedule a case file was saved under (1 when it does not say: files from before
+    the field); read it after :func:`load_case` accepted the file."""
+    data = parse_json(read_text(path, MAX_CASE_BYTES, "a case file"))
+    schedule = data.get("schedule", 1)
+    assert isinstance(schedule, int), schedule
+    return schedule
 
 
 # --- campaigns ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from sim.inputs.validation import (
 )
 from sim.runtime.durable import DurableObject, Factory
 from sim.runtime.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
-from sim.runtime.kernel import Limits, RunResult, Sim, run
+from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from sim.runtime.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime.trace import Trace
 from sim.world.client_object import ClientObject, ClientSettings
@@ -276,6 +276,7 @@ def run_world(
     check_plan(config, faults)
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = SEMSIM_VERSION
+    trace.header["schedule"] = SCHEDULE
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     # Random faults stop at the quiet point when the plan does not stop them sooner.
     if faults.faults_until_ms is None:

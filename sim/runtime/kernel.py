@@ -50,6 +50,12 @@ if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(
 
 Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "violation"]
 
+#: The runtime's schedule: the order in which work due in the same millisecond runs. A seed
+#: repeats its run only under the schedule it ran under, so traces and saved cases record it.
+#: 1: every delivered message had a task of its own, timers were tasks, Trio's autojump moved
+#: time. 2: synchronous answers at delivery, timers in the heap, one idle driver moves time.
+SCHEDULE: Final = 2
+
 DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
 DEFAULT_STEP_LIMIT: Final = 5_000_000
 
