@@ -517,13 +517,15 @@ class QueueClient:
         row = self._state.keys.get(key)
         if row is None:
             return
-        with self._writing():
-            # Written even when ``acked`` stays: the row counts as changed, as it always did.
-            self._conn.execute(
-                "UPDATE durability_semaphore_queue_keys SET acked = max(acked, ?) WHERE key = ?",
-                (changes, key),
-            )
-            row.acked = max(row.acked, changes)
+        # One statement commits on its own (no savepoint around it); memory follows once it has.
+        # Written even when ``acked`` stays: the row counts as changed, as it always did.
+        assert not self._conn.in_transaction, (
+            "the queue's writes commit on their own, outside any transaction"
+        )
+        self._conn.execute(
+            "UPDATE durability_semaphore_queue_keys SET acked = max(acked, ?) WHERE key = ?", (changes, key)
+        )
+        row.acked = max(row.acked, changes)
 
     # --- what came back ------------------------------------------------------------------
 
