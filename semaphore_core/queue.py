@@ -34,6 +34,11 @@ composition):
   lease "counted in full until its client confirms how much it drew",
   charges an idle client's lease for good.
 
+The client's state lives in memory (``semaphore_core.queue_state``) and is
+written through to SQLite, the durable truth, in the same transaction as
+each change; a client rebuilt on existing storage (after an eviction) loads
+it from the tables. See ``QueueClient``.
+
 Nothing here does I/O or reads a clock: the simulator's client object
 (``sim.world.client_object``) sends what this builds and feeds back the replies.
 """
