@@ -750,13 +750,15 @@ def _demand_counts_running(original: Callable[..., PermitRequest]) -> Callable[.
 
 def _released_permit_drawn_again(original: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
     def draw_leases(self: QueueClient, now: int) -> list[Any]:
-        conn = self._conn
+        # The queue reads its leases from memory (``semaphore_core.queue_state``), so the
+        # mutation is there: storage is written what the original writes, ``drawn + n``.
         # MUTATION: a lease's room is permits - (drawn - released): a released permit is drawable again.
-        conn.execute("UPDATE durability_semaphore_queue_leases SET drawn = drawn - released")
-        try:
-            return original(self, now)
-        finally:
-            conn.execute("UPDATE durability_semaphore_queue_leases SET drawn = drawn + released")
+        for lease in self._state.leases.values():
+            lease.drawn -= lease.released
+        admitted = original(self, now)  # on an error the queue reloads its memory from storage
+        for lease in self._state.leases.values():
+            lease.drawn += lease.released
+        return admitted
 
     return draw_leases
 
