@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import trio
@@ -16,7 +16,7 @@ from sim.runtime.engine import Engine
 from sim.runtime.kernel import Sim, run
 from sim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
 from sim.runtime.trace import Trace
-from sim.world.faults import Drop, Eviction, FaultPlan, Window
+from sim.world.faults import Drop, Eviction, FaultPlan, LimitChange, Window
 from sim.world.workload import Workload
 
 
@@ -267,13 +267,13 @@ def test_the_engines_fallback_rearms_instead_of_letting_the_platform_drop_it() -
 # --- a whole world: alarm failures and lost completion notices ---------------------
 
 
-def small_world(**faults: Any) -> Any:
+def small_world(seed: int = 3, **faults: Any) -> Any:
     config = WorldConfig(
         holder=HolderSpec(limit=4, leases=LeaseSpec(permits_per_lease=2)),
         workload=Workload(clients=2, items_per_minute=30, until_ms=60_000, duration_ms=(1_000, 5_000)),
         duration_ms=200_000,
     )
-    return run_world(config, FaultPlan(**faults), seed=3)
+    return run_world(config, FaultPlan(**faults), seed=seed)
 
 
 def test_a_lost_completion_notice_is_reconciled_by_the_finished_check() -> None:
@@ -300,6 +300,46 @@ def test_an_eviction_scheduled_by_the_plan_happens_at_its_time() -> None:
     assert [e["t"] for e in world.trace.of_kind("evict")] == [30_000]
 
 
+def test_a_fault_may_fall_before_or_after_the_other_work_of_its_millisecond() -> None:
+    """The submit sent at 1 s is delivered at 1.005 s, when the client is evicted: the seed
+    decides which comes first (deliveries are heap entries, and so are faults), and over a few
+    seeds both orders happen. Before faults were heap entries, one order could not happen."""
+    from sim.world.workload import Arrival
+
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=None),
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=1, duration_ms=2_000),)
+        ),
+        duration_ms=20_000,
+    )
+    orders = set()
+    for seed in range(12):
+        run = run_world(config, FaultPlan(evictions=(Eviction("client-0", 1_005),)), seed=seed)
+        orders.add(
+            tuple(
+                e["kind"] for e in run.trace.events() if e["t"] == 1_005 and e["kind"] in ("deliver", "fault")
+            )
+        )
+        assert run.result.outcome == "completed", run.result
+    assert orders == {("deliver", "fault"), ("fault", "deliver")}
+
+
+def test_faults_due_together_keep_their_plan_order() -> None:
+    for seed in (1, 2, 3, 4):
+        t = small_world(
+            seed=seed,
+            evictions=(Eviction("holder:acct", 30_000), Eviction("client-0", 30_000)),
+            limit_changes=(LimitChange(30_000, 3),),
+        ).trace
+        at = [
+            (e["kind"], e.get("target", e.get("action")))
+            for e in t.events()
+            if e["t"] == 30_000 and e["kind"] in ("fault", "operator")
+        ]
+        assert at == [("fault", "holder:acct"), ("fault", "client-0"), ("operator", "limit")], at
+
+
 def test_evicting_a_client_loses_its_in_flight_calls_but_never_its_queue() -> None:
     # The client's request waits at the holder for the round at 2.010 s; the client is
     # evicted at 1.5 s. Its items stay queued in its storage; the alarm it left brings it
@@ -324,3 +364,138 @@ def test_evicting_a_client_loses_its_in_flight_calls_but_never_its_queue() -> No
     assert admitted == {"client-0/item-1", "client-0/item-2", "client-0/item-3"}
     instances = [e["generation"] for e in t.of_kind("instance") if e["object"] == "client-0"]
     assert instances == [0, 1]
+
+
+class _Starter:
+    """Its constructor starts a loop that, in its first step, starts a task and sets a timer."""
+
+    log: ClassVar[list[tuple[str, bool]]] = []
+
+    def __init__(self, ctx: ObjectContext) -> None:
+        self.ctx = ctx
+
+        async def loop() -> None:
+            self.log.append(("loop", ctx.alive))
+
+            async def child() -> None:
+                self.log.append(("child", ctx.alive))
+
+            ctx.start_task(child, "child")
+            ctx.call_at(ctx.sim.now() + 10, lambda: self.log.append(("timer", ctx.alive)))
+            await ctx.sim.sleep(1_000)
+
+        ctx.start_task(loop, "loop")
+
+    def handle(self, method: str, payload: Any) -> Any:
+        if method == "quick":
+
+            async def quick() -> str:  # no checkpoint on its way to the answer
+                return "an answer from the evicted instance"
+
+            return Later(quick)
+        return None
+
+    async def alarm(self) -> None:
+        pass
+
+
+def test_an_evicted_instance_does_no_more_work() -> None:
+    """Work an instance started, not yet running when it is evicted, never runs; a dead
+    instance's context starts nothing and sets no timer."""
+    _Starter.log = []
+    late: list[Any] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            obj = DurableObject(sim, "obj", _Starter, nursery)
+            obj.instance()  # the loop is started, not yet run
+            dead = obj._context
+            assert dead is not None
+            obj.evict()
+
+            async def never() -> None:
+                late.append("started")
+
+            late.append(dead.start_task(never, "late").cancel_called)
+            dead.call_at(sim.now() + 5, lambda: late.append("fired"))
+            await sim.sleep(100)
+            nursery.cancel_scope.cancel()
+
+    run(1, main, Trace(1, {}, {}))
+    assert _Starter.log == []
+    assert late == [True]
+
+
+def test_a_call_waiting_when_its_instance_is_evicted_fails_even_if_its_answer_is_ready() -> None:
+    outcomes: list[Any] = []
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            obj = DurableObject(sim, "obj", _Starter, nursery)
+            later = obj.dispatch("quick", None)  # what a delivery does
+            assert isinstance(later, Later)
+            obj.evict()  # before the call's task runs
+            try:
+                outcomes.append(await later.wait())
+            except RemoteError as error:
+                outcomes.append(error.kind)
+            outcomes.append(len(obj._calls))
+            nursery.cancel_scope.cancel()
+
+    run(1, main, Trace(1, {}, {}))
+    assert outcomes == ["evicted", 0]
+
+
+class _Alarmed:
+    seen: ClassVar[set[tuple[int | None, bool]]] = set()
+
+    def __init__(self, ctx: ObjectContext) -> None:
+        self.ctx = ctx
+        self.ran = False
+
+    def handle(self, method: str, payload: Any) -> Any:
+        self.seen.add((self.ctx.get_alarm(), self.ran))
+        return None
+
+    async def alarm(self) -> None:
+        self.ran = True
+
+
+def test_the_platform_clears_the_alarm_and_runs_it_in_one_step() -> None:
+    """A call handled in the alarm's millisecond sees the alarm stored and not run, or cleared
+    and run: never cleared and not run (a state the platform never shows)."""
+    _Alarmed.seen = set()
+    for seed in range(20):
+
+        async def main(sim: Sim) -> None:
+            async with trio.open_nursery() as nursery:
+                obj = DurableObject(sim, "obj", _Alarmed, nursery)
+                obj.instance()
+                obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 1000)")
+                obj.alarm_changed()
+                network = Network(sim, FaultPlan(), nursery, latency_ms=1)
+                network.register("obj", obj)
+                await sim.sleep(999)
+                network.notify("x", "obj", "look", None)  # delivered at 1000
+                await sim.sleep(100)
+                nursery.cancel_scope.cancel()
+
+        run(seed, main, Trace(seed, {}, {}))
+    assert (None, False) not in _Alarmed.seen
+    assert _Alarmed.seen
+
+
+def test_an_alarm_due_after_its_world_shut_down_is_not_delivered() -> None:
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            obj = DurableObject(sim, "obj", _Alarmed, nursery)
+            obj.instance()
+            obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 1000)")
+            obj.alarm_changed()
+            await sim.sleep(500)
+            nursery.cancel_scope.cancel()
+        await sim.sleep(2_000)  # the run goes on past the alarm's time
+
+    t = Trace(1, {}, {})
+    assert run(1, main, t).outcome == "completed"
+    assert not t.of_kind("alarm")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -160,8 +161,8 @@ def _cancel_race(seed: int) -> list[str]:
 
 
 def test_a_task_cancelled_after_it_was_woken_does_not_run_on() -> None:
-    # An eviction due at the same millisecond as the instance's round timer: if the eviction
-    # runs first, the round must not commit on the dead instance.
+    # An eviction due at the same millisecond as the moment a client's loop wakes: if the
+    # eviction runs first, the dead instance's loop must not send a request.
     orders = {tuple(_cancel_race(seed)) for seed in range(40)}
     assert ("cancelled", "ran") not in orders
     assert orders == {("ran", "cancelled"), ("cancelled",)}  # both interleavings happen
@@ -193,3 +194,36 @@ def test_sim_now_follows_trios_clock_through_a_run() -> None:
     result = run(3, main, Trace(3, {}, {}))
     assert result.outcome == "completed"
     assert seen == [(0, 0), (7, 7), (1_007, 1_007), (1_008, 1_008)]
+
+
+def test_entries_due_together_run_in_order_with_first_and_last_at_the_edges() -> None:
+    order: list[str] = []
+
+    async def main(sim: Sim) -> None:
+        for name, tie in (("a", "fifo"), ("b", "last"), ("c", "first"), ("d", "fifo"), ("e", "first")):
+            sim.call_at(1_000, functools.partial(order.append, name), tie)  # type: ignore[arg-type]
+        sim.call_at(999, functools.partial(order.append, "earlier"), "last")
+        await sim.sleep(2_000)
+
+    run(1, main, trace())
+    assert order == ["earlier", "c", "e", "a", "d", "b"]
+
+
+def test_a_cancelled_entry_past_the_limit_does_not_hide_a_deadlock() -> None:
+    """An answered wait leaves its (cancelled) timeout entry in the heap; a run stuck after it
+    is a deadlock, not a run that reached its time limit."""
+
+    async def main(sim: Sim) -> None:
+        signal = sim.signal()
+
+        async def setter() -> None:
+            await sim.sleep(10)
+            signal.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(setter)
+            assert await signal.wait(120_000)  # answered at 10 ms; its timeout entry is cancelled
+            await trio.sleep_forever()
+
+    result = run(1, main, trace(), Limits(time_limit_ms=60_000))
+    assert result.outcome == "deadlock", result

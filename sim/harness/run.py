@@ -9,7 +9,7 @@ objects for inspection. The same three inputs give the same trace bytes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
@@ -34,6 +34,7 @@ from sim.runtime.durable import DurableObject, Factory
 from sim.runtime.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from sim.runtime.network import DEFAULT_LATENCY_MS, Network
+from sim.runtime.timers import Tie
 from sim.runtime.trace import Trace
 from sim.world.client_object import ClientObject, ClientSettings
 from sim.world.faults import FaultPlan, InputFault
@@ -411,7 +412,7 @@ def _build(
                 functools.partial(lease_rows, world.holders[key].storage),
                 name=f"forger.leases.{key}",
             )
-    nursery.start_soon(_scheduled_faults, sim, world, faults, nursery, name="faults")
+    _schedule_faults(sim, world, faults, nursery)
     return world
 
 
@@ -498,12 +499,20 @@ def _client_factory(
     return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
 
 
-async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:
-    """Evictions and the operator's limit changes, at their times, in plan order on ties."""
-    objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
-    actions: list[tuple[int, int, Callable[[], Awaitable[None]]]] = []
+def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:
+    """Evictions, the operator's limit changes and the user's cancels, at their times.
 
-    def add(at_ms: int, action: Callable[[], Awaitable[None]]) -> None:
+    Each is an entry in the runtime's heap, in plan order on ties. Where a
+    fault falls among the other work due in its millisecond (a round, a
+    delivery, a client's wake-up) is drawn from the seed, once per
+    millisecond: all of that millisecond's faults go first, or all go last.
+    So a seed reaches both an eviction just before a round and one just
+    after it.
+    """
+    objects = {**{o.name: o for o in world.holders.values()}, **world.clients}
+    actions: list[tuple[int, int, Callable[[], None]]] = []
+
+    def add(at_ms: int, action: Callable[[], None]) -> None:
         actions.append((at_ms, len(actions), action))
 
     for eviction in faults.evictions:
@@ -527,13 +536,16 @@ async def _scheduled_faults(sim: Sim, world: World, faults: FaultPlan, nursery: 
     for cancel in faults.cancels:
         # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
         aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
-        add(cancel.at_ms, functools.partial(_start, nursery, aimed))
+        add(cancel.at_ms, functools.partial(nursery.start_soon, aimed, name="cancel"))
+    ties = sim.rng("fault-ties")
+    tie: dict[int, Tie] = {}
     for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
-        await sim.sleep_until(at_ms)
-        await action()
+        if at_ms not in tie:
+            tie[at_ms] = "first" if ties.random() < 0.5 else "last"
+        sim.call_at(at_ms, action, tie[at_ms])
 
 
-async def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> None:
+def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> None:
     obj = objects.get(target)
     if obj is None:
         sim.event("fault_skipped", target=target, reason="no such object")
@@ -542,7 +554,7 @@ async def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> No
     obj.evict()
 
 
-async def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:
+def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:
     """The deployment's limit changes (``env.ACCOUNT_CONCURRENCY``): it outlives instances."""
     for holder_key, env in world.envs.items():
         if key in (None, holder_key):
@@ -550,7 +562,7 @@ async def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> Non
             sim.event("operator", action="limit", key=holder_key, limit=limit)
 
 
-async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | None) -> None:
+def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | None) -> None:
     """``limitWorkflow()`` on the live instance (built if needed): eviction forgets it."""
     obj = world.holders.get(key)
     if obj is None:
@@ -563,10 +575,6 @@ async def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: 
     else:
         instance.group_limits[group] = limit
     sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
-
-
-async def _start(nursery: trio.Nursery, action: Callable[[], Awaitable[None]]) -> None:
-    nursery.start_soon(action, name="cancel")
 
 
 #: A cancel waits at most this long for its client to have a request out, checking this often.

@@ -101,8 +101,15 @@ class ObjectContext:
         return self.object.generation == self.generation
 
     def start_task(self, fn: Callable[[], Awaitable[None]], name: str) -> trio.CancelScope:
-        """Run ``fn`` until it returns or the instance is evicted; returns its cancel scope."""
+        """Run ``fn`` until it returns or the instance is evicted; returns its cancel scope.
+
+        Started by an instance already evicted, or evicted before the task
+        first runs, ``fn`` never runs: a dead instance does no more work.
+        """
         scope = trio.CancelScope()
+        if not self.alive:
+            scope.cancel()
+            return scope
         key = self._next_scope
         self._next_scope += 1
         self._scopes[key] = scope
@@ -110,6 +117,7 @@ class ObjectContext:
         async def body() -> None:
             try:
                 with scope:
+                    await trio.lowlevel.checkpoint_if_cancelled()  # evicted before it started
                     await fn()
             finally:
                 self._scopes.pop(key, None)
@@ -129,6 +137,10 @@ class ObjectContext:
         """
         key = self._next_scope
         self._next_scope += 1
+        if not self.alive:  # set by an instance already evicted: it never fires
+            timer = ObjectTimer(self._timers, key, Entry(action))
+            timer.cancel()
+            return timer
 
         def fire() -> None:
             del self._timers[key]
@@ -159,7 +171,7 @@ class ObjectContext:
         self.object.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
 
     def alarm_written(self) -> None:
-        """After a commit that may have changed the alarm: wake the platform's delivery loop."""
+        """After a commit that may have changed the alarm: point the platform's timer at it."""
         self.object.alarm_changed()
 
 
@@ -272,7 +284,10 @@ class DurableObject:
     async def _finish(self, later: Later, scope: trio.CancelScope, key: int, method: str) -> Any:
         result: Any = None
         try:
-            with scope:  # cancelled already if the instance was evicted since the call arrived
+            with scope:
+                # Cancelled already if the instance was evicted since the call arrived: a
+                # cancelled scope only acts at a checkpoint, and ``wait()`` may have none.
+                await trio.lowlevel.checkpoint_if_cancelled()
                 try:
                     result = await later.wait()
                 except _REPLIED as error:
@@ -313,17 +328,19 @@ class DurableObject:
 
     def _alarm_due(self) -> None:
         self._alarm_timer = None
-        stored = self.get_alarm()
-        if stored is None or stored > self.sim.now():
-            self.alarm_changed()  # deleted or moved later behind the platform's back: not due
-            return
-        self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
+        if self.nursery.cancel_scope.cancel_called:
+            return  # the world is shutting down: no more deliveries
         self._alarm_running = True
-        self.nursery.start_soon(self._deliver_alarm, stored, name=f"{self.name}.platform_alarm")
+        self.nursery.start_soon(self._deliver_alarm, name=f"{self.name}.platform_alarm")
 
-    async def _deliver_alarm(self, scheduled_ms: int) -> None:
+    async def _deliver_alarm(self) -> None:
+        """Read the stored alarm again, clear it and run ``alarm()``, with nothing in between."""
         try:
-            await self._run_alarm(scheduled_ms)
+            stored = self.get_alarm()
+            # Deleted or moved later behind the platform's back: not due.
+            if stored is not None and stored <= self.sim.now():
+                self.storage.execute(f"DELETE FROM {_ALARM_TABLE}")
+                await self._run_alarm(stored)
         finally:
             self._alarm_running = False
         self.alarm_changed()

@@ -36,7 +36,7 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
-from sim.runtime.timers import Signal, Timers
+from sim.runtime.timers import Entry, Signal, Tie, Timers
 from sim.runtime.trace import Trace
 
 _NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
@@ -136,9 +136,12 @@ class Sim:
     async def sleep(self, ms: int) -> None:
         await self.timers.sleep_until(self.now() + ms)
 
-    def call_at(self, t_ms: int, action: Callable[[], None]) -> Any:
-        """Run the plain callback ``action`` at ``t_ms`` (no task); returns a cancellable entry."""
-        return self.timers.call_at(t_ms, action)
+    def call_at(self, t_ms: int, action: Callable[[], None], tie: Tie = "fifo") -> Entry:
+        """Run the plain callback ``action`` at ``t_ms`` (no task); returns a cancellable entry.
+
+        ``tie``: where it goes among the entries due at the same millisecond (``Timers.call_at``).
+        """
+        return self.timers.call_at(t_ms, action, tie)
 
     def signal(self) -> Signal:
         return Signal(self.timers)

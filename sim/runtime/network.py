@@ -20,7 +20,7 @@ task of its own, which awaits the answer and sends the reply.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, Protocol
 
 import attrs
@@ -224,6 +224,9 @@ class Network:
             return
         if isinstance(value, Later):
             self._nursery.start_soon(self._respond_later, value, msg, src, dst, method, reply)
+        elif isinstance(value, Coroutine):  # an ``async def`` handler: a bug, not an answer
+            value.close()
+            raise TypeError(f"{dst}.{method} answered with a coroutine: return the answer or a Later")
         else:
             self._respond(msg, src, dst, method, reply, value, None)
 

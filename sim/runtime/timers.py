@@ -12,7 +12,8 @@ else parks on the heap:
 - ``Signal`` is an event a task can wait on with an optional deadline.
 
 Entries due at the same millisecond run in the order they were scheduled
-(the heap is keyed by ``(time, sequence)``), so the simulation never
+(the heap is keyed by ``(time, sequence)``; an entry may ask to go first
+or last among them), all before the tasks they wake, so the simulation never
 depends on how Trio breaks deadline ties; tasks woken together still run
 in the order the seeded scheduler picks. Parked tasks stay cancellable
 (eviction cancels them like any Trio task), and a task cancelled after it
@@ -24,11 +25,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final, Literal
 
 import trio
 import trio.lowlevel
 import trio.testing
+
+Tie = Literal["first", "fifo", "last"]
+#: Sequence offsets: a run schedules far fewer than 2**60 entries.
+_TIE_OFFSET: Final[dict[str, int]] = {"first": -(2**60), "fifo": 0, "last": 2**60}
 
 
 class Entry:
@@ -46,11 +51,18 @@ class Timers:
         self._heap: list[tuple[int, int, Entry]] = []
         self._seq = 0
 
-    def call_at(self, t_ms: int, action: Callable[[], None]) -> Entry:
-        """Run ``action()`` at ``t_ms``; cancel with ``entry.cancelled = True``."""
+    def call_at(self, t_ms: int, action: Callable[[], None], tie: Tie = "fifo") -> Entry:
+        """Run ``action()`` at ``t_ms``; cancel with ``entry.cancelled = True``.
+
+        ``tie`` places it among the entries due at the same millisecond:
+        ``fifo`` in the order scheduled, ``first`` before every ``fifo`` entry,
+        ``last`` after them all (an injected fault at the edge of its moment:
+        see ``sim.harness.run``).
+        """
         entry = Entry(action)
         self._seq += 1
-        heapq.heappush(self._heap, (t_ms, self._seq, entry))
+        seq = self._seq + _TIE_OFFSET[tie]
+        heapq.heappush(self._heap, (t_ms, seq, entry))
         return entry
 
     async def sleep_until(self, t_ms: int) -> None:
@@ -72,16 +84,21 @@ class Timers:
 
         It waits until no task can run (``wait_all_tasks_blocked``), then jumps
         the virtual clock to the earliest entry and runs every entry due by
-        then. A Trio deadline that comes first (the run's time limit, a test's
-        ``trio.sleep``) is jumped to instead and left to Trio to expire. No
-        cancel scope and no ``Cancelled`` per step: waking this task costs
-        one scheduler pass. ``idle()`` is called whenever no entry is left
-        (the kernel's deadlock check).
+        then. A Trio deadline that comes first or at the same time (the run's
+        time limit, a test's ``trio.sleep``) is jumped to instead and left to
+        Trio to expire. No cancel scope and no ``Cancelled`` per step: waking
+        this task costs one scheduler pass. ``idle()`` is called whenever no
+        live entry is left (the kernel's deadlock check).
+
+        So every entry due at a millisecond runs before any task woken at
+        that millisecond does: those run once the driver waits again.
         """
         heap = self._heap
         while True:
             await trio.testing.wait_all_tasks_blocked()
             now = clock.current_time()
+            while heap and heap[0][2].cancelled:
+                heapq.heappop(heap)  # a cancelled entry moves nothing: it must not hide a deadlock
             if not heap:
                 idle()
             due = heap[0][0] if heap else math.inf
@@ -154,10 +171,10 @@ async def _fenced() -> None:
     """Raise ``Cancelled`` if the task's scope was cancelled after it was woken.
 
     A task woken by a timer or a signal is runnable until the scheduler gets
-    to it; if another task woken in the same batch cancels it first (an
-    eviction due at the same millisecond as the instance's round timer), Trio
-    still resumes it normally and it would run up to its next checkpoint: a
-    dead instance committing a round after its eviction. This makes the
+    to it; if something due in the same millisecond cancels it first (an
+    eviction at the moment the client's loop wakes), Trio still resumes it
+    normally and it would run up to its next checkpoint: a dead instance
+    sending a request after its eviction. This makes the
     cancellation take effect at once. It does not yield when the task was not
     cancelled, so it changes nothing else.
     """

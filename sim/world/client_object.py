@@ -102,10 +102,11 @@ class ClientObject:
             added = self.queue.enqueue(items, self.sim.now())
             for item in items:
                 self.sim.event("enqueue", client=self.ctx.name, item=item.id, key=item.key, group=item.group)
-            self._poke()
+            self._after_call()
             return added
         if method == "release":
             self._release(payload)
+            self._after_call()
             return None
         raise RemoteError("protocol", f"unknown method {method!r}")
 
@@ -133,6 +134,19 @@ class ClientObject:
 
     def _poke(self) -> None:
         self._wake.set()
+
+    def _after_call(self) -> None:
+        """Arm the alarm for what the call changed, then wake the loop.
+
+        The reference's queue runs on the scheduler, whose reconcile arms the
+        alarm in the transaction of every write, enqueue included. Arming it
+        here, before the call returns, is the same: nothing can come between
+        (the handler is synchronous). Left to the loop, an eviction before the
+        loop's next step would leave queued items with no alarm to bring the
+        object back.
+        """
+        self._arm_alarm(self._next_wakeup(self.sim.now(), due_now=True))
+        self._poke()
 
     def _release(self, item: str) -> None:
         released = self.queue.release(item)
@@ -181,7 +195,9 @@ class ClientObject:
                 self.ctx.start_task(lambda: self._finished_check(stale), "finished_check")
             self._next_check_at = now + self.settings.finished_check_ms
 
-    def _next_wakeup(self, now: int) -> int | None:
+    def _next_wakeup(self, now: int, due_now: bool = False) -> int | None:
+        """When the loop must next act: the earliest time after ``now``; with ``due_now``, work
+        already due counts as due at ``now`` (a call has just changed what there is to do)."""
         next_request, heartbeat, oldest_running, lease_expiry = self.queue.next_wakeup()
         times = [t for t in (next_request, heartbeat, lease_expiry) if t is not None]
         times += [t for t in self._retry_at.values() if t > now]
@@ -191,6 +207,8 @@ class ClientObject:
             times.append(now + self.settings.rpc_timeout_ms)
         if oldest_running is not None:
             times.append(self._next_check_at)
+        if due_now:
+            return max(min(times), now) if times else None
         future = [t for t in times if t > now]
         return min(future) if future else None
 
