@@ -184,3 +184,15 @@ def test_the_wire_examples_are_what_the_code_reads_and_writes(tmp_path: Path) ->
         path = tmp_path / f"case-{number}.json"
         path.write_text(json.dumps(case), encoding="utf-8")
         load_case(path)  # raises CaseFileError if the example is not a valid case
+
+
+def test_the_replay_example_in_cli_md_is_what_replay_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sim.cli.main import main
+
+    text = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    shown = text.split("$ semsim replay examples/traffic.jsonl\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT)
+    assert main(["replay", "examples/traffic.jsonl"]) == 0
+    assert capsys.readouterr().out == shown
