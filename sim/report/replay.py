@@ -908,9 +908,11 @@ def traffic_from_trace(
     are left out: they change nothing. The simulated holder keeps
     ``limitWorkflow`` caps in instance memory, so an eviction lifts them.
 
-    The trace records a delivery when the message arrives, but the holder
-    handles it in a task of its own, possibly after a round that fires at
-    the same instant. So the recorder runs a holder alongside and, for each
+    The trace records a delivery when the message arrives, and the holder
+    handles it there and then (runtime schedule 2; in schedule 1 it did so
+    in a task of its own, possibly after a round due at the same instant).
+    A round and a delivery due at the same instant still run in heap order,
+    which a trace does not show. So the recorder runs a holder alongside and, for each
     round, decides which same-instant deliveries it served by finding the
     choice that reproduces the round's grants, leases and usage exactly (a
     request handled too late joins the next round). A round no choice
