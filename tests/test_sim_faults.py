@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.runtime.durable import DurableObject, ObjectContext
+from sim.runtime.durable import DurableObject, Factory, ObjectContext
 from sim.runtime.engine import Engine
 from sim.runtime.kernel import Sim, run
 from sim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
@@ -223,6 +223,15 @@ def test_eviction_fails_waiting_calls_and_keeps_storage() -> None:
     assert evict["calls"] == 1
 
 
+def _with_alarm(sim: Sim, nursery: trio.Nursery, factory: Factory, at_ms: int) -> DurableObject:
+    """A live object whose stored alarm is ``at_ms``, the platform told of it."""
+    obj = DurableObject(sim, "obj", factory, nursery)
+    obj.instance()
+    obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, ?)", (at_ms,))
+    obj.alarm_changed()
+    return obj
+
+
 def _alarm_run(fallback: bool) -> Trace:
     t = Trace(1, {}, {})
 
@@ -236,10 +245,7 @@ def _alarm_run(fallback: bool) -> Trace:
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            obj = DurableObject(sim, "obj", WithEngine, nursery)
-            obj.instance()
-            obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 500)")
-            obj.alarm_changed()
+            _with_alarm(sim, nursery, WithEngine, 500)
             await sim.sleep(200_000)
             nursery.cancel_scope.cancel()
 
@@ -469,10 +475,7 @@ def test_the_platform_clears_the_alarm_and_runs_it_in_one_step() -> None:
 
         async def main(sim: Sim) -> None:
             async with trio.open_nursery() as nursery:
-                obj = DurableObject(sim, "obj", _Alarmed, nursery)
-                obj.instance()
-                obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 1000)")
-                obj.alarm_changed()
+                obj = _with_alarm(sim, nursery, _Alarmed, 1000)
                 network = Network(sim, FaultPlan(), nursery, latency_ms=1)
                 network.register("obj", obj)
                 await sim.sleep(999)
@@ -488,10 +491,7 @@ def test_the_platform_clears_the_alarm_and_runs_it_in_one_step() -> None:
 def test_an_alarm_due_after_its_world_shut_down_is_not_delivered() -> None:
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            obj = DurableObject(sim, "obj", _Alarmed, nursery)
-            obj.instance()
-            obj.storage.execute("INSERT INTO semsim_alarm (id, at) VALUES (1, 1000)")
-            obj.alarm_changed()
+            _with_alarm(sim, nursery, _Alarmed, 1000)
             await sim.sleep(500)
             nursery.cancel_scope.cancel()
         await sim.sleep(2_000)  # the run goes on past the alarm's time
