@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -34,9 +34,10 @@ from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
 from sim.check import lockstep as lockstep_module
+from sim.check.across_clients import AcrossClients
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
-from sim.check.row_mirror import Delta, RowMirror, Rows, read_rows
+from sim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
@@ -227,6 +228,8 @@ class Monitor:
         self._window_rounds: dict[str, list[int]] = {}
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
         self.allocation = AllocationChecks()
+        #: What ``progress`` reads from every client at once, kept from the clients that changed.
+        self._across = AcrossClients()
 
     def watch_client(self, obj: DurableObject) -> None:
         """A client object of the run (the world adds each to ``clients`` too).
@@ -409,7 +412,7 @@ class Monitor:
         self._conservative(key, granted + leased)
         in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
         if key in self._starved_since and self.clients is not None:
-            running = _lease_in_use(self.clients, key)
+            running = self._lease_in_use(self.clients, key)
             if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
                 del self._starved_since[key]  # every permit in use at this moment: not starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
@@ -682,7 +685,7 @@ class Monitor:
         now = self.sim.now()
         if _expiry_due(clients, now):
             self.last_moved_ms = now  # a client is about to retire a lease and report it
-        known = _known_leases(clients)
+        known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
             waiting, busy, capacity, leaked, oldest = self._starvation(key, state, clients, known, now)
             self._leaked_seen[key] = leaked
@@ -711,7 +714,12 @@ class Monitor:
                 )
 
     def _starvation(
-        self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], known: set[str], now: int
+        self,
+        key: str,
+        state: _HolderState,
+        clients: Mapping[str, DurableObject],
+        known: Container[str],
+        now: int,
     ) -> tuple[int, int, int, int, int]:
         """Now: (items waiting that the holder could serve, permits busy, capacity, permits leaked,
         when the oldest of those waiting items arrived)."""
@@ -722,13 +730,13 @@ class Monitor:
         charged = self._charged_against_caps(state, now) if caps else {}
         servable = {
             group: entry
-            for group, entry in sorted(_waiting_by_group(clients, key).items())
+            for group, entry in sorted(self._waiting_by_group(clients, key).items())
             if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
         }
         waiting = sum(count for count, _ in servable.values())
         oldest = min((at for _, at in servable.values()), default=0)
-        leaked = _leaked(state.obj.storage, known)
-        capacity = _capacity(state.env, _lease_in_use(clients, key))
+        leaked = self._leaked(state, known)
+        capacity = _capacity(state.env, self._lease_in_use(clients, key))
         # Busy: what the holder still counts for grants (a release not yet reported,
         # a grant on its way to be claimed: latency, not starvation), what leases
         # actually run, and the documented leak. Idle lease headroom is not busy.
@@ -766,7 +774,7 @@ class Monitor:
             or _expiry_due(clients, now)
         ):
             return False
-        known = _known_leases(clients)
+        known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
             waiting, _, capacity, leaked, _ = self._starvation(key, state, clients, known, now)
             if waiting and (_accounted(state.obj.storage, now)[0] or capacity > leaked):
@@ -781,7 +789,7 @@ class Monitor:
         leases expire); otherwise no finding explains it.
         """
         now = self.sim.now()
-        known = _known_leases(clients)
+        known = self._known_leases(clients)
         finding = None
         held_up = []
         for key, state in sorted(self._holders.items()):
@@ -807,7 +815,7 @@ class Monitor:
             return
         state = self._holders[key]
         busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
-        capacity = _capacity(state.env, _lease_in_use(self.clients, key))
+        capacity = _capacity(state.env, self._lease_in_use(self.clients, key))
         if busy >= capacity:
             return  # a full round: ``_round_was_full`` closed the window already
         window = self._window_rounds.get(key)
@@ -841,7 +849,41 @@ class Monitor:
 
     def _busy(self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], leaked: int) -> int:
         granted, _ = _accounted(state.obj.storage, self.sim.now())
-        return max(self.in_use[key], granted + _lease_in_use(clients, key)) + leaked
+        return max(self.in_use[key], granted + self._lease_in_use(clients, key)) + leaked
+
+    def _leaked(self, state: _HolderState, known: Container[str]) -> int:
+        """The documented leak's footprint now, from the row mirror: every holder commit refreshes
+        it, so between commits it holds the stored rows (the debug mode reads them and compares)."""
+        leaked = _leaked_in(state.mirror.rows["leases"], known)
+        if self.full:
+            stored = _leaked(state.obj.storage, known)
+            if stored != leaked:
+                self.fail("checker", f"the row mirror's leaked footprint {leaked} is not the stored {stored}")
+        return leaked
+
+    def _lease_in_use(self, clients: Mapping[str, DurableObject], key: str) -> int:
+        """Lease permits drawn and not yet released for ``key``, as the clients count them."""
+        self._across.refresh(clients)
+        running = self._across.lease_in_use(key)
+        if self.full and running != _lease_in_use(clients, key):
+            self.fail("checker", f"{key}: kept lease permits in use {running} differ from the clients'")
+        return running
+
+    def _waiting_by_group(self, clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
+        """Per group, the items of ``key`` queued or being claimed, and when the oldest arrived."""
+        self._across.refresh(clients)
+        waiting = self._across.waiting_by_group(key)
+        if self.full and waiting != _waiting_by_group(clients, key):
+            self.fail("checker", f"{key}: kept waiting items {waiting} differ from the clients'")
+        return waiting
+
+    def _known_leases(self, clients: Mapping[str, DurableObject]) -> Container[str]:
+        """Every lease id some client knows."""
+        self._across.refresh(clients)
+        known = self._across.known
+        if self.full and set(known) != _known_leases(clients):
+            self.fail("checker", "the kept lease ids differ from the clients'")
+        return known
 
     def _round_was_full(self, key: str, state: _HolderState) -> None:
         """A commit that left no room for what waits (idle lease headroom aside) ends a window.
@@ -853,7 +895,7 @@ class Monitor:
         if key in self._starved_since and self.clients is not None:
             clients = self.clients
             waiting, busy, capacity, _, _ = self._starvation(
-                key, state, clients, _known_leases(clients), self.sim.now()
+                key, state, clients, self._known_leases(clients), self.sim.now()
             )
             # No room for what waits: every permit busy, or every waiting group at its cap.
             if not waiting or busy >= capacity:
@@ -869,7 +911,7 @@ class Monitor:
         assert self.settled(clients), "finish() judges a settled run"
         now = self.sim.now()
         self.sim.event("settled", waiting=self.outstanding(clients))
-        known = _known_leases(clients)
+        known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
             if not _built(state.obj.storage):
                 continue  # the holder was never built: nothing was ever granted
@@ -890,7 +932,7 @@ class Monitor:
                     f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
                 )
             granted, leased = _accounted(state.obj.storage, now)
-            leaked = _leaked(state.obj.storage, known)
+            leaked = self._leaked(state, known)
             self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
             # A client whose items still wait (in a capped group, say) is still working: it
             # keeps its leases until the holder says contended, by design.
@@ -954,7 +996,7 @@ def _charge(rows: Rows, kind: str, holding_id: str, now: int) -> int:
 
 
 def _held_by_waiting_clients(
-    conn: Any, clients: Mapping[str, DurableObject], key: str, known: set[str]
+    conn: Any, clients: Mapping[str, DurableObject], key: str, known: Container[str]
 ) -> int:
     """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
     waiting = {
@@ -1020,14 +1062,19 @@ def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
     }
 
 
-def _leaked(conn: Any, known: set[str]) -> int:
+def _leaked(conn: Any, known: Container[str]) -> int:
     """Footprint of leases no client knows: granted in replies that were lost."""
     return sum(
         max(0, lease.permits - lease.released) for lease in _leases(conn) if lease.lease_id not in known
     )
 
 
-def _leaked_count(conn: Any, known: set[str]) -> int:
+def _leaked_in(leases: Mapping[str, tuple[Any, ...]], known: Container[str]) -> int:
+    """:func:`_leaked` on mirrored lease rows (by id)."""
+    return sum(lease_footprint(row) for lease_id, row in leases.items() if lease_id not in known)
+
+
+def _leaked_count(conn: Any, known: Container[str]) -> int:
     return sum(1 for lease in _leases(conn) if lease.lease_id not in known)
 
 
