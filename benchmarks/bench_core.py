@@ -14,6 +14,7 @@ benchmark, not a test (nothing asserts on it).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import itertools
 import os
@@ -140,13 +141,13 @@ def bench(grants: int, leases: int, repeat: int) -> dict[str, tuple[float, float
         one = batch[0]
         message = PermitSync(client_id=one.client_id, grants=one.grants, leases=one.leases)
         if name == "semsim":
-            results["round_ms"] = measure(conn, lambda h=holder, b=batch: h.round(b, NOW), repeat)
-            results["sync_ms"] = measure(conn, lambda h=holder, m=message: h.sync_message(m, NOW), repeat)
+            results["round_ms"] = measure(conn, functools.partial(holder.round, batch, NOW), repeat)
+            results["sync_ms"] = measure(conn, functools.partial(holder.sync_message, message, NOW), repeat)
         else:
             if grants > 1_000 and repeat > 5:
                 repeat = 5  # the literal port lists every row: slow by design
-            results["reference_round_ms"] = measure(conn, lambda h=holder, b=batch: h.round(b, NOW), repeat)
-            results["reference_sync_ms"] = measure(conn, lambda h=holder, m=message: h.sync(m, NOW), repeat)
+            results["reference_round_ms"] = measure(conn, functools.partial(holder.round, batch, NOW), repeat)
+            results["reference_sync_ms"] = measure(conn, functools.partial(holder.sync, message, NOW), repeat)
         gc.unfreeze()
     return results
 

@@ -85,7 +85,7 @@ def main() -> None:
     Trace.event = original  # type: ignore[method-assign]
     marks.setdefault(args.hours, end)
     result = run.result
-    verdict = result.outcome
+    verdict: str = result.outcome
     if result.invariant is not None:  # no finding is tolerated: F4's capacity_returns may end it
         finding = f":{result.finding}" if result.finding else ""
         verdict += f" ({result.invariant}{finding} at {result.end_ms} ms)"

@@ -26,3 +26,20 @@ def test_a_benchmark_whose_reader_goes_away_stops_quietly() -> None:
     error = process.stderr.read()
     assert process.wait(timeout=120) == EXIT_BROKEN_PIPE
     assert b"Traceback" not in error
+
+
+def test_the_standard_benchmark_runs_with_and_without_the_literal_model() -> None:
+    # Both ways, the run must complete, the known findings tolerated as the documented figures are.
+    script = ROOT / "benchmarks" / "bench_sim.py"
+    for extra in ([], ["--without-model"]):
+        done = subprocess.run(
+            [sys.executable, str(script), "--hours", "0.02", *extra],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("outcome: completed"), done.stdout
+        assert f"literal model in lockstep: {'off' if extra else 'on'}" in done.stdout

@@ -1,0 +1,1 @@
+"""Benchmark scripts (run as files: ``python benchmarks/bench_sim.py``); figures in docs/BENCHMARKS.md."""
