@@ -1,0 +1,154 @@
+"""What the engine hands the shell and hears back: attempts, timers, and the result of a step.
+
+Sans-I/O in the h11 sense (STYLE.md, "Functional core, imperative shell"):
+the engine never runs a handler, never sleeps and never reads a clock.
+Every call takes ``now_ms`` and returns a ``Step``: the lifecycle events it
+emitted, the attempts the shell must now run (``started``), the attempts
+whose signal it aborted, alarm invocations that ended, and the failures the
+reference would only log. Timers the live instance would hold (the early
+alarm, attempt timeouts, alarm hand-offs) are listed by ``Engine.timers()``
+and fired by the shell with ``Engine.fire`` or ``Engine.advance``.
+
+Only records; no decisions here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from semaphore_core.durability.errors import SerializedError
+from semaphore_core.durability.events import Event
+
+
+@attrs.frozen
+class Attempt:
+    """One claimed attempt for the shell to run: ``DurableCall`` plus its fence and deadline.
+
+    Report its outcome to the engine that started it: ``complete``, ``fail``,
+    or ``time_out`` at ``timeout_at_ms``. ``id`` is the stable idempotency key
+    (seed 002 lines 202-206: "key any external deduplication ... by ``id``,
+    never by ``attempt``").
+    """
+
+    table: str
+    id: str
+    operation: str
+    generation: str
+    attempt: int
+    payload: Any = attrs.field(eq=False)
+    started_at_ms: int
+    timeout_at_ms: int
+
+    @property
+    def fence(self) -> tuple[str, str, str, int]:
+        return (self.table, self.id, self.generation, self.attempt)
+
+
+@attrs.frozen
+class Abort:
+    """The attempt's ``AbortSignal`` fired (timeout or purge): a cooperative handler should stop."""
+
+    attempt: Attempt
+    reason: SerializedError
+
+
+TimerKind: TypeAlias = Literal["early_alarm", "attempt_timeout", "handoff"]
+
+
+@attrs.frozen
+class Timer:
+    """An in-memory timer of the live instance (lost on eviction); ``seq`` breaks ties in creation order."""
+
+    at_ms: int
+    seq: int
+    kind: TimerKind
+    attempt: Attempt | None = None
+    pass_id: int | None = None
+
+
+@attrs.frozen
+class AlarmInfo:
+    """``AlarmInvocationInfo``: what the platform says about this alarm delivery."""
+
+    retry_count: int = 0
+    is_retry: bool = False
+
+
+AlarmOutcome: TypeAlias = Literal["completed", "handed_off", "retrying", "failed"]
+
+
+@attrs.frozen
+class AlarmEnd:
+    """An alarm pass returned.
+
+    ``completed``: its due work finished and the alarm was reconciled.
+    ``handed_off``: ``alarmHandoffMs`` passed first; a new alarm is armed and
+    the work goes on in this instance. ``retrying``: it threw and the engine
+    armed its own fallback alarm (``error`` says why). ``failed``: it threw
+    and the fallback could not be armed either, so ``alarm()`` rejects and the
+    platform's retry takes over (for an early-timer pass: only reported).
+    """
+
+    pass_id: int
+    early: bool
+    outcome: AlarmOutcome
+    error: BaseException | None = None
+
+
+@attrs.frozen
+class AlarmRetry:
+    """``AlarmRetryInfo``, what ``onAlarmRetry`` would receive."""
+
+    error: SerializedError
+    retry_in_ms: int
+    retry_count: int | None = None
+    is_retry: bool | None = None
+
+
+@attrs.frozen
+class ReportedFailure:
+    """A failure the reference only passes to ``reportFailure`` (logged, never thrown)."""
+
+    label: str
+    error: BaseException
+
+
+@attrs.frozen(hash=False)
+class Step:
+    """Everything one call did, in order."""
+
+    now_ms: int
+    events: tuple[Event, ...] = ()
+    started: tuple[Attempt, ...] = ()
+    aborted: tuple[Abort, ...] = ()
+    passes_started: tuple[int, ...] = ()
+    alarm_ends: tuple[AlarmEnd, ...] = ()
+    alarm_retries: tuple[AlarmRetry, ...] = ()
+    failures: tuple[ReportedFailure, ...] = ()
+
+
+@attrs.define
+class Outbox:
+    """A step's results while the step runs (mutable; frozen into a ``Step`` at its end)."""
+
+    events: list[Event] = attrs.Factory(list)
+    started: list[Attempt] = attrs.Factory(list)
+    aborted: list[Abort] = attrs.Factory(list)
+    passes_started: list[int] = attrs.Factory(list)
+    alarm_ends: list[AlarmEnd] = attrs.Factory(list)
+    alarm_retries: list[AlarmRetry] = attrs.Factory(list)
+    failures: list[ReportedFailure] = attrs.Factory(list)
+
+    def freeze(self, now_ms: int) -> Step:
+        return Step(
+            now_ms=now_ms,
+            events=tuple(self.events),
+            started=tuple(self.started),
+            aborted=tuple(self.aborted),
+            passes_started=tuple(self.passes_started),
+            alarm_ends=tuple(self.alarm_ends),
+            alarm_retries=tuple(self.alarm_retries),
+            failures=tuple(self.failures),
+        )
