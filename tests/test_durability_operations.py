@@ -53,7 +53,7 @@ def test_registration_writes_the_row_and_arms_the_alarm_in_one_transaction() -> 
 
 
 def test_a_registration_whose_alarm_cannot_be_set_writes_nothing() -> None:
-    """"A row cannot commit without its alarm" (walkthrough, line 1913)."""
+    """ "A row cannot commit without its alarm" (walkthrough, line 1913)."""
     shell = Shell()
 
     def broken(at_ms: int) -> None:
@@ -176,7 +176,9 @@ def test_retries_follow_max_attempts_and_the_backoff() -> None:
     [event] = step.events
     assert isinstance(event, AttemptSettled)
     assert (event.outcome, event.next_attempt_at) == ("retry_scheduled", 1_100)  # 1 s
-    assert shell.durability.get_result("run", "a") == Pending(attempt=1, next_attempt_at=1_100, last_error="503")
+    assert shell.durability.get_result("run", "a") == Pending(
+        attempt=1, next_attempt_at=1_100, last_error="503"
+    )
     [second] = shell.engine.advance(1_100).started
     assert second.attempt == 2
     [event] = shell.engine.fail(second, RuntimeError("503"), 1_200).events

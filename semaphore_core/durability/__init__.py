@@ -62,6 +62,7 @@ from semaphore_core.durability.records import (
     Step,
     Timer,
 )
+from semaphore_core.durability.storage import DurableTable
 
 __all__ = [
     "ALL_DURABILITY_FIXES",
@@ -85,6 +86,7 @@ __all__ = [
     "DurableAttemptsExhaustedError",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
+    "DurableTable",
     "Engine",
     "Event",
     "ExponentialBackoff",
