@@ -39,7 +39,7 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 import attrs
 
@@ -139,10 +139,8 @@ class Join:
             self._engine.defer(callback)
 
 
-class RunDue(Protocol):
-    """A participant's due work: None when it finished at once, else a ``Join`` for when it does."""
-
-    def __call__(self, now_ms: int, info: AlarmInfo | None) -> Join | None: ...
+#: A participant's due work at ``now_ms``: None when it finished at once, else a ``Join`` for when it does.
+RunDue: TypeAlias = Callable[[int, AlarmInfo | None], Join | None]
 
 
 @attrs.frozen(eq=False)
