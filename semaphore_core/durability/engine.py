@@ -261,6 +261,7 @@ class Engine:
         self._tasks: deque[Callable[[], None]] = deque()
         self._out: Outbox | None = None
         self._now = 0
+        self._retired = False
 
     # --- steps ----------------------------------------------------------------------
 
@@ -317,6 +318,26 @@ class Engine:
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
+
+    def retire(self) -> None:
+        """The platform evicted this instance: its timers, waiters and passes are gone.
+
+        A shell that models handlers still in flight from an evicted instance
+        (their fenced writes may still land) keeps reporting their outcomes
+        here; a retired engine starts nothing new: no claim, no pass, no
+        timer. The reference has no such call: an evicted instance simply
+        stops, and the worst it can leave behind is exactly this.
+        """
+        self._retired = True
+        self._permit_waiters.clear()
+        self._early = None
+        for alarm_pass in self._passes.values():
+            alarm_pass.open = False
+        self._passes.clear()
+
+    @property
+    def retired(self) -> bool:
+        return self._retired
 
     # --- participants and schema ------------------------------------------------------
 
@@ -449,14 +470,14 @@ class Engine:
 
     def try_acquire_permit(self) -> bool:
         """``tryAcquirePermit`` (lines 1450-1456)."""
-        if self._available_permits == 0:
+        if self._available_permits == 0 or self._retired:
             return False
         self._available_permits -= 1
         return True
 
     def release_permit(self) -> None:
         """A permit's release (``createRelease``, lines 1468-1482): to the oldest waiter, else the pool."""
-        if self._permit_waiters:
+        if self._permit_waiters and not self._retired:
             waiter = self._permit_waiters.popleft()
             waiter.permit = True
             self.defer(lambda: self._claim(waiter))
@@ -497,6 +518,7 @@ class Engine:
 
     def _start_pass(self, info: AlarmInfo | None, *, early: bool) -> None:
         """``runAlarm`` (lines 1570-1601): every participant's due work, raced against the hand-off."""
+        assert not self._retired, "a retired instance runs no alarm"
         self._pass_ids += 1
         started_at = self._now
         alarm_pass = AlarmPass(
@@ -605,6 +627,8 @@ class Engine:
     def timers(self) -> list[Timer]:
         """The instance's in-memory timers, in firing order (time, then creation)."""
         found: list[Timer] = []
+        if self._retired:
+            return found
         if self._early is not None:
             found.append(Timer(at_ms=self._early.fires_at, seq=self._early.seq, kind="early_alarm"))
         for execution in self._running.values():
@@ -680,6 +704,8 @@ class Engine:
     def start_execution(self, spec: ExecutionSpec, eager_permit: bool) -> Execution:
         """``startExecution`` (lines 1628-1747): register as active now; claim once a permit is held."""
         execution = Execution(spec=spec, outcome=Join(self), settled=Join(self))
+        if self._retired:
+            return execution  # never starts: a dead instance claims nothing
         spec.active[spec.key] = execution
         self._track_active(spec.table.name, spec.key)
         # ``void settled.finally(...)``: registered first, so it runs before anyone awaiting ``settled``.

@@ -1,0 +1,56 @@
+"""Run the durable-operations state machine (``tests/stateful_durability.py``) in its variants.
+
+The faithful reference runs with and without ``liveTimers``, with one
+permit and with a few, and with a hand-off shorter than an attempt.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.stateful_durability import REACH, DurabilityMachine
+
+VARIANTS = {
+    "default": {},
+    "one-permit": {"concurrency": 1},
+    "live-timers": {"live_timers": True},
+    "short-handoff": {"handoff_ms": 10_000, "concurrency": 1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_durability_keeps_its_promises(name: str) -> None:
+    machine = type(f"Durability_{name.replace('-', '_')}", (DurabilityMachine,), VARIANTS[name])
+    profile = settings.default
+    assert profile is not None
+    run_state_machine_as_test(
+        machine,
+        settings=settings(profile, max_examples=max(20, profile.max_examples // 2), stateful_step_count=40),
+    )
+
+
+#: Every path the promises are checked on must be taken at least once over the variants.
+MUST_REACH = (
+    "event:registered:",
+    "event:attempt_started:",
+    "event:attempt_settled:completed",
+    "event:attempt_settled:retry_scheduled",
+    "event:attempt_settled:failed",
+    "event:terminal:",
+    "abort",
+    "alarm:early:completed",
+    "alarm:platform:completed",
+    "alarm:platform:retrying",
+    "alarm:early:handed_off",
+    "report:live:zombie",
+    "report:stale:old",
+    "stale report landed",
+)
+
+
+def test_the_machine_reaches_every_path() -> None:
+    """Runs after the variants above (pytest keeps file order): a rule that never fires checks nothing."""
+    missing = [name for name in MUST_REACH if not REACH[name]]
+    assert not missing, (missing, dict(REACH))
