@@ -44,6 +44,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from semaphore_core.durability import (
     AlarmInfo,
+    AttemptSettled,
     AttemptStarted,
     DuplicateDurablePayloadError,
     DurableTable,
@@ -117,7 +118,7 @@ class DurabilityMachine(RuleBasedStateMachine):
             REACH[f"event:{event.type}:{getattr(event, 'outcome', '')}"] += 1
             if isinstance(event, AttemptStarted):
                 self.started_events[event.entity.id] = self.started_events.get(event.entity.id, 0) + 1
-            elif event.type == "attempt_settled" and getattr(event, "outcome", None) == "completed":
+            elif isinstance(event, AttemptSettled) and event.outcome == "completed":
                 self.completions[event.entity.id] = self.completions.get(event.entity.id, 0) + 1
         for attempt in step.started:
             row = self.shell.row(attempt.id)
@@ -289,6 +290,8 @@ class DurabilityMachine(RuleBasedStateMachine):
         held = engine.permits_held
         assert 0 <= held <= engine.options.alarm_concurrency, f"permits: {held}"
         assert len(engine.running()) <= held, "permits: a running handler without a permit"
+        # What the shell knows is running here (zombies included), whatever the engine remembers.
+        assert len(self.live) <= engine.options.alarm_concurrency, f"permits: {len(self.live)} handlers run"
 
     def teardown(self) -> None:
         if not hasattr(self, "shell"):

@@ -6,13 +6,15 @@ permit and with a few, and with a hand-off shorter than an attempt.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.stateful_durability import REACH, DurabilityMachine
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "one-permit": {"concurrency": 1},
     "live-timers": {"live_timers": True},

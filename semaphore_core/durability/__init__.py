@@ -49,7 +49,7 @@ from semaphore_core.durability.events import (
     Registered,
     Terminal,
 )
-from semaphore_core.durability.fixes import ALL_DURABILITY_FIXES
+from semaphore_core.durability.fixes import ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION, ALL_DURABILITY_FIXES
 from semaphore_core.durability.operations import Durability, DurabilityOptions, Registration
 from semaphore_core.durability.policy import AttemptPolicy, ExponentialBackoff, MethodOptions, RetryOptions
 from semaphore_core.durability.records import (
@@ -65,6 +65,7 @@ from semaphore_core.durability.records import (
 from semaphore_core.durability.storage import DurableTable
 
 __all__ = [
+    "ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION",
     "ALL_DURABILITY_FIXES",
     "CALLS",
     "Abort",

@@ -52,7 +52,7 @@ from semaphore_core.durability.errors import (
     serialize_error,
 )
 from semaphore_core.durability.events import AttemptSettled, AttemptStarted, OperationEntity, Terminal
-from semaphore_core.durability.fixes import KNOWN_FIXES
+from semaphore_core.durability.fixes import ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION, KNOWN_FIXES
 from semaphore_core.durability.policy import (
     MAX_SAFE_INTEGER,
     MAX_TIMER_MS,
@@ -885,7 +885,9 @@ class Engine:
         spec = execution.spec
         if spec.active.get(spec.key) is execution:
             del spec.active[spec.key]
-        self._release_active(spec.table.name, spec.key)
+        # The reference releases the key unconditionally (finding D1 in docs/FINDINGS.md).
+        if ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION not in self.options.fixes or spec.key not in spec.active:
+            self._release_active(spec.table.name, spec.key)
         if self.live_timers:
             try:
                 self.schedule_next_alarm()

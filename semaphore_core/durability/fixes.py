@@ -11,5 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-KNOWN_FIXES: Final[Mapping[str, str]] = {}
+#: D1. When an execution settles, its key leaves the engine's active set only if no
+#: newer execution of the same key (a purged and re-registered id) is running, so
+#: ``liveTimers`` cannot arm a zero-delay timer for that running row in a loop.
+ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION: Final = "active-set-follows-the-current-execution"
+
+KNOWN_FIXES: Final[Mapping[str, str]] = {
+    ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION: (
+        "D1: a settling execution keeps a newer execution of its id in the active set (no timer loop)"
+    ),
+}
 ALL_DURABILITY_FIXES: Final = frozenset(KNOWN_FIXES)
