@@ -1,0 +1,292 @@
+"""Durable operations in a simulated object (``sim.runtime.operations``), calling the external API.
+
+A worker object runs seed 000's job handler (POST to the API with the
+operation id as its idempotency key) as durable operations: these tests
+check that the shell does what the pure engine says, in simulated time,
+under API failures, attempt timeouts and eviction, and that what the API
+sees (its calls in flight, its effects) is what the reference's docs say a
+user will meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from semaphore_core.durability import (
+    Attempt,
+    Completed,
+    DurabilityOptions,
+    Event,
+    Failed,
+    OperationResult,
+    RetryOptions,
+    SchedulerOptions,
+)
+from sim.runtime.durable import DurableObject, ObjectContext
+from sim.runtime.kernel import Sim, run
+from sim.runtime.network import Network
+from sim.runtime.operations import Operations
+from sim.runtime.trace import Trace
+from sim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
+from sim.world.faults import FaultPlan
+
+
+@attrs.frozen
+class FaultsUntil(ApiFaultRates):
+    """API fault rates that hold only before ``until_ms`` (as a plan's faults stop at its quiet point)."""
+
+    until_ms: int = 0
+
+    def active(self, t_ms: int) -> bool:
+        return t_ms < self.until_ms
+
+
+#: The handler's own ceiling on one call: effectively none (the abort signal is what stops it).
+CALL_TIMEOUT_MS = 3_600_000
+
+
+class Worker:
+    """A client-like object: ``submit`` registers a job; ``alarm()`` delegates to the engine."""
+
+    def __init__(
+        self, ctx: ObjectContext, network: Network, options: DurabilityOptions, scheduler: SchedulerOptions
+    ) -> None:
+        self.ctx = ctx
+        self.network = network
+        self.events: list[Event] = []
+        self.ops = Operations(ctx, options, self._job, scheduler, on_event=self.events.append)
+
+    async def _job(self, attempt: Attempt) -> Any:
+        """Seed 000's handler: POST the job with ``Idempotency-Key: id``; not ok throws."""
+        payload = attempt.payload
+        body = {"account": payload["account"], "key": attempt.id, "workMs": payload["workMs"]}
+        return await self.network.call(self.ctx.name, "api", "run", body, timeout_ms=CALL_TIMEOUT_MS)
+
+    def handle(self, method: str, payload: Any) -> Any:
+        assert method == "submit", method
+        return self.ops.register("run", payload["id"], payload)
+
+    async def alarm(self) -> None:
+        await self.ops.alarm()
+
+
+class World:
+    def __init__(self, sim: Sim, network: Network, api: ExternalApi, worker: DurableObject) -> None:
+        self.sim, self.network, self.api, self.worker = sim, network, api, worker
+        #: The API's calls as it saw them: (time, change, call).
+        self.seen: list[tuple[int, Change, ApiCall]] = []
+        #: Calls in flight per account after every change.
+        self.peak: dict[str, int] = {}
+
+    def submit(self, id: str, work_ms: int, account: str = "acct") -> bool:
+        inserted = self.worker.dispatch("submit", {"id": id, "account": account, "workMs": work_ms})
+        assert isinstance(inserted, bool)
+        return inserted
+
+    def result(self, id: str) -> OperationResult:
+        instance = self.worker.instance()
+        assert isinstance(instance, Worker)
+        return instance.ops.durability.get_result("run", id)
+
+    def lifecycle(self) -> list[tuple[str, int, str]]:
+        """(type, attempt, outcome) of every operation event in the trace."""
+        return [(e["type"], e.get("attempt", 0), e.get("outcome", "")) for e in trace_of(self.sim)]
+
+
+def trace_of(sim: Sim) -> list[dict[str, Any]]:
+    return list(sim.trace.of_kind("operation"))
+
+
+def world(
+    body: Callable[[World], Awaitable[None]],
+    *,
+    spec: ApiSpec | None = None,
+    faults: ApiFaultRates | None = None,
+    max_attempts: int = 3,
+    attempt_timeout_ms: int = 60_000,
+    alarm_concurrency: int = 10,
+    seed: int = 1,
+) -> World:
+    built: list[World] = []
+    options = DurabilityOptions(
+        handlers={"run": None},
+        attempt_timeout_ms=attempt_timeout_ms,
+        retries=RetryOptions(max_attempts=max_attempts),
+    )
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            network = Network(sim, FaultPlan(), nursery, latency_ms=1)
+            api = ExternalApi(sim, network, spec or ApiSpec(), faults or ApiFaultRates())
+            scheduler = SchedulerOptions(alarm_concurrency=alarm_concurrency)
+            worker = DurableObject(
+                sim, "worker", lambda ctx: Worker(ctx, network, options, scheduler), nursery
+            )
+            network.register("worker", worker)
+            w = World(sim, network, api, worker)
+
+            def saw(change: Change, call: ApiCall) -> None:
+                w.seen.append((sim.now(), change, call))
+                w.peak[call.account] = max(w.peak.get(call.account, 0), api.in_flight.get(call.account, 0))
+
+            api.watch(saw)
+            built.append(w)
+            await body(w)
+            nursery.cancel_scope.cancel()
+
+    result = run(seed, main, Trace(seed, {}, {}))
+    assert result.outcome == "completed", result
+    return built[0]
+
+
+def test_a_registered_operation_calls_the_api_once_and_completes() -> None:
+    async def body(w: World) -> None:
+        assert w.submit("job-1", 2_000) is True
+        assert w.submit("job-1", 2_000) is False  # the same id and payload: a no-op
+        await w.sim.sleep(5_000)
+        assert isinstance(w.result("job-1"), Completed)
+
+    w = world(body)
+    assert w.lifecycle() == [
+        ("registered", 0, ""),
+        ("attempt_started", 1, ""),
+        ("attempt_settled", 1, "completed"),
+    ]
+    assert w.api.effects == {"job-1": 1}
+    assert [(change, call.key) for _, change, call in w.seen] == [("start", "job-1"), ("end", "job-1")]
+
+
+def test_an_api_error_is_retried_after_the_backoff_under_the_same_id() -> None:
+    async def body(w: World) -> None:
+        w.submit("job-1", 1_000)
+        await w.sim.sleep(60_000)
+        assert isinstance(w.result("job-1"), Completed)
+
+    # Every call fails until t=500 ms: attempt 1's call (at t=2) fails, attempt 2's succeeds.
+    w = world(body, faults=FaultsUntil(api_error=1.0, until_ms=500))
+    lifecycle = w.lifecycle()
+    assert ("attempt_settled", 1, "retry_scheduled") in lifecycle
+    assert lifecycle[-1][2] == "completed"
+    assert {call.key for _, _, call in w.seen} == {"job-1"}
+    assert w.api.effects == {"job-1": 1}
+
+
+def test_retries_exhausted_end_in_a_failed_last_attempt() -> None:
+    async def body(w: World) -> None:
+        w.submit("job-1", 1_000)
+        await w.sim.sleep(600_000)
+        assert isinstance(w.result("job-1"), Failed)
+
+    w = world(body, faults=ApiFaultRates(api_error=1.0), max_attempts=3)
+    settled = [entry for entry in w.lifecycle() if entry[0] == "attempt_settled"]
+    # The reference's hook sees a failed *last* attempt as attempt_settled/failed, not terminal.
+    assert settled == [
+        ("attempt_settled", 1, "retry_scheduled"),
+        ("attempt_settled", 2, "retry_scheduled"),
+        ("attempt_settled", 3, "failed"),
+    ]
+    assert "terminal" not in [entry[0] for entry in w.lifecycle()]
+    assert w.api.effects == {}
+
+
+def test_an_attempt_that_times_out_leaves_its_call_running_at_the_api() -> None:
+    """The zombie: the abort ends the handler's wait, not the call; the retry makes a second call
+    while the first still runs, so a non-idempotent API sees two calls in flight for one job."""
+
+    async def body(w: World) -> None:
+        w.submit("job-1", 30_000)
+        await w.sim.sleep(120_000)
+
+    w = world(body, spec=ApiSpec(idempotent=False), attempt_timeout_ms=10_000)
+    assert w.lifecycle() == [
+        ("registered", 0, ""),
+        ("attempt_started", 1, ""),
+        ("attempt_settled", 1, "retry_scheduled"),  # timed out at 10 s; retry after 1 s
+        ("attempt_started", 2, ""),
+        ("attempt_settled", 2, "retry_scheduled"),  # timed out at 21 s; retry after 2 s
+        ("attempt_started", 3, ""),
+        ("attempt_settled", 3, "failed"),  # the last attempt timed out too
+    ]
+    # Each attempt's 30 s call outlives its 10 s attempt: all three run at once at the API,
+    # and all three take effect, for an operation recorded as failed.
+    assert [(t, change) for t, change, _ in w.seen] == [
+        (1, "start"),
+        (11_001, "start"),
+        (23_001, "start"),
+        (30_001, "end"),
+        (41_001, "end"),
+        (53_001, "end"),
+    ]
+    assert w.peak == {"acct": 3}
+    assert w.api.effects == {"job-1": 3}
+    assert isinstance(w.result("job-1"), Failed)
+
+
+def test_an_aborted_handler_gives_its_permit_back_though_its_call_runs_on() -> None:
+    """With one permit, attempt 2 can start only because attempt 1's handler settled at its abort
+    (``fetch`` rejects when its signal fires), not when its call at the API ended."""
+
+    async def body(w: World) -> None:
+        w.submit("job-1", 30_000)
+        await w.sim.sleep(30_000)
+
+    w = world(body, spec=ApiSpec(idempotent=False), attempt_timeout_ms=10_000, alarm_concurrency=1)
+    assert [t for t, change, _ in w.seen if change == "start"] == [1, 11_001, 23_001]
+
+
+def test_an_idempotent_api_refuses_retries_while_the_zombie_runs() -> None:
+    """One call in flight and one effect, as idempotency promises; but every retry inside the
+    zombie's 30 s meets a conflict, and with the default backoff (1, 2, 4, 8 s) the operation uses
+    its five attempts and fails while the call it made first succeeds."""
+
+    async def body(w: World) -> None:
+        w.submit("job-1", 30_000)
+        await w.sim.sleep(300_000)
+
+    w = world(body, spec=ApiSpec(idempotent=True), attempt_timeout_ms=10_000, max_attempts=5)
+    api_events = [(e["t"], e["kind"]) for e in w.sim.trace.events() if e["kind"].startswith("api_")]
+    assert api_events == [
+        (1, "api_start"),
+        (11_001, "api_conflict"),
+        (13_003, "api_conflict"),
+        (17_005, "api_conflict"),
+        (25_007, "api_conflict"),
+        (30_001, "api_end"),
+    ]
+    assert w.peak == {"acct": 1}
+    assert w.api.effects == {"job-1": 1}
+    result = w.result("job-1")
+    assert isinstance(result, Failed)
+    assert result.attempt == 5
+
+
+def test_eviction_mid_attempt_runs_the_next_attempt_under_the_same_id() -> None:
+    async def body(w: World) -> None:
+        w.submit("job-1", 30_000)
+        await w.sim.sleep(1_000)
+        w.worker.evict()  # attempt 1's handler dies with the instance; its call does not
+        await w.sim.sleep(120_000)
+        assert isinstance(w.result("job-1"), Completed)
+
+    w = world(body, spec=ApiSpec(idempotent=False))
+    # No event settles attempt 1: its instance died. The stored alarm (15 s, the engine's
+    # minimum delay) brings the object back, and attempt 2 runs under the same id.
+    assert w.lifecycle() == [
+        ("registered", 0, ""),
+        ("attempt_started", 1, ""),
+        ("attempt_started", 2, ""),
+        ("attempt_settled", 2, "completed"),
+    ]
+    assert [e["t"] for e in w.sim.trace.of_kind("alarm")] == [15_000]
+    assert [(t, change, call.key) for t, change, call in w.seen] == [
+        (1, "start", "job-1"),
+        (15_001, "start", "job-1"),
+        (30_001, "end", "job-1"),
+        (45_001, "end", "job-1"),
+    ]
+    assert w.peak == {"acct": 2}  # both attempts' calls at once: one job, two calls in flight
+    assert w.api.effects == {"job-1": 2}
