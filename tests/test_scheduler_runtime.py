@@ -1,4 +1,4 @@
-"""Durable operations in a simulated object (``sim.runtime.operations``), calling the external API.
+"""Durable operations in a simulated object (``sim.runtime.scheduler``), calling the external API.
 
 A worker object runs seed 000's job handler (POST to the API with the
 operation id as its idempotency key) as durable operations: these tests
@@ -29,7 +29,7 @@ from semaphore_core.durability import (
 from sim.runtime.durable import DurableObject, ObjectContext
 from sim.runtime.kernel import Sim, run
 from sim.runtime.network import Network
-from sim.runtime.operations import Operations
+from sim.runtime.scheduler import DurabilityScheduler
 from sim.runtime.trace import Trace
 from sim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
 from sim.world.faults import FaultPlan
@@ -58,7 +58,8 @@ class Worker:
         self.ctx = ctx
         self.network = network
         self.events: list[Event] = []
-        self.ops = Operations(ctx, options, self._job, scheduler, on_event=self.events.append)
+        self.scheduler = DurabilityScheduler(ctx, scheduler, on_event=self.events.append)
+        self.jobs = self.scheduler.operations(options, self._job)
 
     async def _job(self, attempt: Attempt) -> Any:
         """Seed 000's handler: POST the job with ``Idempotency-Key: id``; not ok throws."""
@@ -68,10 +69,10 @@ class Worker:
 
     def handle(self, method: str, payload: Any) -> Any:
         assert method == "submit", method
-        return self.ops.register("run", payload["id"], payload)
+        return self.scheduler.register("run", payload["id"], payload)
 
     async def alarm(self) -> None:
-        await self.ops.alarm()
+        await self.scheduler.alarm()
 
 
 class World:
@@ -90,7 +91,7 @@ class World:
     def result(self, id: str) -> OperationResult:
         instance = self.worker.instance()
         assert isinstance(instance, Worker)
-        return instance.ops.durability.get_result("run", id)
+        return instance.jobs.get_result("run", id)
 
     def lifecycle(self) -> list[tuple[str, int, str]]:
         """(type, attempt, outcome) of every operation event in the trace."""

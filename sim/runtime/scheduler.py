@@ -1,15 +1,18 @@
-"""Durable operations in a simulated object: the imperative shell around ``semaphore_core.durability``.
+"""An object's ``DurabilityScheduler``: the imperative shell around ``semaphore_core.durability``.
 
-The pure ``Engine`` and ``Durability`` (seed 002's scheduler and durable
-operations, ported in ``semaphore_core/durability``) decide everything and
-do nothing: every call returns a ``Step`` saying what to do. This module
-does it, inside one live instance of a :class:`~sim.runtime.durable.DurableObject`:
+Seed 000's objects each build one ``DurabilityScheduler`` on their context
+and attach everything that needs the alarm to it: the durable operations,
+the semaphore's queue. The pure ``Engine`` and ``Durability`` (seed 002's
+scheduler and durable operations, ported in ``semaphore_core/durability``)
+decide everything and do nothing: every call returns a ``Step`` saying what
+to do. This module does it, inside one live instance of a
+:class:`~sim.runtime.durable.DurableObject`:
 
 - **The engine's alarm is the object's one alarm.** The engine writes it
   through :class:`_ObjectAlarm` inside its own SQLite transactions, so it
   commits with the rows it serves; after every step the platform's timer is
   pointed at it (``ObjectContext.alarm_written``). The object's ``alarm()``
-  delegates to :meth:`Operations.alarm`, which lasts until the pass it
+  delegates to :meth:`DurabilityScheduler.alarm`, which lasts until the pass it
   started ends, and throws when the engine says the pass ``failed`` (its
   fallback could not be armed), so the platform retries, as in the
   reference.
@@ -26,13 +29,13 @@ does it, inside one live instance of a :class:`~sim.runtime.durable.DurableObjec
   call in flight at an external API keeps running there, the zombie the
   reference's docs warn about.
 - **Eviction** cancels the tasks and the timer with the instance; the next
-  instance builds a new ``Operations`` on the same storage, and the stored
+  instance builds a new scheduler on the same storage, and the stored
   alarm brings pending work back.
 - **Lifecycle events** go to the injected hook in emission order, after
   the step that committed them, and into the trace.
 
-It knows nothing of semaphores, APIs or invariants: the handler and the
-hook are the object's.
+It knows nothing of semaphores, APIs or invariants: the participants, the
+handler and the hook are the object's.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from semaphore_core.durability import (
     Engine,
     Event,
     NonRetryableError,
+    Participant,
     SchedulerOptions,
     Step,
 )
@@ -89,22 +93,19 @@ class _ObjectAlarm:
         self._ctx.delete_alarm()
 
 
-class Operations:
-    """One live instance's durable operations: a pure engine and ``Durability``, driven here."""
+class DurabilityScheduler:
+    """One live instance's engine: its alarm, its timers, and the attempts of its operations."""
 
     def __init__(
         self,
         ctx: ObjectContext,
-        options: DurabilityOptions,
-        handler: Handler,
-        scheduler: SchedulerOptions | None = None,
+        options: SchedulerOptions | None = None,
         on_event: Callable[[Event], None] | None = None,
     ) -> None:
         self.ctx = ctx
-        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx), scheduler)
-        # Generation ids name the instance that registered: stable across runs of a seed.
-        self.durability = Durability(self.engine, options, new_id=lambda: ctx.sim.next_id(f"{ctx.name}/gen"))
-        self._handler = handler
+        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx), options)
+        self.durability: Durability | None = None
+        self._handler: Handler | None = None
         self._on_event = on_event
         self._timer: tuple[int, ObjectTimer] | None = None
         #: Per running attempt (its fence), the scope an abort cancels.
@@ -112,24 +113,44 @@ class Operations:
         self._pass_ends: dict[int, AlarmEnd] = {}
         self._pass_waiters: dict[int, Signal] = {}
 
+    def operations(self, options: DurabilityOptions, handler: Handler) -> Durability:
+        """Attach durable operations (``new Durability({scheduler, handlers})``), run by ``handler``."""
+        assert self.durability is None, "one Durability per scheduler here"
+        # Generation ids are drawn in order from the run's ids: stable for a seed.
+        self.durability = Durability(
+            self.engine, options, new_id=lambda: self.ctx.sim.next_id(f"{self.ctx.name}/gen")
+        )
+        self._handler = handler
+        return self.durability
+
+    def attach(self, participant: Participant) -> None:
+        """Another participant of the object's alarm (the semaphore's queue, say)."""
+        self.engine.register(participant)
+
     # --- what the object calls ----------------------------------------------------------
 
     def register(self, operation: str, id: str, payload: Any) -> bool:
         """``run({id, payload})``: durable once this returns; whether a new row was written."""
+        assert self.durability is not None, "no operations attached"
         registration = self.durability.register(operation, id, payload, self.ctx.sim.now())
         self.apply(registration.step)
         return registration.inserted
+
+    def refresh(self) -> None:
+        """``scheduleNextAlarm``: reconcile the alarm with what the participants have pending."""
+        self.apply(self.engine.refresh(self.ctx.sim.now()))
 
     async def alarm(self) -> None:
         """The object's ``alarm()``: one pass over every participant's due work, until it ends."""
         step = self.engine.alarm(self.ctx.sim.now())
         assert len(step.passes_started) == 1, step
         pass_id = step.passes_started[0]
-        signal = self._pass_waiters[pass_id] = self.ctx.sim.signal()
         self.apply(step)
-        await signal.wait()
+        if pass_id not in self._pass_ends:  # its work goes on: wait for the pass to end
+            signal = self._pass_waiters[pass_id] = self.ctx.sim.signal()
+            await signal.wait()
+            del self._pass_waiters[pass_id]
         end = self._pass_ends.pop(pass_id)
-        del self._pass_waiters[pass_id]
         if end.outcome == "failed":
             raise AlarmPassFailed(f"the alarm pass failed and could not arm its fallback: {end.error!r}")
 
@@ -169,10 +190,12 @@ class Operations:
         """One attempt's handler, from start to reported outcome (unless the instance dies first)."""
         outcome: Any = None
         error: BaseException | None = None
+        handler = self._handler
+        assert handler is not None, "an attempt with no operations attached"
         with trio.CancelScope() as scope:
             self._aborts[attempt.fence] = scope
             try:
-                outcome = await self._handler(attempt)
+                outcome = await handler(attempt)
             except HANDLER_FAILURES as failure:
                 error = failure
             finally:
