@@ -454,8 +454,20 @@ class Engine:
         self.transaction(lambda _conn: None)
 
     def refresh(self, now_ms: int) -> Step:
-        """``scheduleNextAlarm`` as a step of its own."""
-        return self.run_step(now_ms, self.schedule_next_alarm)
+        """``scheduleNextAlarm`` as a step of its own.
+
+        Reconciling emits no event and defers no continuation, so outside a
+        step this is the transaction and the early timer alone (a shell calls
+        it after every write it makes outside the engine: it must be cheap).
+        """
+        if self._out is not None:
+            return self.run_step(now_ms, self.schedule_next_alarm)
+        self._set_now(now_ms)
+        with transaction(self.conn):
+            next_timer_at = self._reconcile()
+        self._schedule_early_alarm(next_timer_at)
+        assert not self._tasks, "reconciling deferred a continuation"
+        return Step(now_ms=self._now)
 
     # --- the pool ---------------------------------------------------------------------
 

@@ -15,7 +15,11 @@ live instance, never the queue. A loop on the instance decides what to send:
   which releases items whose completion notice was lost.
 
 The object keeps its alarm at its next wakeup, so after an eviction the
-platform rebuilds it and the loop resumes.
+platform rebuilds it and the loop resumes. The alarm is the object's
+``DurabilityScheduler``'s (``sim.runtime.scheduler``), as in seed 000,
+where the queue attaches to the scheduler the object builds: the queue is
+one participant, whose pending time is the loop's next wakeup, and the
+scheduler's engine arms the alarm from it by the reference's rule.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
+from semaphore_core.durability.engine import Join
+from semaphore_core.durability.storage import DurableTable
 from semaphore_core.fixes import RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
@@ -33,10 +40,13 @@ from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.inputs.validation import boolean, integer, js_int
 from sim.runtime.durable import ObjectContext
 from sim.runtime.network import Network, RemoteError, RpcError
+from sim.runtime.scheduler import DurabilityScheduler
 from sim.world.jobs import Jobs
 
 #: The client's durable alarm is never sooner than this (the engine's alarmMinDelayMs).
 ALARM_FLOOR_MS: Final = 15_000
+#: The queue as a participant of the object's scheduler (its pending time comes from the loop).
+QUEUE_TABLE: Final = DurableTable(name="durability_semaphore_queue_items", key="id")
 
 
 @attrs.frozen
@@ -91,7 +101,19 @@ class ClientObject:
         self._sync_now: dict[str, bool] = {}
         self._checking = False
         self._next_check_at = 0
-        self._alarm = ctx.get_alarm()
+        self.scheduler = DurabilityScheduler(ctx, SchedulerOptions(alarm_min_delay_ms=ALARM_FLOOR_MS))
+        #: The loop's next wakeup as last armed: the queue participant's pending time.
+        self._wakeup: int | None = None
+        self._armed = False
+        self.scheduler.attach(
+            Participant(
+                table=QUEUE_TABLE,
+                run_due=self._run_due,
+                next_pending_at=lambda _conn: self._wakeup,
+                # The live loop keeps its own timers: the engine's early timer is not needed.
+                holding=lambda: True,
+            )
+        )
         ctx.start_task(self._loop, "loop")
 
     # --- calls into the object ----------------------------------------------------------
@@ -129,8 +151,12 @@ class ClientObject:
         return [item for item in self.queue.newest_queued(count) if self.cancel(item)]
 
     async def alarm(self) -> None:
-        self._alarm = self.ctx.get_alarm()  # the platform cleared the one that fired
+        await self.scheduler.alarm()
+
+    def _run_due(self, now: int, info: AlarmInfo | None) -> Join | None:
+        """The queue's due work in an alarm pass: the loop does it, woken here."""
         self._poke()
+        return None
 
     def _poke(self) -> None:
         self._wake.set()
@@ -215,25 +241,19 @@ class ClientObject:
     def _arm_alarm(self, wakeup: int | None) -> None:
         """The durable fallback that rebuilds the object after an eviction.
 
-        As the reference's engine arms it (the queue runs on the same
-        scheduler): never sooner than ``ALARM_FLOOR_MS`` out, and an alarm
-        already within ``[wakeup, floor]`` is kept, so the loop's frequent
-        wakeups do not keep rewriting it; the live loop handles sooner ones.
+        The scheduler's engine arms it from the queue's pending time, as the
+        reference's reconcile does (the queue runs on the same scheduler):
+        never sooner than ``ALARM_FLOOR_MS`` out, and an alarm already within
+        ``[wakeup, floor]`` is kept, so the loop's frequent wakeups do not
+        keep rewriting it; the live loop handles sooner ones. An unchanged
+        wakeup changes nothing the engine would decide (an alarm that fired
+        was reconciled by its pass), so it is not reconciled again.
         """
-        # This instance is the only writer of its alarm; the platform clears it only
-        # when it fires, which runs alarm() below and forgets this copy.
-        current = self._alarm
-        if wakeup is None:
-            if current is not None:
-                self.ctx.delete_alarm()
-                self.ctx.alarm_written()
-                self._alarm = None
+        if self._armed and wakeup == self._wakeup:
             return
-        target = max(wakeup, self.sim.now() + ALARM_FLOOR_MS)
-        if current is None or current < wakeup or current > target:
-            self.ctx.set_alarm(target)
-            self.ctx.alarm_written()
-            self._alarm = target
+        self._wakeup = wakeup
+        self._armed = True
+        self.scheduler.refresh()
 
     # --- messages ------------------------------------------------------------------------
 
