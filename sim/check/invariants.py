@@ -43,6 +43,7 @@ from sim.runtime.kernel import StopRun
 if TYPE_CHECKING:
     from sim.runtime.durable import DurableObject
     from sim.runtime.kernel import Sim
+    from sim.world.external_api import ApiCall, Change, ExternalApi
     from sim.world.holder_object import Env, HolderObject
 
 SAFETY: Final = (
@@ -57,6 +58,9 @@ SAFETY: Final = (
     # Added as the simulation grows: the holder against the literal model in lockstep
     # (sim/check/lockstep.py; docs/INVARIANTS.md).
     "exact_accounting",
+    # The account-concurrency world (config.operations): judged at the external API itself.
+    "external_ceiling",
+    "effect_once",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
 #: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
@@ -228,6 +232,8 @@ class Monitor:
         self._window_rounds: dict[str, list[int]] = {}
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
         self.allocation = AllocationChecks()
+        #: The external API of the account-concurrency world (None in other worlds).
+        self.api: ExternalApi | None = None
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
         self._across = AcrossClients()
 
@@ -433,6 +439,49 @@ class Monitor:
             # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
             finding = "F3" if granted + leased >= in_use else None
             self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+
+    def api_changed(self, change: Change, call: ApiCall) -> None:
+        """``external_ceiling`` as each call starts at the external API, ``effect_once`` as each ends.
+
+        The ground truth of what the semaphore protects: calls actually in
+        flight at the API per account (the holder's key). Calls above the
+        limit that the semaphore's own accounting explains (as many permits
+        in use, which ``real_ceiling`` judges, documented exceptions and
+        all) are left to it; calls beyond both are this invariant's. F5 when
+        a call still runs for an operation whose attempt is over: one
+        operation with several calls in flight, or a call whose item no
+        longer holds a permit (a zombie: seed 002's attempt timeout, or an
+        eviction, ended the attempt, not the call).
+        """
+        api = self.api
+        assert api is not None
+        if change == "end":
+            if api.idempotent and api.effects.get(call.key, 0) > 1:
+                self.fail(
+                    "effect_once",
+                    f"operation {call.key} took effect {api.effects[call.key]} times at an idempotent API",
+                )
+            return
+        key = call.account
+        state = self._holders.get(key)
+        if state is None:
+            return
+        options = state.env.leases
+        if options is not None and isinstance(options.provisioning, Over):
+            return
+        calls, limit, in_use = api.in_flight.get(key, 0), state.env.limit, self.in_use[key]
+        if calls <= limit or calls <= in_use:
+            return
+        mine = [running.key for running in api.running.values() if running.account == key]
+        holding = {item for _, item in self._running_items}
+        zombies = sorted({op for op in mine if mine.count(op) > 1 or op not in holding})
+        self.fail(
+            "external_ceiling",
+            f"{key}: {calls} calls in flight at the external API > limit {limit} "
+            f"({in_use} permits in use; calls of finished attempts: {', '.join(zombies) or 'none'})",
+            "F5" if zombies else None,
+            key=key,
+        )
 
     def round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]

@@ -36,11 +36,14 @@ from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from sim.runtime.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime.timers import Tie
 from sim.runtime.trace import Trace
-from sim.world.client_object import ClientObject, ClientSettings
+from sim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
+from sim.world.external_api import NAME as API
+from sim.world.external_api import ApiSpec, ExternalApi
 from sim.world.faults import FaultPlan, InputFault
 from sim.world.forger import forge, forge_leases, lease_rows
 from sim.world.holder_object import Env, HolderObject
 from sim.world.jobs import Jobs
+from sim.world.operations import OperationsSpec
 from sim.world.workload import Arrival, Workload, arrivals
 
 SEMSIM_VERSION = "0.1.0"
@@ -173,6 +176,11 @@ class WorldConfig:
     latency_ms: int = attrs.field(
         default=DEFAULT_LATENCY_MS, converter=js_int, validator=integer(0, MAX_DELAY_MS)
     )
+    #: The account-concurrency world (seed 000's example): admitted items run as durable
+    #: operations calling the external API. None: they run on the job service.
+    operations: OperationsSpec | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(OperationsSpec))
+    )
 
     def __attrs_post_init__(self) -> None:
         if not self.client.lease_capable:
@@ -186,7 +194,11 @@ class WorldConfig:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self, recurse=True)
+        """As recorded in a trace header; ``operations`` only when set (older records keep their bytes)."""
+        recorded = attrs.asdict(self, recurse=True)
+        if recorded["operations"] is None:
+            del recorded["operations"]
+        return recorded
 
     @classmethod
     def from_dict(cls, data: Any) -> WorldConfig:
@@ -215,6 +227,8 @@ class WorldConfig:
             values["workload"] = build(Workload, workload, "config.workload")
         if "client" in values:
             values["client"] = build(ClientSettings, values["client"], "config.client")
+        if values.get("operations") is not None:
+            values["operations"] = build(OperationsSpec, values["operations"], "config.operations")
         return build(cls, values, "config")
 
 
@@ -241,6 +255,8 @@ class World:
     holders: dict[str, DurableObject]
     clients: dict[str, DurableObject]
     envs: dict[str, Env]
+    #: The external API (worlds with ``config.operations`` only).
+    api: ExternalApi | None = None
 
     def holder_name(self, key: str) -> str:
         return f"holder:{key}"
@@ -303,6 +319,11 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
     scheduled after ``duration_ms`` (the run may go on past it to settle).
     """
     end = config.duration_ms
+    if faults.api_faults() and config.operations is None:
+        raise ValueError(
+            "faults.api_error, api_error_after_effect and api_slow are faults of the external API, "
+            "which only a world with config.operations calls"
+        )
     if faults.faults_until_ms is not None and faults.faults_until_ms > end:
         raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
     for name in ("partitions", "drops", "input_faults"):
@@ -319,7 +340,7 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
                 )
     holders = [f"holder:{key}" for key in config.workload.keys]
     objects = [*holders, *config.workload.client_names()]
-    endpoints = [*objects, "jobs", "workload", "forger"]
+    endpoints = [*objects, "jobs", "workload", "forger", *([API] if config.operations is not None else [])]
     for name, entries, field, known in (
         ("partitions", faults.partitions, "target", objects),
         ("evictions", faults.evictions, "target", objects),
@@ -359,6 +380,10 @@ def _build(
     network.extra_loss["release"] = faults.release_loss
     jobs = Jobs(sim, network, nursery)
     world = World(sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients={}, envs={})
+    if config.operations is not None:
+        world.api = ExternalApi(sim, network, ApiSpec(idempotent=config.operations.idempotent_api), faults)
+        world.api.watch(monitor.api_changed)
+        monitor.api = world.api
 
     for key in config.workload.keys:
         name = world.holder_name(key)
@@ -379,7 +404,9 @@ def _build(
         obj = DurableObject(
             sim,
             name,
-            _client_factory(settings, network, jobs, world, monitor, frozenset(config.holder.fixes)),
+            _client_factory(
+                settings, network, jobs, world, monitor, frozenset(config.holder.fixes), config.operations
+            ),
             nursery,
         )
         network.register(name, obj)
@@ -479,6 +506,10 @@ def stall_ms(config: WorldConfig) -> int:
     outstanding moves within that.
     """
     longest = max([config.workload.duration_ms[1], *(a.duration_ms for a in config.workload.script)])
+    if config.operations is not None:
+        # An operation's every attempt may time out, wait out its longest backoff and (evicted)
+        # the alarm's delay before the next: its item runs until the last one ends.
+        longest = max(longest, config.operations.longest_ms(ALARM_FLOOR_MS))
     holder, client = config.holder, config.client
     claim_ms = holder.round_wait_ms + 2 * holder.round_period_ms + holder.grant_timeout_ms
     return longest + claim_ms + 2 * client.rpc_timeout_ms + client.finished_check_ms + min_quiet_ms(config)
@@ -495,8 +526,11 @@ def _client_factory(
     world: World,
     monitor: Monitor,
     fixes: frozenset[str],
+    operations: OperationsSpec | None,
 ) -> Factory:
-    return lambda ctx: ClientObject(ctx, settings, network, jobs, world.holder_name, monitor, fixes)
+    return lambda ctx: ClientObject(
+        ctx, settings, network, jobs, world.holder_name, monitor, fixes, operations
+    )
 
 
 def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nursery) -> None:

@@ -30,7 +30,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
+from semaphore_core.durability import AlarmInfo, Attempt, Durability, Event, Participant, SchedulerOptions
 from semaphore_core.durability.engine import Join
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.fixes import RETURN_IDLE_LEASES
@@ -41,7 +41,16 @@ from sim.inputs.validation import boolean, integer, js_int
 from sim.runtime.durable import ObjectContext
 from sim.runtime.network import Network, RemoteError, RpcError
 from sim.runtime.scheduler import DurabilityScheduler
+from sim.world.external_api import NAME as API
 from sim.world.jobs import Jobs
+from sim.world.operations import (
+    CALL_TIMEOUT_MS,
+    OPERATION,
+    OperationsSpec,
+    api_request,
+    job_payload,
+    releases_permit,
+)
 
 #: The client's durable alarm is never sooner than this (the engine's alarmMinDelayMs).
 ALARM_FLOOR_MS: Final = 15_000
@@ -85,6 +94,7 @@ class ClientObject:
         holder_for: Callable[[str], str],
         monitor: ClientMonitor | None = None,
         fixes: frozenset[str] = frozenset(),
+        operations: OperationsSpec | None = None,
     ) -> None:
         self.ctx = ctx
         self.sim = ctx.sim
@@ -101,7 +111,21 @@ class ClientObject:
         self._sync_now: dict[str, bool] = {}
         self._checking = False
         self._next_check_at = 0
-        self.scheduler = DurabilityScheduler(ctx, SchedulerOptions(alarm_min_delay_ms=ALARM_FLOOR_MS))
+        #: The account-concurrency world: admitted items run as durable operations (seed 000).
+        self.operations = operations
+        self.scheduler = DurabilityScheduler(
+            ctx,
+            SchedulerOptions(alarm_min_delay_ms=ALARM_FLOOR_MS)
+            if operations is None
+            else operations.scheduler_options(ALARM_FLOOR_MS),
+            on_event=self._lifecycle,
+        )
+        # As seed 000's JobShard builds them: the operations first, then the queue.
+        self.jobs_run: Durability | None = (
+            None
+            if operations is None
+            else self.scheduler.operations(operations.durability_options(), self._job)
+        )
         #: The loop's next wakeup as last armed: the queue participant's pending time.
         self._wakeup: int | None = None
         self._armed = False
@@ -216,7 +240,9 @@ class ClientObject:
                 self._send(key, "sync")
         if not self._checking and now >= self._next_check_at:
             stale = [item for item, at in self.queue.running() if at + self.settings.finished_check_ms <= now]
-            if stale:
+            if stale and self.jobs_run is not None:
+                self._finished_locally(stale)
+            elif stale:
                 self._checking = True
                 self.ctx.start_task(lambda: self._finished_check(stale), "finished_check")
             self._next_check_at = now + self.settings.finished_check_ms
@@ -326,7 +352,34 @@ class ClientObject:
                 lease=admission.lease_id,
             )
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
-        self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
+        if self.operations is not None:
+            # ``admit``: jobs.run({id: item.id, payload: item.body}); a repeated admit is a no-op.
+            self.scheduler.register(OPERATION, admission.item_id, job_payload(admission.key, duration))
+        else:
+            self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
+
+    # --- the account-concurrency world: admitted items as durable operations ----------------
+
+    async def _job(self, attempt: Attempt) -> Any:
+        """Seed 000's handler: POST the job with its id as the idempotency key; not ok throws."""
+        request = api_request(attempt.id, attempt.payload)
+        return await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
+
+    def _lifecycle(self, event: Event) -> None:
+        """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""
+        item = releases_permit(event)
+        if item is not None:
+            self._release(item)
+            self._after_call()
+
+    def _finished_locally(self, items: list[str]) -> None:
+        """Seed 000's ``finished``: an item whose operation is no longer pending is done."""
+        assert self.jobs_run is not None
+        for item in items:
+            finished = self.jobs_run.get_result(OPERATION, item).status != "pending"
+            if finished and self.queue.status(item) == "running":
+                self.sim.event("reconciled", client=self.ctx.name, item=item)
+                self._release(item)
 
     async def _finished_check(self, items: list[str]) -> None:
         try:

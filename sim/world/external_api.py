@@ -135,6 +135,10 @@ class ExternalApi:
         self._watchers: list[Callable[[Change, ApiCall], None]] = []
         network.register(NAME, self)
 
+    @property
+    def idempotent(self) -> bool:
+        return self._spec.idempotent
+
     def watch(self, watcher: Callable[[Change, ApiCall], None]) -> None:
         """Call ``watcher(change, call)`` after every call starts and ends (``self`` already updated)."""
         self._watchers.append(watcher)

@@ -225,6 +225,14 @@ class FaultPlan:
     #: Random per-message faults, alarm failures and lost notices stop here (None: never),
     #: so liveness can be judged once the system has been quiet for a while.
     faults_until_ms: int | None = None
+    #: The external API's faults (``sim.world.external_api``; worlds with ``config.operations``
+    #: only), probabilities per call: it fails part-way through its work, before its write ...
+    api_error: float = 0.0
+    #: ... it does its work and write, then answers an error (a lost completion) ...
+    api_error_after_effect: float = 0.0
+    #: ... or its work takes ``api_slow_factor`` times longer.
+    api_slow: float = 0.0
+    api_slow_factor: int = 4
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -235,8 +243,16 @@ class FaultPlan:
             "alarm_failure",
             "release_loss",
             "forged_reports",
+            "api_error",
+            "api_error_after_effect",
+            "api_slow",
         ):
             _probability(name, getattr(self, name))
+        if self.api_error + self.api_error_after_effect > 1.0:
+            raise ValueError("faults.api_error + faults.api_error_after_effect must be at most 1")
+        factor = self.api_slow_factor
+        if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= 100:
+            raise ValueError(f"faults.api_slow_factor must be an integer in [1, 100], got {factor!r}")
         for name in ("delay_ms", "reorder_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
@@ -269,7 +285,12 @@ class FaultPlan:
             or self.release_loss
             or self.forged_reports
             or self.evict_holders_every_ms is not None
+            or self.api_faults()
         )
+
+    def api_faults(self) -> bool:
+        """Whether the plan has faults of the external API."""
+        return bool(self.api_error or self.api_error_after_effect or self.api_slow)
 
     def quiet_from_ms(self, duration_ms: int) -> int:
         """When the last fault of this plan is over, in a run whose story lasts ``duration_ms``.
@@ -300,8 +321,17 @@ class FaultPlan:
         return any(drop.matches(leg, src, dst, method, t_ms) for drop in self.drops)
 
     def to_dict(self) -> dict[str, Any]:
-        """As recorded in a trace header (and read back by ``from_dict``)."""
-        return attrs.asdict(self, recurse=True)
+        """As recorded in a trace header (and read back by ``from_dict``).
+
+        The API's faults are written only when set: a plan without them is
+        recorded as it was before they existed, so older traces and cases
+        read back the same and keep their bytes.
+        """
+        recorded = attrs.asdict(self, recurse=True)
+        for name in _WRITTEN_WHEN_SET:
+            if recorded[name] == _DEFAULTS[name]:
+                del recorded[name]
+        return recorded
 
     @classmethod
     def from_dict(cls, data: Any) -> FaultPlan:
@@ -362,3 +392,8 @@ def random_plan(seed: int, targets: list[str], duration_ms: int) -> FaultPlan:
         alarm_failure=maybe(0.5),
         release_loss=maybe(0.3),
     )
+
+
+#: Fields added with the account-concurrency world: absent from a recorded plan that leaves them unset.
+_WRITTEN_WHEN_SET: Final = ("api_error", "api_error_after_effect", "api_slow", "api_slow_factor")
+_DEFAULTS: Final = {field.name: field.default for field in attrs.fields(FaultPlan)}

@@ -1,0 +1,100 @@
+"""Admitted items as durable operations calling the external API: seed 000's account-concurrency world.
+
+Seed 000's ``JobShard`` wires three things to one ``DurabilityScheduler``:
+
+- ``admit``: every admitted item becomes a durable operation, id = item id
+  (``jobs.run({id: item.id, payload: item.body})``), so a repeated admit is
+  a no-op;
+- the handler POSTs the job to ``JOB_API`` with ``Idempotency-Key: id`` and
+  throws when the response is not ok; ``retries: {maxAttempts: 3}``;
+- ``onLifecycleEvent``: the permit comes back (``permits.release(id)``) on
+  ``terminal``, or on ``attempt_settled`` with ``outcome: 'completed'``;
+  and ``finished`` (the queue's backstop for a hook that was lost) counts an
+  item finished once its operation's status is no longer ``pending``.
+
+This module holds the world's settings for that composition and the
+example's two decisions (what the handler sends, which events release); the
+client object (``sim.world.client_object``) does the wiring. Note what the
+hook does not do, faithfully: a failed *last* attempt emits
+``attempt_settled`` with ``outcome: 'failed'``, which the example's hook
+ignores, so that permit comes back only through ``finished`` (docs/DURABILITY.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from semaphore_core.durability import (
+    AttemptSettled,
+    DurabilityOptions,
+    Event,
+    RetryOptions,
+    SchedulerOptions,
+    Terminal,
+)
+from semaphore_core.durability.policy import ExponentialBackoff
+from semaphore_core.numbers import MAX_DELAY_MS
+from sim.inputs.validation import boolean, integer, js_int
+
+#: The one operation the example's shards run.
+OPERATION: Final = "run"
+#: The handler's own ceiling on one call to the API. The reference's ``fetch`` has none: its
+#: ``AbortSignal`` (the attempt's timeout) is what ends the wait, so this only bounds a call the
+#: network lost beyond every timeout.
+CALL_TIMEOUT_MS: Final = MAX_DELAY_MS
+
+
+@attrs.frozen
+class OperationsSpec:
+    """The account-concurrency composition: present in a world's config, admitted items run as
+    durable operations calling the external API instead of on the job service."""
+
+    #: The API deduplicates by idempotency key (seed 000's handler sends the operation id).
+    idempotent_api: bool = attrs.field(default=True, validator=boolean)
+    #: The example's ``retries: {maxAttempts: 3}``.
+    max_attempts: int = attrs.field(default=3, converter=js_int, validator=integer(1, 100))
+    #: ``attemptTimeoutMs`` (the port's default, 60 s: the seed shows none).
+    attempt_timeout_ms: int = attrs.field(
+        default=60_000, converter=js_int, validator=integer(1, MAX_DELAY_MS)
+    )
+    #: The scheduler's ``alarmConcurrency`` (the reference's default, 10).
+    alarm_concurrency: int = attrs.field(default=10, converter=js_int, validator=integer(1, 10_000))
+
+    def longest_ms(self, alarm_min_delay_ms: int) -> int:
+        """How long an operation may take at most: every attempt timing out, each followed by the
+        longest backoff and, after an eviction, the alarm's delay."""
+        per_attempt = self.attempt_timeout_ms + ExponentialBackoff().max_ms + alarm_min_delay_ms
+        return self.max_attempts * per_attempt
+
+    def durability_options(self) -> DurabilityOptions:
+        return DurabilityOptions(
+            handlers={OPERATION: None},
+            attempt_timeout_ms=self.attempt_timeout_ms,
+            retries=RetryOptions(max_attempts=self.max_attempts),
+        )
+
+    def scheduler_options(self, alarm_min_delay_ms: int) -> SchedulerOptions:
+        return SchedulerOptions(
+            alarm_concurrency=self.alarm_concurrency, alarm_min_delay_ms=alarm_min_delay_ms
+        )
+
+
+def job_payload(key: str, work_ms: int) -> dict[str, Any]:
+    """An admitted item's operation payload: the account (the semaphore key) and the work it asks for."""
+    return {"account": key, "workMs": work_ms}
+
+
+def api_request(operation_id: str, payload: Any) -> dict[str, Any]:
+    """What the handler POSTs: the job, with the operation id as its idempotency key."""
+    return {"account": payload["account"], "key": operation_id, "workMs": payload["workMs"]}
+
+
+def releases_permit(event: Event) -> str | None:
+    """The example's ``onLifecycleEvent``: the id whose permit comes back with ``event``, or None."""
+    if isinstance(event, Terminal):
+        return event.entity.id
+    if isinstance(event, AttemptSettled) and event.outcome == "completed":
+        return event.entity.id
+    return None

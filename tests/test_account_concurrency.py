@@ -1,0 +1,212 @@
+"""The account-concurrency world (``config.operations``): seed 000's composition, judged at the API.
+
+Admitted items run as durable operations on their client object (id = item
+id), whose handler calls the external API; the permit comes back through
+the lifecycle hook (or the ``finished`` backstop). ``external_ceiling`` and
+``effect_once`` are judged at the API itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun, check_plan, run_world
+from sim.world.external_api import ExternalApi
+from sim.world.faults import Eviction, FaultPlan
+from sim.world.operations import OperationsSpec
+from sim.world.workload import Arrival, Workload
+
+CLIENT = "client-0"
+
+
+def one_job(
+    work_ms: int = 30_000,
+    *,
+    idempotent: bool = False,
+    attempt_timeout_ms: int = 60_000,
+    limit: int = 1,
+    count: int = 1,
+) -> WorldConfig:
+    """One plain client submits ``count`` jobs of ``work_ms`` at t=1 s; the account's limit is ``limit``."""
+    return WorldConfig(
+        holder=HolderSpec(limit=limit, leases=None),
+        workload=Workload(
+            clients=1,
+            plain_clients=1,
+            script=(Arrival(at_ms=1_000, client=0, count=count, duration_ms=work_ms),),
+        ),
+        duration_ms=120_000,
+        operations=OperationsSpec(idempotent_api=idempotent, attempt_timeout_ms=attempt_timeout_ms),
+    )
+
+
+def kinds(run: WorldRun) -> Counter[str]:
+    return Counter(event["kind"] for event in run.trace.events())
+
+
+def lifecycle(run: WorldRun) -> list[tuple[str, Any, Any]]:
+    return [(e["type"], e.get("attempt"), e.get("outcome")) for e in run.trace.of_kind("operation")]
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def test_a_world_without_operations_records_its_config_and_plan_as_before() -> None:
+    config, plan = WorldConfig(), FaultPlan()
+    assert "operations" not in config.to_dict()
+    assert not {"api_error", "api_error_after_effect", "api_slow", "api_slow_factor"} & set(plan.to_dict())
+    assert WorldConfig.from_dict(config.to_dict()) == config
+    assert FaultPlan.from_dict(plan.to_dict()) == plan
+
+
+def test_the_operations_and_the_api_faults_round_trip_through_a_record() -> None:
+    config = one_job(idempotent=True, attempt_timeout_ms=7_000)
+    plan = FaultPlan(api_error=0.1, api_slow=0.2, api_slow_factor=3)
+    assert config.to_dict()["operations"]["attempt_timeout_ms"] == 7_000
+    assert WorldConfig.from_dict(config.to_dict()) == config
+    assert FaultPlan.from_dict(plan.to_dict()) == plan
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_attempts", 0, "config.operations.max_attempts"),
+        ("attempt_timeout_ms", -1, "config.operations.attempt_timeout_ms"),
+        ("idempotent_api", "yes", "config.operations.idempotent_api"),
+    ],
+)
+def test_a_bad_operations_field_is_named(field: str, value: Any, message: str) -> None:
+    record = one_job().to_dict()
+    record["operations"][field] = value
+    with pytest.raises(ValueError, match=message):
+        WorldConfig.from_dict(record)
+
+
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        ({"api_error": 1.5}, "faults.api_error"),
+        ({"api_slow": -0.1}, "faults.api_slow"),
+        ({"api_error": 0.6, "api_error_after_effect": 0.6}, "api_error_after_effect"),
+        ({"api_slow_factor": 0}, "faults.api_slow_factor"),
+    ],
+)
+def test_bad_api_faults_are_a_value_error_naming_the_field(rates: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        FaultPlan(**rates)
+    with pytest.raises(ValueError, match=message):
+        FaultPlan.from_dict({**FaultPlan().to_dict(), **rates})
+
+
+def test_api_faults_without_operations_are_refused_not_ignored() -> None:
+    with pytest.raises(ValueError, match="external API"):
+        check_plan(WorldConfig(), FaultPlan(api_slow=0.5))
+    check_plan(one_job(), FaultPlan(api_slow=0.5))  # with operations: fine
+
+
+# --- the composition ---------------------------------------------------------------------------
+
+
+def test_an_admitted_item_runs_as_an_operation_and_its_permit_returns_through_the_hook() -> None:
+    run = run_world(one_job(10_000, idempotent=True), FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result
+    admitted = [e["item"] for e in run.trace.of_kind("admit")]
+    assert len(admitted) == 1
+    [item] = admitted
+    registered = [e["id"] for e in run.trace.of_kind("operation") if e["type"] == "registered"]
+    assert registered == [item]  # operation id = item id
+    assert lifecycle(run) == [
+        ("registered", 0, None),
+        ("attempt_started", 1, None),
+        ("attempt_settled", 1, "completed"),
+    ]
+    [done] = [e for e in run.trace.of_kind("operation") if e["type"] == "attempt_settled"]
+    [released] = run.trace.of_kind("release")
+    assert released["item"] == item
+    assert released["t"] == done["t"]  # the hook, not the finished backstop
+    api = run.world.api
+    assert isinstance(api, ExternalApi)
+    assert api.effects == {item: 1}
+    assert kinds(run)["job_start"] == 0  # nothing ran on the job service
+
+
+def test_a_failed_last_attempt_comes_back_through_the_finished_check() -> None:
+    """Seed 000's hook ignores attempt_settled/failed: ``finished`` returns that permit."""
+    config = one_job(5_000, idempotent=True)
+    run = run_world(config, FaultPlan(api_error=1.0, faults_until_ms=100_000), seed=1)
+    assert run.result.outcome == "completed", run.result
+    outcomes = [outcome for kind, _, outcome in lifecycle(run) if kind == "attempt_settled"]
+    assert outcomes == ["retry_scheduled", "retry_scheduled", "failed"]
+    [reconciled] = run.trace.of_kind("reconciled")
+    [released] = run.trace.of_kind("release")
+    assert reconciled["item"] == released["item"]
+
+
+def test_an_evicted_client_runs_the_next_attempt_under_the_same_id() -> None:
+    config = one_job(30_000, idempotent=True)
+    run = run_world(config, FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=10_000),)), seed=1)
+    assert run.result.outcome == "completed", run.result
+    started = [e for e in run.trace.of_kind("operation") if e["type"] == "attempt_started"]
+    assert [e["attempt"] for e in started[:2]] == [1, 2]
+    assert len({e["id"] for e in started}) == 1
+    assert started[1]["t"] > 10_000
+    api = run.world.api
+    assert isinstance(api, ExternalApi)
+    assert list(api.effects.values()) == [1]  # the idempotent API kept it to one effect
+
+
+# --- the invariants at the API ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_timed_out_attempts_call_running_on_breaks_external_ceiling_as_f5(seed: int) -> None:
+    """The zombie (docs/FINDINGS.md, F5): a 30 s call, a 10 s attempt timeout, a non-idempotent API.
+    Attempt 2's call starts while attempt 1's runs: two calls in flight on one permit, limit 1."""
+    run = run_world(one_job(30_000, attempt_timeout_ms=10_000), FaultPlan(), seed=seed)
+    assert run.result.outcome == "violation"
+    assert run.result.invariant == "external_ceiling"
+    assert run.result.finding == "F5"
+    assert "2 calls in flight at the external API > limit 1 (1 permits in use" in run.result.detail
+
+
+def test_f5_is_tolerated_by_name_when_asked() -> None:
+    run = run_world(
+        one_job(30_000, attempt_timeout_ms=10_000), FaultPlan(), seed=1, tolerated=frozenset({"F5"})
+    )
+    assert run.result.outcome == "completed", run.result
+    assert [v.finding for v in run.monitor.violations][:1] == ["F5"]
+
+
+def test_calls_within_the_limit_are_not_judged_however_many_attempts_overlap() -> None:
+    # The same zombies under a limit of 4: two calls on one permit, but never above the limit.
+    run = run_world(one_job(30_000, attempt_timeout_ms=10_000, limit=4), FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result
+    api = run.world.api
+    assert isinstance(api, ExternalApi)
+    assert max(api.effects.values()) == 3  # three attempts, three calls, three effects
+
+
+def test_effect_once_breaks_when_an_idempotent_api_takes_effect_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check can fail: an API that claims idempotency but forgets what took effect."""
+    real_end = ExternalApi._end
+
+    def forgetful_end(self: ExternalApi, call: Any) -> None:
+        real_end(self, call)
+        self._stored.clear()  # the next call with the key runs again, and takes effect again
+
+    monkeypatch.setattr(ExternalApi, "_end", forgetful_end)
+    # The client is evicted while attempt 1's 10 s call runs; attempt 2 (from the stored alarm,
+    # after the call ended) calls again with the same key.
+    plan = FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=5_000),))
+    run = run_world(one_job(10_000, idempotent=True), plan, seed=1)
+    assert run.result.invariant == "effect_once", run.result
+    assert "took effect 2 times at an idempotent API" in run.result.detail
+    # The same story against the real API: one effect, no violation.
+    monkeypatch.undo()
+    run = run_world(one_job(10_000, idempotent=True), plan, seed=1)
+    assert run.result.outcome == "completed", run.result
