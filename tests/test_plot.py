@@ -487,3 +487,32 @@ def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
     # One line per instant with a violation, on each of the key's three panels.
     assert len(_by_gid(fig, "violation-line")) == 3 * 4
     assert not [t.get_text() for t in _shown_texts(fig) if not _inside(t.get_window_extent(), fig.bbox)]
+
+
+def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(tmp_path: Path) -> None:
+    """In the account-concurrency world the plot draws the external API's calls in flight (the
+    ground truth, zombies included) and marks retried attempts; other worlds have no such line."""
+    from sim.report.plot import plot_trace
+    from sim.world.external_api import ExternalApi
+    from tests.test_account_concurrency import one_job
+
+    run = run_world(one_job(30_000, attempt_timeout_ms=10_000, limit=4), FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result
+    api = run.world.api
+    assert isinstance(api, ExternalApi)
+    [key] = series(run.trace.header, list(run.trace.events())).keys
+    assert key.api_calls is not None
+    peak = max(v for _, v in key.api_calls)
+    assert peak == 3  # three attempts' calls at once for one job ...
+    assert max(v for _, v in key.in_use) == 1  # ... on one permit
+    assert key.api_calls[-1][1] == 0 == sum(api.in_flight.values())
+    retried = [m for m in key.marks if m.kind == "attempt retried"]
+    assert [m.detail.split()[-1] for m in retried] == ["1", "2"]
+    assert [m.kind for m in key.marks if m.kind == "attempt failed"] == ["attempt failed"]
+    png = tmp_path / "ops.png"
+    plot_trace(run.trace.header, list(run.trace.events()), png)
+    assert png.stat().st_size > 20_000
+    # A world without operations has no API line.
+    plain = run_world(WorldConfig(duration_ms=60_000), FaultPlan(), seed=1)
+    [plain_key] = series(plain.trace.header, list(plain.trace.events())).keys
+    assert plain_key.api_calls is None

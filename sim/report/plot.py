@@ -30,6 +30,12 @@ committed rows, not for its ``usage(now)`` reading):
   moves an item from "being claimed" back to "queued": it is still waiting,
   so it does not add to the count; a duplicated ``submit`` enqueues an item
   once.
+- **calls at the API** (the account-concurrency world, ``config.operations``):
+  the external API's own count of calls in flight for the account, from its
+  ``api_start`` and ``api_end`` events: the ground truth the permits stand
+  for. A call that outlives its attempt (a timeout, an eviction) still
+  counts. The strip marks attempts retried, attempts failed for good and
+  operations that ran out of attempts.
 - **limit**: the header's limit, then the operator's changes and every
   round's resolved limit. Group limits come from the operator's changes and
   from rounds that report one (a round reports the limit only of groups it
@@ -117,6 +123,8 @@ class KeySeries:
     waiting: Steps
     groups: tuple[GroupSeries, ...]
     marks: tuple[Mark, ...]
+    #: Calls in flight at the external API for this account (None: the run has no API).
+    api_calls: Steps | None = None
 
 
 @attrs.frozen
@@ -250,6 +258,7 @@ class _KeyState:
         self.granted = _Step()
         self.leased = _Step()
         self.in_use = _Step()
+        self.api_calls: _Step | None = None
         self.waiting = _Step()
         self.group_granted: dict[str, _Step] = {}
         self.group_leased: dict[str, _Step] = {}
@@ -536,6 +545,19 @@ def _apply(
             s = state(running[0])
             s.in_use.add(t, -1)
             s.group(s.group_in_use, running[1]).add(t, -1)
+    elif kind in ("api_start", "api_end"):
+        s = state(str(event["account"]))
+        if s.api_calls is None:
+            s.api_calls = _Step()
+        s.api_calls.set(t, _int(event["in_flight"], "in_flight"))
+    elif kind == "operation":
+        operated = items.get(str(event.get("id")))
+        if operated is not None:
+            mark = _OPERATION_MARKS.get((str(event.get("type")), str(event.get("outcome"))))
+            if mark is not None:
+                state(operated[0]).marks.append(
+                    Mark(t, mark, f"{event.get('id')} attempt {event.get('attempt')}")
+                )
     elif kind == "violation":
         detail = str(event.get("detail", ""))
         target = next((k for k in sorted(keys) if detail.startswith(f"{k}:")), None)
@@ -579,6 +601,7 @@ def _finish(s: _KeyState, provisioning: Provisioning | None, client_marks: list[
         waiting=s.waiting.steps(),
         groups=groups,
         marks=tuple(marks),
+        api_calls=None if s.api_calls is None else s.api_calls.steps(),
     )
 
 
@@ -606,7 +629,16 @@ _MARK_ROWS: Final = (
     ("permits reclaimed", "^", "#17a589"),
     ("limit changed", "D", "#111111"),
     ("liveness judged", "s", "#1e8449"),
+    ("attempt retried", "<", "#a04000"),
+    ("attempt failed", "X", "#6e2c00"),
+    ("attempts exhausted", "X", "#4a235a"),
 )
+#: Lifecycle events of durable operations marked in the strip: (type, outcome) -> row.
+_OPERATION_MARKS: Final = {
+    ("attempt_settled", "retry_scheduled"): "attempt retried",
+    ("attempt_settled", "failed"): "attempt failed",
+    ("terminal", "None"): "attempts exhausted",
+}
 #: Violations: a row of the strip per kind (after the rows above), a red star, a red line.
 _VIOLATION = "#e60000"
 #: How far (a fraction of the run) the time axis extends past a violation, so it lies inside.
@@ -619,6 +651,7 @@ _AFTER_RUN = "#efefef"
 _GRANTED = "#5b8fd9"
 _LEASED = "#f5b041"
 _IN_USE = "#1e8449"
+_API = "#c2185b"
 _WAITING = "#7d3c98"
 
 
@@ -754,7 +787,12 @@ def build_figure(
         1 - 0.40 / height_in,
         "Stacked areas: permits the holder has charged (committed rows). Green line: permits clients "
         "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
-        "under the limit.",
+        "under the limit."
+        + (
+            " Dashed line: calls in flight at the external API, which should stay under the limit too."
+            if any(key.api_calls is not None for key in data.keys)
+            else ""
+        ),
         va="top",
         fontsize=8.5,
         color="#444444",
@@ -833,6 +871,18 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tupl
     ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label="in use by clients\n(admitted, not released)")
     accounted = [g + leased_ for g, leased_ in zip(by_granted, by_leased, strict=True)]
     top = max(top, *accounted, *uy)
+    if key.api_calls is not None:
+        ax_, ay = _xy(key.api_calls, end)
+        ax.step(
+            ax_,
+            ay,
+            where="post",
+            color=_API,
+            lw=1.3,
+            ls="--",
+            label="calls in flight at the API\n(ground truth)",
+        )
+        top = max(top, *ay)
     labelled = min(len(_violations(key)), _VIOLATION_LABELS + 1)
     # Room above the data for the violations' labels, which hang from the top of the panel.
     ax.set_ylim(0, (top * 1.12 + 1) * (1 + 0.16 * labelled))
