@@ -51,14 +51,30 @@ def test_reconcile_deletes_the_alarm_when_nothing_is_pending() -> None:
 
 
 def test_completion_alone_does_not_reconcile_the_alarm() -> None:
-    """Lines 1697-1705: completion is ``transactionSync``; the alarm waits for the caller's refresh."""
+    """Lines 1697-1705: completion is ``transactionSync`` (1196-1199), which leaves the alarm alone;
+    the pass's closing ``scheduleNextAlarm`` (line 1600) reconciles it. Mid-pass, the platform has
+    consumed the alarm."""
+    shell = Shell()
+    shell.register("a", now=0)
+    shell.register("b", now=0)
+    shell.evict()  # both rows stay pending at attempt 1
+    a, b = shell.platform_alarm(15_000).started
+    assert shell.alarm.get_alarm() is None
+    shell.engine.complete(a, None, 15_100)
+    assert shell.alarm.get_alarm() is None  # b still pending, but a completion does not re-arm
+    step = shell.engine.complete(b, None, 15_200)
+    assert [end.outcome for end in step.alarm_ends] == ["completed"]
+    assert shell.alarm.get_alarm() is None
+
+
+def test_the_early_timer_is_kept_when_reconcile_returns_the_same_time() -> None:
+    """Lines 1322-1324: ``earlyAlarm?.timestamp === timestamp`` keeps the armed timer and its firing time."""
     shell = Shell(alarm_concurrency=1)
     shell.register("hold", now=0)
-    shell.register("b", now=1)
-    [hold] = shell.engine.running()
-    # The eager path's refresh (line 692) follows the execution; only then is the alarm reconciled.
-    shell.engine.complete(hold, None, 10)
-    assert shell.alarm.get_alarm() == 15_000
+    [before] = [t for t in shell.engine.timers() if t.kind == "early_alarm"]
+    shell.register("b", now=5)  # reconciles again: the earliest pending row is still "hold", due at 0
+    [after] = [t for t in shell.engine.timers() if t.kind == "early_alarm"]
+    assert (after.at_ms, after.seq) == (before.at_ms, before.seq) == (0, before.seq)
 
 
 def test_the_early_timer_covers_work_due_before_the_alarm() -> None:
@@ -102,6 +118,36 @@ def test_live_timers_skip_active_rows_so_a_pass_does_not_wait_on_them() -> None:
     assert [end.outcome for end in shell.engine.alarm(10).alarm_ends] == ["completed"]
 
 
+def test_live_timers_re_arm_the_timer_when_a_skipped_row_settles() -> None:
+    """``settled.finally`` (lines 1729-1745): under liveTimers a settling execution refreshes the alarm,
+    so the retry the timer skipped while its zombie ran is picked up at its exact time."""
+    shell = Shell(live_timers=True, attempt_timeout_ms=5_000)
+    [attempt] = shell.register("a", now=0).started
+    shell.engine.advance(5_000)  # times out: retry due at 6 000, but "a" is active, so no timer for it
+    assert [t.kind for t in shell.engine.timers()] == []
+    shell.engine.complete(attempt, "late", 9_000)  # the zombie settles
+    assert [(t.kind, t.at_ms) for t in shell.engine.timers()] == [("early_alarm", 9_000)]
+    [second] = shell.engine.advance(9_000).started
+    assert second.attempt == 2
+
+
+def test_live_timers_look_past_running_rows_for_the_timer() -> None:
+    """``pendingTimes`` (lines 1259-1279): ``LIMIT active.size + 1`` rows, the first that is not active."""
+    shell = Shell(alarm_concurrency=1, live_timers=True)
+    shell.register("a", now=0)  # runs, still due at 0
+    shell.register("b", now=100)  # no permit: waits, due at 100
+    assert [(t.kind, t.at_ms) for t in shell.engine.timers()][:1] == [("early_alarm", 100)]
+
+
+def test_live_timers_leave_work_beyond_the_timer_range_to_the_alarm() -> None:
+    """``delay > maxTimerMs`` (lines 961, 1340-1342) arms no timer, even under liveTimers."""
+    shell = Shell(live_timers=True, delay=lambda attempt: 2**31)
+    [attempt] = shell.register("a", now=0).started
+    shell.engine.fail(attempt, RuntimeError("x"), 100)
+    assert [t.kind for t in shell.engine.timers()] == []
+    assert shell.alarm.get_alarm() == 100 + 2**31
+
+
 def test_without_live_timers_a_pass_waits_for_a_running_row() -> None:
     """``#execute`` awaits ``running.settled`` (lines 716-721); the pass returns when it settles."""
     shell = Shell()
@@ -127,15 +173,34 @@ def test_a_pass_runs_due_rows_earliest_first_within_alarm_concurrency() -> None:
 
 
 def test_a_freed_permit_goes_to_the_oldest_waiter() -> None:
-    """``createRelease`` (lines 1468-1482): FIFO waiters."""
-    shell = Shell(alarm_concurrency=1)
-    [hold] = shell.register("hold", now=0).started
+    """``createRelease`` (lines 1468-1482): ``permitWaiters.shift()``, FIFO. Under liveTimers the pass
+    skips the two running rows (lines 611-613), so both its workers wait for a permit: "a", then "b"."""
+    shell = Shell(alarm_concurrency=2, live_timers=True)
+    [hold, _] = [*shell.register("hold-1", now=0).started, *shell.register("hold-2", now=0).started]
     shell.register("a", now=1)
     shell.register("b", now=2)
-    shell.engine.alarm(10)  # its worker waits on hold; the early timer's pass... all wait for a permit
+    assert shell.engine.alarm(10).started == ()  # both workers wait for a permit
     step = shell.engine.complete(hold, None, 20)
     assert [a.id for a in step.started] == ["a"]
-    assert shell.engine.permits_held == 1
+    assert shell.engine.permits_held == 2
+
+
+def test_a_pass_runs_at_most_alarm_concurrency_rows_at_once() -> None:
+    """``runConcurrent`` (lines 1484-1504): ``min(alarmConcurrency, n)`` workers, so the third due row is not
+    even looked up (not active) until a worker is free; under liveTimers the timer then still offers it."""
+    shell = Shell(alarm_concurrency=2, live_timers=True)
+    for id in ("a", "b", "c"):
+        shell.conn.execute(
+            "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at,"
+            " created_at, generation_id) VALUES (?, 'run', '{}', 'pending', 0, 0, 0, ?)",
+            (id, f"g-{id}"),
+        )
+    a, _ = shell.engine.alarm(0).started
+    assert sorted(shell.durability.active) == ["a", "b"]
+    shell.engine.refresh(1)
+    assert [(t.kind, t.at_ms) for t in shell.engine.timers()][:1] == [("early_alarm", 1)]
+    [c] = shell.engine.complete(a, None, 2).started  # the freed worker takes "c"
+    assert c.id == "c"
 
 
 def test_several_participants_share_one_engine_and_one_alarm() -> None:
@@ -208,6 +273,28 @@ def test_when_the_fallback_cannot_be_armed_the_pass_fails_to_the_platform() -> N
     shell.alarm.set_alarm = no_alarm  # type: ignore[method-assign]
     [end] = shell.engine.alarm(1_000).alarm_ends
     assert (end.outcome, str(end.error)) == ("failed", "storage hiccup")
+
+
+def test_an_early_pass_whose_fallback_cannot_be_armed_is_only_reported() -> None:
+    """The early timer calls ``alarm()`` and only reports its rejection (lines 1346-1358)."""
+    shell = Shell()
+
+    def broken(now: int, info: AlarmInfo | None) -> Join | None:
+        raise OSError("storage hiccup")
+
+    shell.engine.register(
+        Participant(table=DurableTable("t", "k"), run_due=broken, next_pending_at=lambda conn: 0)
+    )
+    shell.engine.refresh(0)  # arms the early timer at 0
+
+    def no_alarm(at_ms: int) -> None:
+        raise OSError("alarm")
+
+    shell.alarm.set_alarm = no_alarm  # type: ignore[method-assign]
+    step = shell.engine.advance(0)
+    assert [(end.early, end.outcome) for end in step.alarm_ends] == [(True, "failed")]
+    assert [f.label for f in step.failures] == ["durability.background_execution.failed"]
+    assert step.alarm_retries == ()
 
 
 def test_a_long_pass_hands_off_after_alarm_handoff_ms() -> None:

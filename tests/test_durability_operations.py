@@ -176,6 +176,7 @@ def test_retries_follow_max_attempts_and_the_backoff() -> None:
     [event] = step.events
     assert isinstance(event, AttemptSettled)
     assert (event.outcome, event.next_attempt_at) == ("retry_scheduled", 1_100)  # 1 s
+    assert (event.timestamp, event.duration_ms) == (100, 100)
     assert shell.durability.get_result("run", "a") == Pending(
         attempt=1, next_attempt_at=1_100, last_error="503"
     )
@@ -184,6 +185,7 @@ def test_retries_follow_max_attempts_and_the_backoff() -> None:
     [event] = shell.engine.fail(second, RuntimeError("503"), 1_200).events
     assert isinstance(event, AttemptSettled)
     assert event.next_attempt_at == 3_200  # 2 s: the delay doubles
+    assert (event.timestamp, event.duration_ms) == (1_200, 100)  # from the attempt's start (line 1818)
 
 
 def test_a_failed_last_attempt_emits_attempt_settled_failed_not_terminal() -> None:
@@ -196,6 +198,7 @@ def test_a_failed_last_attempt_emits_attempt_settled_failed_not_terminal() -> No
     assert shell.durability.get_result("run", "a") == Failed(
         attempt=1, error_name="RuntimeError", error_message="boom"
     )
+    assert shell.row("a").next_attempt_at == 10  # a terminal decision writes nextAttemptAt = now (1041-1045)
 
 
 def test_a_non_retryable_error_fails_at_once() -> None:
@@ -394,6 +397,17 @@ def test_purge_aborts_older_handlers_deletes_rows_and_a_new_generation_is_fenced
     row = read_call(shell.conn, "a")
     assert row is not None
     assert (row.status, row.generation_id, row.last_error) == ("pending", new.generation, None)
+
+
+def test_purge_is_strictly_before() -> None:
+    """``created_at < ?`` (lines 1390, 1399-1404): a record created at ``before`` stays, its handler runs."""
+    shell = Shell()
+    [old] = shell.register("a", now=0).started
+    shell.register("b", now=5)
+    step = shell.durability.purge_before(5, 10)
+    assert [abort.attempt for abort in step.aborted] == [old]
+    assert [e.to_wire()["count"] for e in step.events] == [1]
+    assert [row.id for row in shell.rows()] == ["b"]
 
 
 def test_started_event_carries_the_attempt() -> None:
