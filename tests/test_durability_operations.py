@@ -24,6 +24,7 @@ from semaphore_core.durability import (
     Step,
     Terminal,
     UnknownAttemptError,
+    operations,
 )
 from semaphore_core.durability.calls import read_call
 from tests.durability_shell import Shell
@@ -124,6 +125,29 @@ def test_eager_start_only_while_a_permit_is_free() -> None:
     assert second.started == ()
     assert shell.row("b").attempt == 0
     assert shell.engine.available_permits == 0
+
+
+def test_an_eager_start_that_fails_before_its_claim_gives_its_permit_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``#execute``'s ``finally`` (lines 731-738): a permit not yet handed to ``#start`` is released whatever
+    threw; the rejection is reported once (lines 688-696)."""
+    shell = Shell(alarm_concurrency=1)
+    reads = [0]
+
+    def flaky(conn: Any, id: str) -> Any:
+        reads[0] += 1
+        if reads[0] == 2:  # the first read is the registration's; the second, #execute's lookup
+            raise OSError("read failed")
+        return read_call(conn, id)
+
+    monkeypatch.setattr(operations, "read_call", flaky)
+    step = shell.register("a", now=0)
+    assert step.started == ()
+    assert [f.label for f in step.failures] == ["durability.background_execution.failed"]
+    assert shell.engine.available_permits == 1
+    [started] = shell.register("b", now=1).started
+    assert started.id == "b"
 
 
 def test_the_attempt_is_claimed_and_counted_before_the_handler_runs() -> None:

@@ -183,19 +183,29 @@ class Durability:
             return None
 
     def _execute(self, id: str, eager_permit: bool = False) -> Join | None:
-        """``#execute`` (lines 705-740): start the row unless the same generation already runs."""
-        call = read_call(self.engine.conn, id)
-        if call is None or call.status != "pending":
-            if eager_permit:
+        """``#execute`` (lines 705-740): start the row unless the same generation already runs.
+
+        An eager permit not handed to ``start_execution`` goes back to the pool
+        whatever happened, raising included (the ``finally``, lines 731-738).
+        """
+        transferred = False
+        try:
+            call = read_call(self.engine.conn, id)
+            if call is None or call.status != "pending":
+                return None
+            running = self.active.get(id)
+            if running is not None and running.spec.generation == call.generation_id:
+                # Wait for it to settle; an eager permit is held until then, as in the reference.
+                if eager_permit:
+                    running.settled.then(self.engine.release_permit)
+                transferred = True
+                return running.settled
+            spec = self._spec(call)
+            transferred = True
+            return self.engine.start_execution(spec, eager_permit).outcome
+        finally:
+            if eager_permit and not transferred:
                 self.engine.release_permit()
-            return None
-        running = self.active.get(id)
-        if running is not None and running.spec.generation == call.generation_id:
-            # Wait for it to settle; an eager permit is held until then, as in the reference.
-            if eager_permit:
-                running.settled.then(self.engine.release_permit)
-            return running.settled
-        return self.engine.start_execution(self._spec(call), eager_permit).outcome
 
     def _spec(self, call: CallRow) -> ExecutionSpec:
         """``#start`` (lines 742-815)."""
