@@ -259,6 +259,25 @@ def test_a_throwing_pass_arms_its_own_fallback_alarm() -> None:
     assert [f.label for f in step.failures] == ["durability.alarm.failed"]
 
 
+def test_a_participant_whose_due_work_rejects_later_fails_the_pass() -> None:
+    """``runAlarm`` (lines 1570-1601): the ``Promise.all`` over every participant's ``runDue`` rejects as soon
+    as one rejects, whenever that is; ``alarm``'s catch then arms the fallback (lines 1510-1528)."""
+    shell = Shell()
+    work: list[Join] = []
+
+    def run_due(now: int, info: AlarmInfo | None) -> Join:
+        work.append(Join(shell.engine))
+        return work[-1]
+
+    shell.engine.register(Participant(table=DurableTable("t", "k"), run_due=run_due))
+    assert shell.engine.alarm(1_000).alarm_ends == ()
+    step = shell.engine.run_step(2_000, lambda: work[0].reject(OSError("late failure")))
+    [end] = step.alarm_ends
+    assert (end.outcome, str(end.error)) == ("retrying", "late failure")
+    assert shell.alarm.get_alarm() == 17_000
+    assert shell.engine.open_passes == ()
+
+
 def test_when_the_fallback_cannot_be_armed_the_pass_fails_to_the_platform() -> None:
     """Line 1517: ``if (!(await this.armFallbackAlarm())) throw error``."""
     shell = Shell()

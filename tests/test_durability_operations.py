@@ -150,6 +150,30 @@ def test_an_eager_start_that_fails_before_its_claim_gives_its_permit_back(
     assert started.id == "b"
 
 
+def test_a_rejected_eager_execution_is_reported_once_and_skips_the_refresh() -> None:
+    """Lines 694-696: ``#execute(...).then(() => scheduleNextAlarm()).catch(onError)``. When the execution
+    rejects (here ``settleFailure``'s transaction, lines 1790-1806, cannot read the alarm), the refresh is
+    skipped and ``onError`` reports the rejection once; the permit is back (lines 1724-1727)."""
+    shell = Shell()
+    [attempt] = shell.register("a", now=0).started
+    reads = [0]
+
+    def broken() -> int | None:
+        reads[0] += 1
+        raise OSError("alarm read failed")
+
+    shell.alarm.get_alarm = broken  # type: ignore[method-assign]
+    step = shell.engine.fail(attempt, RuntimeError("503"), 100)
+    assert step.events == ()
+    assert [(f.label, str(f.error)) for f in step.failures] == [
+        ("durability.background_execution.failed", "alarm read failed")
+    ]
+    assert reads[0] == 1
+    assert shell.engine.available_permits == 10
+    row = shell.row("a")
+    assert (row.status, row.attempt, row.last_error) == ("pending", 1, None)  # rolled back
+
+
 def test_the_attempt_is_claimed_and_counted_before_the_handler_runs() -> None:
     """Lines 1655-1671: ``claimAttempt`` then ``attempt_started``; the row says attempt 1 while it runs."""
     shell = Shell()

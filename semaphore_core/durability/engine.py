@@ -115,14 +115,20 @@ class SchedulerOptions:
 
 
 class Join:
-    """A promise others await: callbacks run as deferred continuations once it resolves."""
+    """A promise others await: callbacks run as deferred continuations once it settles.
 
-    __slots__ = ("_callbacks", "_engine", "done")
+    It settles once, resolved or rejected (``error`` set); ``then`` callbacks
+    run either way, and a continuation the reference chains with ``.then``
+    (skipped on a rejection) checks ``error`` itself.
+    """
+
+    __slots__ = ("_callbacks", "_engine", "done", "error")
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._callbacks: list[Callable[[], None]] = []
         self.done = False
+        self.error: BaseException | None = None
 
     def then(self, callback: Callable[[], None]) -> None:
         if self.done:
@@ -131,15 +137,23 @@ class Join:
             self._callbacks.append(callback)
 
     def resolve(self) -> None:
+        self._settle(None)
+
+    def reject(self, error: BaseException) -> None:
+        self._settle(error)
+
+    def _settle(self, error: BaseException | None) -> None:
         if self.done:
             return
         self.done = True
+        self.error = error
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             self._engine.defer(callback)
 
 
-#: A participant's due work at ``now_ms``: None when it finished at once, else a ``Join`` for when it does.
+#: A participant's due work at ``now_ms``: None when it finished at once, else a ``Join`` for when it does
+#: (rejected if the work failed). Raising is a rejection at once.
 RunDue: TypeAlias = Callable[[int, AlarmInfo | None], Join | None]
 
 
@@ -498,7 +512,12 @@ class Engine:
         assert 0 <= self._available_permits <= self.options.alarm_concurrency
 
     def run_concurrent(self, items: Sequence[T], worker: Callable[[T], Join | None]) -> Join:
-        """``runConcurrent`` (lines 1484-1504): ``min(alarmConcurrency, n)`` workers over ``items``."""
+        """``runConcurrent`` (lines 1484-1504): ``min(alarmConcurrency, n)`` workers over ``items``.
+
+        A worker whose item rejects takes the next item: this is ``#runDue``'s
+        worker, which catches (lines 614-620); the reference's pool itself
+        would reject, and no participant here relies on that.
+        """
         done = Join(self)
         if not items:
             done.resolve()
@@ -559,15 +578,23 @@ class Engine:
             return
         remaining = [len(joins)]
 
-        def one_done() -> None:
+        def one_done(joined: Join) -> None:
+            if joined.error is not None:
+                # Promise.all rejects at the first rejection; after a hand-off nobody awaits it.
+                if alarm_pass.open:
+                    self._pass_failed(alarm_pass, joined.error)
+                return
             remaining[0] -= 1
             if remaining[0] == 0:
                 self._pass_work_done(alarm_pass)
 
+        def on_done(joined: Join) -> Callable[[], None]:
+            return lambda: one_done(joined)
+
         if not joins:
             self.defer(lambda: self._pass_work_done(alarm_pass))
         for joined in joins:
-            joined.then(one_done)
+            joined.then(on_done(joined))
 
     def _pass_work_done(self, alarm_pass: AlarmPass) -> None:
         if not alarm_pass.open:
@@ -738,7 +765,7 @@ class Engine:
                 self._fail_exhausted(spec)
         except Exception as error:
             self.report("durability.background_execution.failed", error)
-            self._policy_settle(execution)
+            self._policy_settle(execution, error)
             return
         if number is None:
             self._policy_settle(execution)
@@ -812,6 +839,7 @@ class Engine:
             # A zombie settles: its result is dropped; only now does it give its permit back.
             self._release_if_settled(execution)
             return
+        rejection: BaseException | None = None
         try:
             if failure is None:
                 self._persist_success(execution, result)
@@ -819,7 +847,8 @@ class Engine:
                 self._settle_failure(execution, failure)
         except Exception as error:
             self.report("durability.background_execution.failed", error)
-        self._policy_settle(execution)
+            rejection = error
+        self._policy_settle(execution, rejection)
 
     def _time_out(self, execution: Execution) -> None:
         """The timeout rejects the race and aborts the signal; the handler may keep running."""
@@ -828,11 +857,13 @@ class Engine:
         assert not execution.policy_settled
         error = execution.spec.timeout_error()
         self._abort(execution, error)
+        rejection: BaseException | None = None
         try:
             self._settle_failure(execution, error)
         except Exception as caught:
             self.report("durability.background_execution.failed", caught)
-        self._policy_settle(execution)
+            rejection = caught
+        self._policy_settle(execution, rejection)
 
     def _abort(self, execution: Execution, reason: BaseException) -> None:
         """``controller.abort(reason)``: tell the shell; a no-op before the claim or when already aborted."""
@@ -871,12 +902,15 @@ class Engine:
             )
         )
 
-    def _policy_settle(self, execution: Execution) -> None:
-        """The ``finally`` of the execution (lines 1738-1741), then its promise resolves."""
+    def _policy_settle(self, execution: Execution, rejection: BaseException | None = None) -> None:
+        """The execution's ``finally`` (lines 1724-1727); then its promise settles, rejected if it threw."""
         execution.policy_settled = True
         execution.timeout_seq = None  # clearTimeout
         self._release_if_settled(execution)
-        execution.outcome.resolve()
+        if rejection is None:
+            execution.outcome.resolve()
+        else:
+            execution.outcome.reject(rejection)
 
     def _release_if_settled(self, execution: Execution) -> None:
         """``releaseIfSettled`` (lines 1646-1651): the permit returns once the handler settled too."""

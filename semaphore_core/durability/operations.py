@@ -156,6 +156,10 @@ class Durability:
             return True
 
         def refresh() -> None:
+            # ``.then(() => scheduleNextAlarm())`` (line 695): skipped when the execution rejected,
+            # whose failure the engine has reported (``.catch(onError)``, line 696).
+            if joined is not None and joined.error is not None:
+                return
             try:
                 engine.schedule_next_alarm()
             except Exception as error:
