@@ -289,7 +289,7 @@ class DurabilityMachine(RuleBasedStateMachine):
             assert self.shell.alarm.get_alarm() is not None or self.platform_passes, "alarm_armed"
         held = engine.permits_held
         assert 0 <= held <= engine.options.alarm_concurrency, f"permits: {held}"
-        assert len(engine.running()) <= held, "permits: a running handler without a permit"
+        assert len(engine.running()) == held, "permits: a running handler without a permit"
         # What the shell knows is running here (zombies included), whatever the engine remembers.
         assert len(self.live) <= engine.options.alarm_concurrency, f"permits: {len(self.live)} handlers run"
 
