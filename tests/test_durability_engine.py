@@ -23,7 +23,7 @@ from tests.durability_shell import Shell
 
 
 def test_reconcile_sets_the_alarm_no_sooner_than_the_minimum_delay() -> None:
-    """Lines 1298-1305: ``target = max(physicalNextAt, now + alarmMinDelayMs)``."""
+    """Lines 1309-1317: ``target = max(physicalNextAt, now + alarmMinDelayMs)``."""
     shell = Shell(alarm_concurrency=1, alarm_min_delay_ms=2_000)
     shell.register("hold", now=0)
     assert shell.alarm.get_alarm() == 2_000
@@ -33,7 +33,7 @@ def test_reconcile_sets_the_alarm_no_sooner_than_the_minimum_delay() -> None:
 
 
 def test_reconcile_moves_an_alarm_that_is_later_than_the_target() -> None:
-    """Lines 1302-1308: ``currentAlarm > target`` re-arms."""
+    """Lines 1311-1317: ``currentAlarm > target`` re-arms."""
     shell = Shell(alarm_concurrency=1)
     shell.register("hold", now=0)
     shell.alarm.set_alarm(99_999)
@@ -42,7 +42,7 @@ def test_reconcile_moves_an_alarm_that_is_later_than_the_target() -> None:
 
 
 def test_reconcile_deletes_the_alarm_when_nothing_is_pending() -> None:
-    """Lines 1291-1296."""
+    """Lines 1302-1306."""
     shell = Shell()
     [attempt] = shell.register("a", now=0).started
     assert shell.alarm.get_alarm() == 15_000
@@ -107,7 +107,7 @@ def test_live_timers_fire_at_the_exact_due_time_beyond_the_minimum_delay() -> No
 
 
 def test_live_timers_skip_active_rows_so_a_pass_does_not_wait_on_them() -> None:
-    """``#runDue`` (lines 607-611) and ``pendingTimes`` (1262-1277) under liveTimers."""
+    """``#runDue`` (lines 611-613) and ``pendingTimes`` (1255-1277) under liveTimers."""
     shell = Shell(live_timers=True)
     shell.register("a", now=0)
     # Registration reconciled before the eager start, so its early timer is set; its pass skips the
@@ -227,7 +227,7 @@ def test_several_participants_share_one_engine_and_one_alarm() -> None:
 
 
 def test_a_holding_participant_arms_only_the_physical_alarm() -> None:
-    """``holding`` (lines 983-986, 1253-1256)."""
+    """``holding`` (lines 980-985, 1246-1253)."""
     shell = Shell()
     shell.engine.register(
         Participant(
@@ -345,7 +345,7 @@ def test_the_handoff_keeps_an_earlier_alarm() -> None:
 
 
 def test_scheduler_options_are_checked_as_the_constructor_checks_them() -> None:
-    """Lines 1105-1136."""
+    """Lines 1109-1136."""
     with pytest.raises(ValueError, match="alarmConcurrency"):
         SchedulerOptions(alarm_concurrency=0)
     with pytest.raises(ValueError, match="between 1000 and 15000"):

@@ -23,9 +23,9 @@ def purge_and_reuse_while_the_old_handler_runs(fixes: frozenset[str]) -> Shell:
 
 
 def test_d1_reference_loops_on_a_zero_delay_timer() -> None:
-    """scheduler.ts: ``settled.finally`` calls ``releaseActive`` unconditionally (seed 002, lines 1732-1738),
-    although ``spec.active`` still holds the newer execution; ``pendingTimes`` (1262-1277) then offers the
-    running row to the timer, the pass skips it (``#runDue``, 607-611), and the refresh re-arms at once."""
+    """scheduler.ts: ``settled.finally`` calls ``releaseActive`` unconditionally (seed 002, lines 1729-1733),
+    although ``spec.active`` still holds the newer execution; ``pendingTimes`` (1255-1277) then offers the
+    running row to the timer, the pass skips it (``#runDue``, 611-613), and the refresh re-arms at once."""
     shell = purge_and_reuse_while_the_old_handler_runs(frozenset())
     assert [t.kind for t in shell.engine.timers()][:1] == ["early_alarm"]
     with pytest.raises(RuntimeError, match="timer loop"):

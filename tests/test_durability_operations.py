@@ -54,7 +54,7 @@ def test_registration_writes_the_row_and_arms_the_alarm_in_one_transaction() -> 
 
 
 def test_a_registration_whose_alarm_cannot_be_set_writes_nothing() -> None:
-    """ "A row cannot commit without its alarm" (walkthrough, line 1913)."""
+    """ "A row cannot commit without its alarm" (walkthrough, line 1912)."""
     shell = Shell()
 
     def broken(at_ms: int) -> None:
@@ -206,7 +206,7 @@ def test_success_completes_the_row_and_emits_attempt_settled_completed() -> None
 
 
 def test_results_stay_out_of_events_unless_asked() -> None:
-    """``includeResults`` is off by default (lines 325-330)."""
+    """``includeResults`` is off by default (lines 364-369)."""
     shell = Shell()
     [attempt] = shell.register("a", now=0).started
     [event] = shell.engine.complete(attempt, 5, 1).events
@@ -289,7 +289,7 @@ def test_an_unserialisable_result_is_a_terminal_failure() -> None:
 def test_a_row_whose_operation_has_no_handler_fails_non_retryably_after_its_claim() -> None:
     """``invoke`` throws ``NonRetryableError`` (lines 769-774): claimed, started, then failed."""
     shell = Shell(handlers=("run", "gone"))
-    shell.register("a", now=0, operation="gone")  # runs eagerly; let it time out into a retry
+    shell.register("a", now=0, operation="gone")  # runs eagerly; its failure schedules a retry
     [attempt] = shell.engine.running()
     shell.engine.fail(attempt, RuntimeError("x"), 10)
     shell.options = type(shell.options)(handlers={"run": None})  # a deployment without "gone"
@@ -428,7 +428,7 @@ def test_get_result_of_an_unknown_id_is_not_found() -> None:
 
 
 def test_purge_aborts_older_handlers_deletes_rows_and_a_new_generation_is_fenced_from_the_old() -> None:
-    """``purgeBefore`` (lines 526-541) and ``purge`` (1380-1414); generations (walkthrough, line 1939)."""
+    """``purgeBefore`` (lines 550-566) and ``purge`` (1380-1414); generations (walkthrough, line 1939)."""
     shell = Shell()
     [old] = shell.register("a", now=0).started
     step = shell.durability.purge_before(1, 10)

@@ -4,7 +4,7 @@ Seed 002, "How it uses your Durable Object": "The object's one alarm
 (ctx.storage.setAlarm) brings the object back after eviction. Every write
 that adds or reschedules pending work sets the alarm in the same storage
 transaction". The engine reads and writes the alarm only through
-``StorageAlarm`` (``PhysicalAlarm``, scheduler.ts line 968: ``getAlarm``,
+``StorageAlarm`` (``PhysicalAlarm``, scheduler.ts lines 969-972: ``getAlarm``,
 ``setAlarm``, ``deleteAlarm``), inside its SQLite transactions; a shell
 that keeps the alarm elsewhere must make those calls commit and roll back
 with the transaction. ``SqliteAlarm`` keeps it in the same connection, so

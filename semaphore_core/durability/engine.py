@@ -94,7 +94,7 @@ MAX_TIMERS_PER_ADVANCE: Final = 100_000
 
 @attrs.frozen
 class SchedulerOptions:
-    """``DurabilitySchedulerOptions`` (lines 909-931), checked as the constructor checks them (1105-1136)."""
+    """``DurabilitySchedulerOptions`` (lines 909-931), checked as the constructor checks them (1109-1136)."""
 
     alarm_concurrency: int = 10
     alarm_min_delay_ms: int = 15_000
@@ -266,7 +266,7 @@ class Engine:
         self._available_permits = options.alarm_concurrency
         self._permit_waiters: deque[Execution] = deque()
         self._early: EarlyTimer | None = None
-        # Keys whose attempt is executing, per table (lines 1100-1103).
+        # Keys whose attempt is executing, per table (lines 1105-1107).
         self._active_by_table: dict[str, set[str]] = {}
         self._running: dict[tuple[str, str, str, int], Execution] = {}
         self._passes: dict[int, AlarmPass] = {}
@@ -927,7 +927,7 @@ class Engine:
         execution.settled.resolve()
 
     def _after_settled(self, execution: Execution) -> None:
-        """``settled.finally`` (lines 1732-1746)."""
+        """``settled.finally`` (lines 1729-1745)."""
         spec = execution.spec
         if spec.active.get(spec.key) is execution:
             del spec.active[spec.key]

@@ -2,14 +2,15 @@
 
 Seed 002 builds each event where it emits it, so their fields are the
 reference's: ``registered`` (``#run``, lines 677-682), ``attempt_started``
-(``startExecution``, lines 1666-1671), ``attempt_settled`` with ``outcome``
-``completed`` (lines 1706-1714), ``failed`` or ``retry_scheduled`` (``settleFailure``,
+(``startExecution``, lines 1668-1673), ``attempt_settled`` with ``outcome``
+``completed`` (lines 1707-1715), ``failed`` or ``retry_scheduled`` (``settleFailure``,
 lines 1811-1830), ``terminal`` with ``reason: 'attempts_exhausted'``
 (``failExhausted``, lines 1771-1778) and ``purged`` (``purgeBefore``, lines
-561-568). Which event ends an operation matters to a lifecycle hook: a
+557-563). Which event ends an operation matters to a lifecycle hook: a
 failed *last* attempt emits ``attempt_settled`` with ``outcome: 'failed'``;
 ``terminal`` comes only when an attempt could not even be claimed because
-every attempt was already used (an eviction or timeout during the last one).
+every attempt was already used (an eviction during the last one; a timeout of
+the last attempt is its failure, ``attempt_settled`` ``failed``).
 
 The reference's emitter is best effort and outside any transaction; here
 the engine collects events in emission order into the step's result, after
@@ -29,7 +30,7 @@ Outcome: TypeAlias = Literal["completed", "failed", "retry_scheduled"]
 
 @attrs.frozen
 class OperationEntity:
-    """``OperationLifecycleEntity`` (``operationEntity``, lines 430-435)."""
+    """``OperationLifecycleEntity`` (``operationEntity``, lines 447-452)."""
 
     operation: str
     id: str

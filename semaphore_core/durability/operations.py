@@ -89,7 +89,7 @@ class Registration:
 
 
 def operation_entity(call: CallRow) -> OperationEntity:
-    """``operationEntity`` (lines 430-435)."""
+    """``operationEntity`` (lines 447-452)."""
     return OperationEntity(operation=call.operation, id=call.id, generation=call.generation_id)
 
 
@@ -104,7 +104,7 @@ class Durability:
         self._new_id = new_id
         self._defaults = MethodOptions(attempt_timeout_ms=options.attempt_timeout_ms, retries=options.retries)
         self._methods = {name: method for name, method in options.handlers.items() if method is not None}
-        # ``#active``: in memory, per instance (lines 442-443).
+        # ``#active``: in memory, per instance (line 461).
         self.active: dict[str, Execution] = {}
         engine.migrate_schema("operations", migrate_calls)
         engine.register(Participant(table=CALLS, run_due=self._run_due))
@@ -261,7 +261,7 @@ class Durability:
         return call_state(call)
 
     def purge_before(self, before: int, now_ms: int) -> Step:
-        """``purgeBefore`` (lines 526-541): abort older running handlers, delete older rows, any status."""
+        """``purgeBefore`` (lines 550-566): abort older running handlers, delete older rows, any status."""
         if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_SAFE_INTEGER:
             raise ValueError("timestamp must be a non-negative safe integer")
 

@@ -28,7 +28,7 @@ class Attempt:
 
     Report its outcome to the engine that started it: ``complete``, ``fail``,
     or ``time_out`` at ``timeout_at_ms``. ``id`` is the stable idempotency key
-    (seed 002 lines 202-206: "key any external deduplication ... by ``id``,
+    (seed 002 lines 209-211: "key any external deduplication ... by ``id``,
     never by ``attempt``").
     """
 

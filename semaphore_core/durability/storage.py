@@ -10,7 +10,7 @@ walkthrough (seed 002, lines 1900-1945):
   instead of running." The row must be pending, of the same generation, and
   have ``attempt < maxAttempts``; it returns the new attempt number.
   ``next_attempt_at`` is not touched: the engine's comment on
-  ``activeByTable`` (lines 1102-1103) speaks of "a still-due active row".
+  ``activeByTable`` (lines 1105-1106) speaks of "a still-due active row".
 - ``exhaust_attempts``: the other branch of that sentence: a pending row of
   the same generation with ``attempt >= maxAttempts`` becomes ``failed``.
 - ``update_attempt``: "The UPDATE only matches the same generation and
