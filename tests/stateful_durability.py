@@ -292,6 +292,10 @@ class DurabilityMachine(RuleBasedStateMachine):
         assert len(engine.running()) == held, "permits: a running handler without a permit"
         # What the shell knows is running here (zombies included), whatever the engine remembers.
         assert len(self.live) <= engine.options.alarm_concurrency, f"permits: {len(self.live)} handlers run"
+        # The shell's cheap question (the next timer) answers as the full listing does.
+        timers = engine.timers()
+        assert engine._first_timer() == (timers[0] if timers else None), "timers: first differs"
+        assert engine.next_timer_at() == (timers[0].at_ms if timers else None), "timers: next differs"
 
     def teardown(self) -> None:
         if not hasattr(self, "shell"):

@@ -694,8 +694,40 @@ class Engine:
         return found
 
     def next_timer_at(self) -> int | None:
-        timers = self.timers()
-        return timers[0].at_ms if timers else None
+        first = self._first_timer()
+        return None if first is None else first.at_ms
+
+    def _first_timer(self) -> Timer | None:
+        """``timers()[0]``, without building the others: a shell asks after every step.
+
+        Sequence numbers are unique across kinds, so ``(at_ms, seq)`` orders
+        exactly as ``timers()`` sorts.
+        """
+        if self._retired:
+            return None
+        best: tuple[int, int] | None = None
+        early = self._early
+        if early is not None:
+            best = (early.fires_at, early.seq)
+        first_execution: Execution | None = None
+        for execution in self._running.values():
+            attempt, seq = execution.attempt, execution.timeout_seq
+            if seq is None or attempt is None:
+                continue
+            if best is None or (attempt.timeout_at_ms, seq) < best:
+                best, first_execution = (attempt.timeout_at_ms, seq), execution
+        first_pass: AlarmPass | None = None
+        for alarm_pass in self._passes.values():
+            at = (alarm_pass.handoff_at, alarm_pass.handoff_seq)
+            if alarm_pass.open and (best is None or at < best):
+                best, first_pass, first_execution = at, alarm_pass, None
+        if best is None:
+            return None
+        if first_pass is not None:
+            return Timer(at_ms=best[0], seq=best[1], kind="handoff", pass_id=first_pass.id)
+        if first_execution is not None:
+            return Timer(at_ms=best[0], seq=best[1], kind="attempt_timeout", attempt=first_execution.attempt)
+        return Timer(at_ms=best[0], seq=best[1], kind="early_alarm")
 
     def fire(self, timer: Timer, now_ms: int) -> Step:
         """Fire one timer from ``timers()``; a timer cleared since is a no-op."""
@@ -709,12 +741,12 @@ class Engine:
 
         def body() -> None:
             for _ in range(MAX_TIMERS_PER_ADVANCE):
-                due = [timer for timer in self.timers() if timer.at_ms <= now_ms]
-                if not due:
+                first = self._first_timer()
+                if first is None or first.at_ms > now_ms:
                     self._set_now(now_ms)
                     return
-                self._set_now(max(self._now, due[0].at_ms))
-                self._fire(due[0])
+                self._set_now(max(self._now, first.at_ms))
+                self._fire(first)
                 self._drain()
             raise RuntimeError(f"more than {MAX_TIMERS_PER_ADVANCE} timers fired by {now_ms}: a timer loop")
 
