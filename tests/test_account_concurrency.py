@@ -210,3 +210,31 @@ def test_effect_once_breaks_when_an_idempotent_api_takes_effect_twice(
     monkeypatch.undo()
     run = run_world(one_job(10_000, idempotent=True), plan, seed=1)
     assert run.result.outcome == "completed", run.result
+
+
+def test_operation_progress_breaks_when_a_permit_returns_while_its_operation_is_still_pending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check can fail: a hook that returns the permit at a retry (not at the end), with a
+    retry due long after the run settles, leaves the operation pending in a settled run."""
+    from semaphore_core.durability import AttemptSettled, DurabilityOptions, ExponentialBackoff, RetryOptions
+    from sim.world import client_object
+
+    def release_on_any_settle(event: Any) -> str | None:
+        return event.entity.id if isinstance(event, AttemptSettled) else None
+
+    def slow_retries(self: OperationsSpec) -> DurabilityOptions:
+        delay = ExponentialBackoff(initial_ms=3_600_000, max_ms=3_600_000)
+        return DurabilityOptions(handlers={"run": None}, retries=RetryOptions(max_attempts=3, delay=delay))
+
+    monkeypatch.setattr(client_object, "releases_permit", release_on_any_settle)
+    monkeypatch.setattr(OperationsSpec, "durability_options", slow_retries)
+    plan = FaultPlan(api_error=1.0, faults_until_ms=60_000)
+    run = run_world(one_job(5_000, idempotent=True), plan, seed=1)
+    assert run.result.invariant == "operation_progress", run.result
+    assert "1 operations still pending once the run settled: client-0/" in run.result.detail
+    # The faithful hook keeps the permit until the operation ends: no violation.
+    monkeypatch.undo()
+    run = run_world(one_job(5_000, idempotent=True), plan, seed=1)
+    assert run.result.outcome == "completed", run.result
+    assert run.trace.of_kind("settled")

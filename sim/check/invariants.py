@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import HolderConfig, LeaseOptions, Over, Under, budgets
+from semaphore_core.durability import CALLS
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
@@ -62,7 +63,7 @@ SAFETY: Final = (
     "external_ceiling",
     "effect_once",
 )
-LIVENESS: Final = ("capacity_returns", "progress", "reclaimed")
+LIVENESS: Final = ("capacity_returns", "progress", "reclaimed", "operation_progress")
 #: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
 INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 #: The leak the reference documents: a lease in a lost reply is never settled.
@@ -950,6 +951,27 @@ class Monitor:
             if not waiting or busy >= capacity:
                 del self._starved_since[key]
 
+    def _operations_finished(self, clients: Mapping[str, DurableObject]) -> None:
+        """``operation_progress``: once the run has settled, no client has an operation pending.
+
+        A pending operation keeps its item running, so a settled run has
+        none, unless an item's permit came back while its operation could
+        still run (and call the API) again.
+        """
+        pending = [
+            f"{name}/{id}"
+            for name, obj in sorted(clients.items())
+            for (id,) in _select(
+                obj.storage, f"SELECT id FROM {CALLS.name} WHERE status = 'pending' ORDER BY id"
+            )
+        ]
+        if pending:
+            self.fail(
+                "operation_progress",
+                f"{len(pending)} operations still pending once the run settled: {', '.join(pending[:5])}"
+                + (" ..." if len(pending) > 5 else ""),
+            )
+
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
         """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
 
@@ -960,6 +982,8 @@ class Monitor:
         assert self.settled(clients), "finish() judges a settled run"
         now = self.sim.now()
         self.sim.event("settled", waiting=self.outstanding(clients))
+        if self.api is not None:
+            self._operations_finished(clients)
         known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
             if not _built(state.obj.storage):
