@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, reports
+from scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, operations, reports
 from scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
 from sim.explore.strategies import Case
 
@@ -57,13 +57,18 @@ SCENARIOS: dict[str, Scenario] = _registry(
         *modes.ALL,
         *reports.ALL,
         *callbacks.ALL,
+        *operations.ALL,
     )
 )
 
 
 def fuzz_examples(fixes: tuple[str, ...] = ()) -> list[Case]:
     """Every scenario's world, fault plan and seed as a fuzz case (with ``fixes``): campaigns run
-    these first, so a protocol change that breaks an invariant in a documented story is caught at once."""
+    these first, so a protocol change that breaks an invariant in a documented story is caught at once.
+
+    Not yet the account-concurrency stories (``config.operations``): F5 has no fix yet, so a
+    campaign with every fix would stop at its story (docs/FINDINGS.md, F5).
+    """
     return [
         Case(
             config=attrs.evolve(s.config, holder=attrs.evolve(s.config.holder, fixes=fixes)),
@@ -71,4 +76,5 @@ def fuzz_examples(fixes: tuple[str, ...] = ()) -> list[Case]:
             seed=s.seed,
         )
         for s in SCENARIOS.values()
+        if s.config.operations is None
     ]
