@@ -238,3 +238,37 @@ def test_operation_progress_breaks_when_a_permit_returns_while_its_operation_is_
     run = run_world(one_job(5_000, idempotent=True), plan, seed=1)
     assert run.result.outcome == "completed", run.result
     assert run.trace.of_kind("settled")
+
+
+def test_fenced_breaks_when_an_outcome_names_an_attempt_other_than_the_latest() -> None:
+    """The check can fail: the outcome of attempt 1 recorded after attempt 2 started (a stale
+    attempt's completion, which seed 002's fencing by generation and attempt must drop)."""
+    from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationEntity
+    from sim.check.invariants import InvariantViolation, Monitor
+    from sim.runtime.kernel import Limits, Sim
+    from sim.runtime.trace import Trace
+
+    monitor = Monitor(Sim(1, Trace(1, {}, {}), Limits()))
+    job = OperationEntity(operation="run", id="job-1", generation="g-1")
+    monitor.operation_event(CLIENT, AttemptStarted(entity=job, timestamp=0, attempt=1))
+    # The latest attempt's outcome, and another client's operation of the same id: both fine.
+    monitor.operation_event(
+        CLIENT, AttemptSettled(job, 1, attempt=1, duration_ms=1, outcome="retry_scheduled")
+    )
+    monitor.operation_event("client-1", AttemptStarted(entity=job, timestamp=1, attempt=1))
+    monitor.operation_event(CLIENT, AttemptStarted(entity=job, timestamp=2, attempt=2))
+    with pytest.raises(InvariantViolation, match="fenced"):
+        monitor.operation_event(CLIENT, AttemptSettled(job, 3, attempt=1, duration_ms=3, outcome="completed"))
+    reused = OperationEntity(operation="run", id="job-1", generation="g-2")
+    monitor.operation_event(CLIENT, AttemptStarted(entity=reused, timestamp=4, attempt=1))
+    with pytest.raises(InvariantViolation, match="fenced"):  # the old generation's attempt 1
+        monitor.operation_event(CLIENT, AttemptSettled(job, 5, attempt=1, duration_ms=5, outcome="completed"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fenced_holds_through_timeouts_and_evictions(seed: int) -> None:
+    plan = FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=15_000),), api_slow=0.5)
+    run = run_world(one_job(20_000, idempotent=True, attempt_timeout_ms=10_000, count=3, limit=3), plan, seed)
+    assert run.result.outcome == "completed", run.result
+    started = [e for e in run.trace.of_kind("operation") if e["type"] == "attempt_started"]
+    assert len(started) > 3  # retries happened: the fence was exercised

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import HolderConfig, LeaseOptions, Over, Under, budgets
-from semaphore_core.durability import CALLS
+from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
@@ -59,9 +59,11 @@ SAFETY: Final = (
     # Added as the simulation grows: the holder against the literal model in lockstep
     # (sim/check/lockstep.py; docs/INVARIANTS.md).
     "exact_accounting",
-    # The account-concurrency world (config.operations): judged at the external API itself.
+    # The account-concurrency world (config.operations): judged at the external API itself,
+    # and on the durable operations' lifecycle events.
     "external_ceiling",
     "effect_once",
+    "fenced",
 )
 LIVENESS: Final = ("capacity_returns", "progress", "reclaimed", "operation_progress")
 #: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
@@ -235,6 +237,8 @@ class Monitor:
         self.allocation = AllocationChecks()
         #: The external API of the account-concurrency world (None in other worlds).
         self.api: ExternalApi | None = None
+        #: Per (client, operation id): the generation and attempt last started (``fenced``).
+        self._attempts: dict[tuple[str, str], tuple[str, int]] = {}
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
         self._across = AcrossClients()
 
@@ -440,6 +444,26 @@ class Monitor:
             # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
             finding = "F3" if granted + leased >= in_use else None
             self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+
+    def operation_event(self, client: str, event: Event) -> None:
+        """``fenced``: an attempt's outcome is recorded only while it is the operation's latest.
+
+        Seed 002 fences every completion and failure by generation and attempt
+        ("a late attempt cannot overwrite a newer one"): an ``attempt_settled``
+        must name the generation and attempt the operation last started, on
+        whichever instance of the client started it.
+        """
+        if isinstance(event, AttemptStarted):
+            self._attempts[client, event.entity.id] = (event.entity.generation, event.attempt)
+        elif isinstance(event, AttemptSettled):
+            latest = self._attempts.get((client, event.entity.id))
+            settled = (event.entity.generation, event.attempt)
+            if latest != settled:
+                self.fail(
+                    "fenced",
+                    f"{client}: operation {event.entity.id} recorded the outcome of attempt {settled} "
+                    f"after attempt {latest} had started",
+                )
 
     def api_changed(self, change: Change, call: ApiCall) -> None:
         """``external_ceiling`` as each call starts at the external API, ``effect_once`` as each ends.

@@ -81,6 +81,10 @@ class ClientMonitor(Protocol):
 
     def lease_expired(self, key: str, client: str = "") -> None: ...
 
+    def operation_event(self, client: str, event: Event) -> None:
+        """A lifecycle event of one of the client's durable operations, in emission order."""
+        ...
+
 
 class ClientObject:
     """One live instance of a client object."""
@@ -367,6 +371,8 @@ class ClientObject:
 
     def _lifecycle(self, event: Event) -> None:
         """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""
+        if self.monitor is not None:
+            self.monitor.operation_event(self.ctx.name, event)
         item = releases_permit(event)
         if item is not None:
             self._release(item)
