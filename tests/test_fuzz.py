@@ -33,7 +33,7 @@ import pytest
 from filelock import FileLock
 from hypothesis import settings
 
-from scenarios import SCENARIOS, fuzz_examples
+from scenarios import fuzz_examples
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.check.coverage import missing
 from sim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
@@ -134,7 +134,7 @@ def fixed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Campaign]
 def test_the_reference_breaks_invariants_only_through_its_known_findings(reference: Campaign) -> None:
     if reference.failure is not None:
         _fail_with_replay("reference", reference, KNOWN_FINDINGS)
-    assert reference.runs == RUNS + len(SCENARIOS)
+    assert reference.runs == RUNS + len(fuzz_examples())
     # The campaign meets the reference's findings, and reports them by name.
     assert set(reference.findings) <= KNOWN_FINDINGS
     assert reference.findings, "a ci campaign on the reference should meet its known findings"
@@ -145,7 +145,7 @@ def test_the_variant_with_every_fix_breaks_no_invariant(seed: int, fixed: Callab
     result = fixed(seed)
     if result.failure is not None:
         _fail_with_replay(f"fixed-{seed}", result, frozenset())
-    assert result.runs == FIXED_RUNS + (len(SCENARIOS) if seed == DERIVED_SEEDS[0] else 0)
+    assert result.runs == FIXED_RUNS + (len(fuzz_examples()) if seed == DERIVED_SEEDS[0] else 0)
     assert not result.findings
 
 

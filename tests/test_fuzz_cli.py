@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import sim.cli.fuzz_command
-from scenarios import SCENARIOS
+from scenarios import fuzz_examples
 from sim.check.coverage import EXPECTED, coverage, missing
 from sim.cli.main import main
 from sim.explore.fuzz import (
@@ -51,7 +51,7 @@ def test_a_small_campaign_prints_its_summary_with_coverage(
     monkeypatch.chdir(tmp_path)  # the default results database goes here
     assert main(["fuzz", "--runs", "3", "--seed", "5", "--quiet"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert f"runs: {3 + len(SCENARIOS)}" in out  # the named scenarios run first
+    assert f"runs: {3 + len(fuzz_examples())}" in out  # the named scenarios run first
     assert "violations by invariant: none" in out
     for name in EXPECTED:
         assert name in out  # every counter is listed, reached or not

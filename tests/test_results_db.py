@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import sim.cli.fuzz_command
-from scenarios import SCENARIOS
+from scenarios import fuzz_examples
 from sim.cli.main import main
 from sim.explore import campaigns
 from sim.explore.fuzz import load_case
@@ -56,7 +56,7 @@ def test_workers_2_prints_and_records_what_workers_1_does(
     assert "on 2 worker processes" in outs[1]
     assert _summary_lines(outs[0]) == _summary_lines(outs[1])
     assert dbs[0] == dbs[1]  # every run's row, the same
-    assert len(dbs[0]) == 3 + len(SCENARIOS)
+    assert len(dbs[0]) == 3 + len(fuzz_examples())
     assert _rows(tmp_path / "w2.sqlite", "SELECT executor, workers, status FROM campaigns") == [
         ("local", 2, "passed")
     ]
