@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Final
 
+import attrs
+
 from scenarios.base import Check, Expect, Scenario, events
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
+from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
 from sim.world.external_api import ExternalApi
 from sim.world.faults import Drop, Eviction, FaultPlan
 from sim.world.operations import OperationsSpec
@@ -215,9 +217,195 @@ def failed_last_attempt_returns_by_finished() -> Scenario:
     )
 
 
+def last_attempt_evicted_terminal() -> Scenario:
+    """Seed 002, `failExhausted`: an attempt that cannot be claimed because every attempt was used
+    fails the operation with `terminal` (`attempts_exhausted`); seed 000's hook returns the permit
+    on `terminal`. Seed 002, "After eviction": "A remote effect may already have committed".
+
+    One attempt allowed, two 30 s jobs, limit 1, an API that does not deduplicate. The client is
+    evicted 3 s into job 1's only attempt. The stored alarm (16.005 s) finds no attempt left:
+    `terminal`, and the hook returns the permit while job 1's call still runs at the API (until
+    32.03 s). Job 2 is admitted at 17.025 s and calls: two calls in flight, limit 1: F5 again,
+    by eviction rather than timeout.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        terminal = [t for t, kind, _, _ in lifecycle(run) if kind == "terminal"]
+        expect.that(terminal == [16_005], "job 1 ended terminal at the stored alarm", terminal)
+        releases = [(e["t"], e["item"].rsplit("/", 1)[-1]) for e in run.trace.of_kind("release")]
+        expect.that(
+            releases[:1] == [(16_005, "item-1")], "the hook returned job 1's permit at once", releases
+        )
+        calls = [
+            (e["t"], e["kind"], e["in_flight"])
+            for e in run.trace.events()
+            if e["kind"] in ("api_start", "api_end")
+        ]
+        expect.that(
+            calls[:3] == [(2_030, "api_start", 1), (17_030, "api_start", 2), (32_030, "api_end", 1)],
+            "job 2's call began while job 1's still ran",
+            calls,
+        )
+        broken = [(v.name, v.finding) for v in run.monitor.violations]
+        expect.that(broken[:1] == [("external_ceiling", "F5")], "external_ceiling broke, as F5", broken)
+
+    config = one_job(30_000, idempotent=False)
+    assert config.operations is not None
+    return Scenario(
+        name="last-attempt-evicted-terminal",
+        description="a job evicted in its last attempt ends terminal, its call still running (F5)",
+        seed=1,
+        config=attrs.evolve(
+            config,
+            workload=attrs.evolve(
+                config.workload, script=(Arrival(at_ms=1_000, client=0, count=2, duration_ms=30_000),)
+            ),
+            operations=attrs.evolve(config.operations, max_attempts=1),
+        ),
+        faults=FaultPlan(evictions=(Eviction(CLIENT, 5_000),)),
+        check=Check(judge),
+        tolerated=frozenset({"F5"}),
+    )
+
+
+def api_error_retried_under_one_permit() -> Scenario:
+    """Seed 002: a failed attempt is retried after its backoff under the same id ("Failure
+    either records the next retry time or a terminal failed state"); seed 000's hook returns the
+    permit only when the operation has finished.
+
+    The API fails every call until 5 s. Attempt 1 fails at 6.007 s, attempt 2 runs a second
+    later and completes at 12.017 s. The item holds its one permit throughout: one admission,
+    one release, at the completion.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        settled = [(t, outcome) for t, kind, _, outcome in lifecycle(run) if kind == "attempt_settled"]
+        expect.that(
+            settled == [(6_007, "retry_scheduled"), (12_017, "completed")],
+            "attempt 1 failed and was retried; attempt 2 completed",
+            settled,
+        )
+        admits = [e["t"] for e in run.trace.of_kind("admit")]
+        releases = [e["t"] for e in run.trace.of_kind("release")]
+        expect.that(
+            admits == [2_025] and releases == [12_017],
+            "one permit, held until completion",
+            (admits, releases),
+        )
+        effects = dict(api_of(run).effects)
+        expect.that(list(effects.values()) == [1], "the failed call took no effect; the retry's did", effects)
+
+    return Scenario(
+        name="api-error-retried-under-one-permit",
+        description="an API error is retried under the same id; the item keeps one permit until it completes",
+        seed=1,
+        config=one_job(5_000, idempotent=True),
+        faults=FaultPlan(api_error=1.0, faults_until_ms=5_000),
+        check=Check(judge),
+    )
+
+
+def lease_drawn_operations() -> Scenario:
+    """Seed 000, the account-concurrency example: "Leases let shards admit bursts without a round
+    trip", and admitted items run as durable operations whatever admitted them.
+
+    A lease-capable client, strict leases of 2 permits. Two jobs at 1 s go through a round
+    (a grant, and a lease alongside it); two more at 20 s are drawn from the lease at 20.005 s
+    without asking the holder. All four run as operations, call the API and give their permits
+    back through the hook.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        drawn = [e["item"].rsplit("/", 1)[-1] for e in run.trace.of_kind("admit") if e.get("lease")]
+        expect.that(drawn == ["item-3", "item-4"], "the later two were drawn from the lease", drawn)
+        registered = [
+            e["id"].rsplit("/", 1)[-1] for e in run.trace.of_kind("operation") if e["type"] == "registered"
+        ]
+        expect.that(
+            registered == ["item-1", "item-2", "item-3", "item-4"], "each became an operation", registered
+        )
+        completed = [kind for _, kind, _, outcome in lifecycle(run) if outcome == "completed"]
+        expect.that(len(completed) == 4, "all four completed", len(completed))
+        releases = len(run.trace.of_kind("release"))
+        expect.that(releases == 4, "all four permits came back through the hook", releases)
+
+    return Scenario(
+        name="lease-drawn-operations",
+        description="items drawn from a lease run as durable operations too, returning permits the same way",
+        seed=1,
+        config=WorldConfig(
+            holder=HolderSpec(limit=4, leases=LeaseSpec(provisioning="strict", permits_per_lease=2)),
+            workload=Workload(
+                clients=1,
+                script=(
+                    Arrival(at_ms=1_000, client=0, count=2, duration_ms=5_000),
+                    Arrival(at_ms=20_000, client=0, count=2, duration_ms=5_000),
+                ),
+            ),
+            duration_ms=120_000,
+            operations=OperationsSpec(),
+        ),
+        faults=FaultPlan(),
+        check=Check(judge),
+    )
+
+
+def conflicts_exhaust_while_the_call_runs() -> Scenario:
+    """Seed 002: "receiver-side idempotency is still necessary"; an idempotent API refuses a key
+    whose call still runs. Seed 000's `finished` counts an item done once its operation is no
+    longer pending.
+
+    A 200 s job and a 5 s one, limit 1, an idempotent API, a 5 s attempt timeout. Job 1's
+    attempt 1 times out at 7.025 s; attempts 2 and 3 are refused (409) while its call runs: the
+    operation fails at 10.045 s. At 121.005 s the `finished` check returns its permit, and job 2
+    is admitted and calls at 122.23 s while job 1's call still runs (until 202.03 s): two calls
+    in flight, limit 1, F5 with an idempotent API.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        conflicts = [e["t"] for e in run.trace.of_kind("api_conflict")]
+        expect.that(
+            conflicts[:2] == [8_030, 10_040], "the retries were refused while the call ran", conflicts
+        )
+        failed = [t for t, kind, attempt, outcome in lifecycle(run) if outcome == "failed"]
+        expect.that(failed == [10_045], "job 1 failed on its third attempt", failed)
+        reconciled = [e["t"] for e in run.trace.of_kind("reconciled")]
+        expect.that(reconciled == [121_005], "finished returned its permit", reconciled)
+        broken = [(v.name, v.finding, v.t_ms) for v in run.monitor.violations]
+        expect.that(
+            broken[:1] == [("external_ceiling", "F5", 122_230)],
+            "job 2's call broke external_ceiling, as F5",
+            broken,
+        )
+
+    return Scenario(
+        name="conflicts-exhaust-while-the-call-runs",
+        description="an idempotent API refuses a slow call's retries; its permit returns while it runs (F5)",
+        seed=1,
+        config=attrs.evolve(
+            one_job(30_000, idempotent=True, attempt_timeout_ms=5_000),
+            workload=Workload(
+                clients=1,
+                plain_clients=1,
+                script=(
+                    Arrival(at_ms=1_000, client=0, duration_ms=200_000),
+                    Arrival(at_ms=1_000, client=0, duration_ms=5_000),
+                ),
+            ),
+        ),
+        faults=FaultPlan(),
+        check=Check(judge),
+        tolerated=frozenset({"F5"}),
+    )
+
+
 ALL: Final = (
     zombie_call_over_the_limit,
     eviction_mid_attempt,
+    last_attempt_evicted_terminal,
+    api_error_retried_under_one_permit,
     lost_completion_replayed,
     failed_last_attempt_returns_by_finished,
+    conflicts_exhaust_while_the_call_runs,
+    lease_drawn_operations,
 )

@@ -44,3 +44,34 @@ def test_when_the_api_answers_the_hook_returns_the_permit_not_finished() -> None
     unmet = _unmet("failed-last-attempt-returns-by-finished", faults=FaultPlan())
     assert any("three attempts, the last failed" in line for line in unmet), unmet
     assert any("through finished, not the hook" in line for line in unmet), unmet
+
+
+def test_without_the_eviction_the_last_attempt_completes_and_nothing_overlaps() -> None:
+    unmet = _unmet("last-attempt-evicted-terminal", faults=FaultPlan())
+    assert any("ended terminal at the stored alarm" in line for line in unmet), unmet
+    assert any("external_ceiling broke" in line for line in unmet), unmet
+
+
+def test_without_the_api_errors_one_attempt_completes() -> None:
+    unmet = _unmet("api-error-retried-under-one-permit", faults=FaultPlan())
+    assert any("attempt 1 failed and was retried" in line for line in unmet), unmet
+
+
+def test_without_leases_nothing_is_drawn() -> None:
+    scenario = SCENARIOS["lease-drawn-operations"]
+    config = attrs.evolve(scenario.config, holder=attrs.evolve(scenario.config.holder, leases=None))
+    unmet = _unmet("lease-drawn-operations", config=config)
+    assert any("drawn from the lease" in line for line in unmet), unmet
+
+
+def test_with_a_quick_first_job_nothing_is_refused_or_overlapping() -> None:
+    scenario = SCENARIOS["conflicts-exhaust-while-the-call-runs"]
+    workload = attrs.evolve(
+        scenario.config.workload,
+        script=tuple(attrs.evolve(arrival, duration_ms=2_000) for arrival in scenario.config.workload.script),
+    )
+    unmet = _unmet(
+        "conflicts-exhaust-while-the-call-runs", config=attrs.evolve(scenario.config, workload=workload)
+    )
+    assert any("refused while the call ran" in line for line in unmet), unmet
+    assert any("external_ceiling" in line for line in unmet), unmet
