@@ -172,6 +172,19 @@ def test_a_timed_out_attempts_call_running_on_breaks_external_ceiling_as_f5(seed
     assert "2 calls in flight at the external API > limit 1 (1 permits in use" in run.result.detail
 
 
+def test_a_duplicated_request_is_not_f5_its_attempt_is_not_over() -> None:
+    """F5 names calls of attempts that are over. A request the network delivers twice to an API
+    that does not deduplicate makes two calls of one running attempt: still a breach of the
+    ceiling, but no timeout or eviction explains it, so no finding may excuse it."""
+    plan = FaultPlan(duplicate=1.0, faults_until_ms=10_000)
+    run = run_world(one_job(4_000), plan, seed=1)
+    assert run.result.invariant == "external_ceiling", run.result
+    started = [e for e in run.trace.of_kind("operation") if e["type"] == "attempt_started"]
+    assert len(started) == 1  # one attempt: nothing timed out, nothing was evicted
+    assert run.result.finding is None, run.result
+    assert "calls of finished attempts: none" in run.result.detail
+
+
 def test_f5_is_tolerated_by_name_when_asked() -> None:
     run = run_world(
         one_job(30_000, attempt_timeout_ms=10_000), FaultPlan(), seed=1, tolerated=frozenset({"F5"})

@@ -239,6 +239,8 @@ class Monitor:
         self.api: ExternalApi | None = None
         #: Per (client, operation id): the generation and attempt last started (``fenced``).
         self._attempts: dict[tuple[str, str], tuple[str, int]] = {}
+        #: Per operation id: when its latest attempt started (``external_ceiling``'s F5).
+        self._attempt_started_at: dict[str, int] = {}
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
         self._across = AcrossClients()
 
@@ -455,6 +457,7 @@ class Monitor:
         """
         if isinstance(event, AttemptStarted):
             self._attempts[client, event.entity.id] = (event.entity.generation, event.attempt)
+            self._attempt_started_at[event.entity.id] = event.timestamp
         elif isinstance(event, AttemptSettled):
             latest = self._attempts.get((client, event.entity.id))
             settled = (event.entity.generation, event.attempt)
@@ -473,10 +476,12 @@ class Monitor:
         limit that the semaphore's own accounting explains (as many permits
         in use, which ``real_ceiling`` judges, documented exceptions and
         all) are left to it; calls beyond both are this invariant's. F5 when
-        a call still runs for an operation whose attempt is over: one
-        operation with several calls in flight, or a call whose item no
-        longer holds a permit (a zombie: seed 002's attempt timeout, or an
-        eviction, ended the attempt, not the call).
+        a call still runs for an operation whose attempt is over: the call
+        reached the API before the operation's latest attempt started, or
+        its item no longer holds a permit (a zombie: seed 002's attempt
+        timeout, or an eviction, ended the attempt, not the call). Two calls
+        of one running attempt (a request the network delivered twice to an
+        API that does not deduplicate) are not F5: nothing ended an attempt.
         """
         api = self.api
         assert api is not None
@@ -497,9 +502,19 @@ class Monitor:
         calls, limit, in_use = api.in_flight.get(key, 0), state.env.limit, self.in_use[key]
         if calls <= limit or calls <= in_use:
             return
-        mine = [running.key for running in api.running.values() if running.account == key]
         holding = {item for _, item in self._running_items}
-        zombies = sorted({op for op in mine if mine.count(op) > 1 or op not in holding})
+        started_at = self._attempt_started_at
+        zombies = sorted(
+            {
+                running.key
+                for running in api.running.values()
+                if running.account == key
+                and (
+                    running.key not in holding
+                    or running.started_at < started_at.get(running.key, running.started_at)
+                )
+            }
+        )
         self.fail(
             "external_ceiling",
             f"{key}: {calls} calls in flight at the external API > limit {limit} "
