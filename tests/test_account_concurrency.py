@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun, check_plan, run_world
+from sim.harness.run import HolderSpec, WorldConfig, WorldRun, check_plan, run_world, stall_ms
 from sim.world.external_api import ExternalApi
 from sim.world.faults import Eviction, FaultPlan
 from sim.world.operations import OperationsSpec
@@ -200,6 +201,40 @@ def test_calls_within_the_limit_are_not_judged_however_many_attempts_overlap() -
     api = run.world.api
     assert isinstance(api, ExternalApi)
     assert max(api.effects.values()) == 3  # three attempts, three calls, three effects
+
+
+def test_operations_queued_for_the_pool_are_work_moving_not_a_stuck_run() -> None:
+    """No fault at all: 20 jobs on one client whose scheduler runs one attempt at a time
+    (``alarmConcurrency`` 1), each call slower than the attempt timeout. Attempts go on all the
+    time, but the first operation ends only after every other one has had its turns (the pool
+    serves its waiters first in, first out), long after ``stall_ms``: a slow run, not a stuck one."""
+    config = attrs.evolve(
+        one_job(30_000, attempt_timeout_ms=10_000, limit=50, count=20),
+        operations=OperationsSpec(idempotent_api=False, attempt_timeout_ms=10_000, alarm_concurrency=1),
+    )
+    run = run_world(config, FaultPlan(), seed=1, tolerated=frozenset({"F5"}))
+    assert run.result.outcome == "completed", run.result
+    releases = [e["t"] for e in run.trace.of_kind("release")]
+    assert len(releases) == 20
+    assert releases[0] > stall_ms(config)  # nothing was released for longer than the stall window
+    assert not [v for v in run.monitor.violations if v.name != "external_ceiling"]
+
+
+def test_a_stuck_operation_is_still_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side: an operation that never gets another attempt (its alarm is lost) leaves
+    its item running and nothing moves; ``progress`` fails once the stall window has passed."""
+    from sim.runtime.scheduler import DurabilityScheduler
+
+    monkeypatch.setattr(DurabilityScheduler, "_fire", lambda self: None)  # no in-memory timer fires
+    plan = FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=5_000),))
+    monkeypatch.setattr(DurabilityScheduler, "alarm", _no_pass)
+    run = run_world(one_job(10_000, idempotent=True), plan, seed=1)
+    assert run.result.invariant == "progress", run.result
+    assert "nothing was admitted or released" in run.result.detail
+
+
+async def _no_pass(self: Any) -> None:
+    """An alarm that runs no participant's due work."""
 
 
 def test_effect_once_breaks_when_an_idempotent_api_takes_effect_twice(

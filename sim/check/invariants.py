@@ -454,7 +454,15 @@ class Monitor:
         ("a late attempt cannot overwrite a newer one"): an ``attempt_settled``
         must name the generation and attempt the operation last started, on
         whichever instance of the client started it.
+
+        An attempt starting or settling is work moving, as an admission or a
+        release is: operations waiting for the scheduler's pool (its
+        ``alarmConcurrency``) may go a long time between releases while
+        attempts run all along. They are bounded (``maxAttempts`` each), so
+        this cannot keep a stuck run alive for ever.
         """
+        if isinstance(event, AttemptStarted | AttemptSettled):
+            self.last_moved_ms = self.sim.now()
         if isinstance(event, AttemptStarted):
             self._attempts[client, event.entity.id] = (event.entity.generation, event.attempt)
             self._attempt_started_at[event.entity.id] = event.timestamp
@@ -894,7 +902,9 @@ class Monitor:
             f"the run did not settle: {now - quiet_from_ms} ms after the faults stopped, "
             f"{self.outstanding(clients)} items are still queued, claiming or running "
             f"({sum(self.in_use.values())} running) and nothing was admitted or released "
-            f"for {now - moved_ms} ms" + ("; reports are unacknowledged" if _unreported(clients) else ""),
+            + ("(nor any operation attempted) " if self.api is not None else "")
+            + f"for {now - moved_ms} ms"
+            + ("; reports are unacknowledged" if _unreported(clients) else ""),
             finding,
         )
 

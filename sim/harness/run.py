@@ -503,7 +503,10 @@ def stall_ms(config: WorldConfig) -> int:
 
     The longest item, a claim's round trips and a grant's deadline, and the
     clients' check for completion notices that were lost: any work still
-    outstanding moves within that.
+    outstanding moves within that. With ``config.operations`` an attempt
+    starting or settling moves the run too (operations waiting for their
+    scheduler's pool run one after another), so one operation's attempts
+    are the longest wait.
     """
     longest = max([config.workload.duration_ms[1], *(a.duration_ms for a in config.workload.script)])
     if config.operations is not None:
