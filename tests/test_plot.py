@@ -510,8 +510,17 @@ def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(
     assert [m.detail.split()[-1] for m in retried] == ["1", "2"]
     assert [m.kind for m in key.marks if m.kind == "attempt failed"] == ["attempt failed"]
     png = tmp_path / "ops.png"
-    plot_trace(run.trace.header, list(run.trace.events()), png)
+    fig = plot_trace(run.trace.header, list(run.trace.events()), png)
     assert png.stat().st_size > 20_000
+    # The header's legend for the dashed line is read whole, not cut at the figure's edge.
+    fig.canvas.draw()
+    assert not [t.get_text() for t in _shown_texts(fig) if not _inside(t.get_window_extent(), fig.bbox)]
+    [legend] = [t for t in _shown_texts(fig) if t.get_text().startswith("Stacked areas")]
+    assert not [
+        ax
+        for ax in fig.axes
+        if ax.title.get_text() and legend.get_window_extent().overlaps(ax.title.get_window_extent())
+    ]
     # A world without operations has no API line.
     plain = run_world(WorldConfig(duration_ms=60_000), FaultPlan(), seed=1)
     [plain_key] = series(plain.trace.header, list(plain.trace.events())).keys

@@ -789,7 +789,8 @@ def build_figure(
         "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
         "under the limit."
         + (
-            " Dashed line: calls in flight at the external API, which should stay under the limit too."
+            "\nDashed line: calls in flight at the external API (the ground truth), which should stay "
+            "under the limit too."
             if any(key.api_calls is not None for key in data.keys)
             else ""
         ),
