@@ -28,10 +28,10 @@ def test_a_benchmark_whose_reader_goes_away_stops_quietly() -> None:
     assert b"Traceback" not in error
 
 
-def test_the_standard_benchmark_runs_with_and_without_the_literal_model() -> None:
+def test_the_standard_benchmark_runs_with_and_without_the_literal_model_and_with_operations() -> None:
     # Both ways, the run must complete, the known findings tolerated as the documented figures are.
     script = ROOT / "benchmarks" / "bench_sim.py"
-    for extra in ([], ["--without-model"]):
+    for extra in ([], ["--without-model"], ["--operations"]):
         done = subprocess.run(
             [sys.executable, str(script), "--hours", "0.02", *extra],
             capture_output=True,
@@ -42,4 +42,6 @@ def test_the_standard_benchmark_runs_with_and_without_the_literal_model() -> Non
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("outcome: completed"), done.stdout
-        assert f"literal model in lockstep: {'off' if extra else 'on'}" in done.stdout
+        assert f"literal model in lockstep: {'off' if '--without-model' in extra else 'on'}" in done.stdout
+        where = "as durable operations" if "--operations" in extra else "on the job service"
+        assert f"items admitted and run {where}" in done.stdout
