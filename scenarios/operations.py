@@ -273,22 +273,22 @@ def api_error_retried_under_one_permit() -> Scenario:
     either records the next retry time or a terminal failed state"); seed 000's hook returns the
     permit only when the operation has finished.
 
-    The API fails every call until 5 s. Attempt 1 fails at 6.007 s, attempt 2 runs a second
-    later and completes at 12.017 s. The item holds its one permit throughout: one admission,
-    one release, at the completion.
+    The API fails every call until 5 s, part-way through its work (how far is the seed's draw:
+    with seed 1, attempt 1 fails at 6.007 s). Attempt 2 runs a second later and completes. The
+    item holds its one permit throughout: one admission, one release, at the completion.
     """
 
     def judge(run: WorldRun, expect: Expect) -> None:
         settled = [(t, outcome) for t, kind, _, outcome in lifecycle(run) if kind == "attempt_settled"]
         expect.that(
-            settled == [(6_007, "retry_scheduled"), (12_017, "completed")],
+            [outcome for _, outcome in settled] == ["retry_scheduled", "completed"],
             "attempt 1 failed and was retried; attempt 2 completed",
             settled,
         )
         admits = [e["t"] for e in run.trace.of_kind("admit")]
         releases = [e["t"] for e in run.trace.of_kind("release")]
         expect.that(
-            admits == [2_025] and releases == [12_017],
+            len(admits) == 1 and releases == [t for t, outcome in settled if outcome == "completed"],
             "one permit, held until completion",
             (admits, releases),
         )
