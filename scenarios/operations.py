@@ -27,13 +27,20 @@ CLIENT: Final = "client-0"
 
 
 def one_job(
-    work_ms: int, *, idempotent: bool, attempt_timeout_ms: int = 60_000, limit: int = 1
+    work_ms: int = 30_000,
+    *,
+    idempotent: bool = False,
+    attempt_timeout_ms: int = 60_000,
+    limit: int = 1,
+    count: int = 1,
 ) -> WorldConfig:
-    """One plain client submits one job of ``work_ms`` at 1 s; the account's limit is ``limit``."""
+    """One plain client submits ``count`` jobs of ``work_ms`` at 1 s; the account's limit is ``limit``."""
     return WorldConfig(
         holder=HolderSpec(limit=limit, leases=None),
         workload=Workload(
-            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, duration_ms=work_ms),)
+            clients=1,
+            plain_clients=1,
+            script=(Arrival(at_ms=1_000, client=0, count=count, duration_ms=work_ms),),
         ),
         duration_ms=180_000,
         operations=OperationsSpec(idempotent_api=idempotent, attempt_timeout_ms=attempt_timeout_ms),
@@ -249,19 +256,13 @@ def last_attempt_evicted_terminal() -> Scenario:
         broken = [(v.name, v.finding) for v in run.monitor.violations]
         expect.that(broken[:1] == [("external_ceiling", "F5")], "external_ceiling broke, as F5", broken)
 
-    config = one_job(30_000, idempotent=False)
+    config = one_job(30_000, idempotent=False, count=2)
     assert config.operations is not None
     return Scenario(
         name="last-attempt-evicted-terminal",
         description="a job evicted in its last attempt ends terminal, its call still running (F5)",
         seed=1,
-        config=attrs.evolve(
-            config,
-            workload=attrs.evolve(
-                config.workload, script=(Arrival(at_ms=1_000, client=0, count=2, duration_ms=30_000),)
-            ),
-            operations=attrs.evolve(config.operations, max_attempts=1),
-        ),
+        config=attrs.evolve(config, operations=attrs.evolve(config.operations, max_attempts=1)),
         faults=FaultPlan(evictions=(Eviction(CLIENT, 5_000),)),
         check=Check(judge),
         tolerated=frozenset({"F5"}),

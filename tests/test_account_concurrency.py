@@ -14,34 +14,11 @@ from typing import Any
 import attrs
 import pytest
 
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun, check_plan, run_world, stall_ms
+from scenarios.operations import CLIENT, one_job
+from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world, stall_ms
 from sim.world.external_api import ExternalApi
 from sim.world.faults import Eviction, FaultPlan
 from sim.world.operations import OperationsSpec
-from sim.world.workload import Arrival, Workload
-
-CLIENT = "client-0"
-
-
-def one_job(
-    work_ms: int = 30_000,
-    *,
-    idempotent: bool = False,
-    attempt_timeout_ms: int = 60_000,
-    limit: int = 1,
-    count: int = 1,
-) -> WorldConfig:
-    """One plain client submits ``count`` jobs of ``work_ms`` at t=1 s; the account's limit is ``limit``."""
-    return WorldConfig(
-        holder=HolderSpec(limit=limit, leases=None),
-        workload=Workload(
-            clients=1,
-            plain_clients=1,
-            script=(Arrival(at_ms=1_000, client=0, count=count, duration_ms=work_ms),),
-        ),
-        duration_ms=120_000,
-        operations=OperationsSpec(idempotent_api=idempotent, attempt_timeout_ms=attempt_timeout_ms),
-    )
 
 
 def kinds(run: WorldRun) -> Counter[str]:

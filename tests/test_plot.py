@@ -492,9 +492,9 @@ def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
 def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(tmp_path: Path) -> None:
     """In the account-concurrency world the plot draws the external API's calls in flight (the
     ground truth, zombies included) and marks retried attempts; other worlds have no such line."""
+    from scenarios.operations import one_job
     from sim.report.plot import plot_trace
     from sim.world.external_api import ExternalApi
-    from tests.test_account_concurrency import one_job
 
     run = run_world(one_job(30_000, attempt_timeout_ms=10_000, limit=4), FaultPlan(), seed=1)
     assert run.result.outcome == "completed", run.result
