@@ -27,10 +27,19 @@ CLAIMS_RESPECT_THE_LIMIT: Final = "claims-respect-the-limit"
 #: reply it never gets while it has nothing to ask for.
 RETURN_IDLE_LEASES: Final = "return-idle-leases"
 
+#: F5 (the account-concurrency composition, ``sim.world.client_object``). Each call to
+#: the external API carries its attempt's deadline and is logged durably before it is
+#: sent; an operation's next call, and its permit's return, wait until its last call
+#: was answered or its deadline passed.
+CALLS_END_WITHIN_THEIR_PERMIT: Final = "calls-end-within-their-permit"
+
 KNOWN_FIXES: Final[Mapping[str, str]] = {
     GROUP_CEILING_COUNTS_LEASES: "F1: grants in a within_group_limit group also count its lease footprint",
     UNDER_SHARES_THE_LIMIT: "F2: under-mode grants and leases also stay within the room under the limit",
     CLAIMS_RESPECT_THE_LIMIT: "F3: a claim cannot admit work above the current limit",
     RETURN_IDLE_LEASES: "F4: a client returns idle lease headroom at once, not only when told contended",
+    CALLS_END_WITHIN_THEIR_PERMIT: (
+        "F5: a call carries its attempt's deadline; the next call and the permit wait for the last to end"
+    ),
 }
 ALL_FIXES: Final = frozenset(KNOWN_FIXES)

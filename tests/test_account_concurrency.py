@@ -8,14 +8,18 @@ the lifecycle hook (or the ``finished`` backstop). ``external_ceiling`` and
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
 import attrs
 import pytest
 
+from scenarios import SCENARIOS
 from scenarios.operations import CLIENT, one_job
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world, stall_ms
+from sim.runtime.network import Network
 from sim.world.external_api import ExternalApi
 from sim.world.faults import Eviction, FaultPlan
 from sim.world.operations import OperationsSpec
@@ -150,10 +154,17 @@ def test_a_timed_out_attempts_call_running_on_breaks_external_ceiling_as_f5(seed
     assert "2 calls in flight at the external API > limit 1 (1 permits in use" in run.result.detail
 
 
-def test_a_duplicated_request_is_not_f5_its_attempt_is_not_over() -> None:
-    """F5 names calls of attempts that are over. A request the network delivers twice to an API
-    that does not deduplicate makes two calls of one running attempt: still a breach of the
-    ceiling, but no timeout or eviction explains it, so no finding may excuse it."""
+def test_a_duplicated_request_is_not_f5_its_attempt_is_not_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F5 names calls of attempts that are over. The model's network never duplicates a request
+    to the API (HTTP over TCP), so two calls of one running attempt mean a handler that called
+    twice: a breach no timeout or eviction explains, which no finding may excuse. Shown here on a
+    network that does duplicate requests to the API."""
+    register = Network.register
+
+    def register_duplicating(self: Network, name: str, endpoint: Any, *, duplicates: bool = True) -> None:
+        register(self, name, endpoint)
+
+    monkeypatch.setattr(Network, "register", register_duplicating)
     plan = FaultPlan(duplicate=1.0, faults_until_ms=10_000)
     run = run_world(one_job(4_000), plan, seed=1)
     assert run.result.invariant == "external_ceiling", run.result
@@ -169,6 +180,90 @@ def test_f5_is_tolerated_by_name_when_asked() -> None:
     )
     assert run.result.outcome == "completed", run.result
     assert [v.finding for v in run.monitor.violations][:1] == ["F5"]
+
+
+# --- F5's fix: a call carries its attempt's deadline; the next call and the permit wait for it ----
+
+
+def with_f5_fix(config: WorldConfig) -> WorldConfig:
+    return attrs.evolve(config, holder=attrs.evolve(config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,)))
+
+
+def calls(run: WorldRun) -> list[tuple[int, int, str]]:
+    """``(start, end, outcome)`` of every call the API ran, in start order."""
+    ends = {e["call"]: (e["t"], e["outcome"]) for e in run.trace.of_kind("api_end")}
+    return [(e["t"], *ends[e["call"]]) for e in run.trace.of_kind("api_start")]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_with_f5s_fix_a_timed_out_attempts_call_ends_with_the_attempt(seed: int) -> None:
+    """F5's zombie with the fix: each call carries its attempt's deadline, so the API cuts it
+    when the attempt times out, before the retry calls: never two calls on the one permit."""
+    run = run_world(with_f5_fix(one_job(30_000, attempt_timeout_ms=10_000)), FaultPlan(), seed=seed)
+    assert run.result.outcome == "completed", run.result
+    made = calls(run)
+    assert [outcome for _, _, outcome in made] == ["deadline"] * 3
+    assert all(end <= next_start for (_, end, _), (next_start, _, _) in itertools.pairwise(made))
+    assert max(e["in_flight"] for e in run.trace.of_kind("api_start")) == 1
+    api = run.world.api
+    assert isinstance(api, ExternalApi)
+    assert api.effects == {}
+
+
+def test_with_f5s_fix_the_attempt_after_an_eviction_waits_for_the_lost_attempts_call() -> None:
+    """An eviction loses attempt 1's handler, not its logged deadline: attempt 2, run from the
+    alarm while call 1 may still run, waits for that deadline before it calls."""
+    plan = FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=5_000),))
+    reference = run_world(one_job(30_000), plan, seed=1)
+    assert (reference.result.invariant, reference.result.finding) == ("external_ceiling", "F5")
+    run = run_world(with_f5_fix(one_job(30_000)), plan, seed=1)
+    assert run.result.outcome == "completed", run.result
+    [waited] = run.trace.of_kind("call_waits")
+    first, second = calls(run)[:2]
+    assert waited["t"] > 5_000
+    assert waited["until"] == first[0] - 5 + 60_000 + 1
+    assert second[0] >= waited["until"] > first[1]
+
+
+def test_with_f5s_fix_the_permit_returns_only_once_the_last_call_is_over() -> None:
+    """The operation is over (its last attempt evicted, then ``terminal``) while its call may
+    still run: the permit waits for that call's deadline, then comes back."""
+    scenario = SCENARIOS["last-attempt-evicted-terminal"]
+    run = run_world(with_f5_fix(scenario.config), scenario.faults, scenario.seed)
+    assert run.result.outcome == "completed", run.result
+    waits = run.trace.of_kind("release_waits")
+    assert waits, "no release had to wait"
+    releases = {e["item"]: e["t"] for e in run.trace.of_kind("release")}
+    for wait in waits:
+        assert releases[wait["item"]] >= wait["until"] > wait["t"]
+
+
+def test_with_f5s_fix_a_waiting_release_lost_to_an_eviction_comes_back_through_finished() -> None:
+    """The wait is kept in memory: evicted meanwhile, the permit comes back through the
+    ``finished`` check, still not before the call's deadline."""
+    scenario = SCENARIOS["last-attempt-evicted-terminal"]
+    config = with_f5_fix(scenario.config)
+    [wait] = run_world(config, scenario.faults, scenario.seed).trace.of_kind("release_waits")
+    plan = attrs.evolve(
+        scenario.faults, evictions=(*scenario.faults.evictions, Eviction(target=CLIENT, at_ms=wait["t"] + 1))
+    )
+    run = run_world(config, plan, scenario.seed)
+    assert run.result.outcome == "completed", run.result
+    [release] = [e for e in run.trace.of_kind("release") if e["item"] == wait["item"]]
+    [reconciled] = [e for e in run.trace.of_kind("reconciled") if e["item"] == wait["item"]]
+    assert release["t"] >= wait["until"]
+    assert reconciled["t"] <= release["t"]
+
+
+def test_without_f5s_fix_no_deadline_is_sent_and_nothing_is_logged() -> None:
+    run = run_world(one_job(4_000), FaultPlan(), seed=1)
+    [request] = [e["body"] for e in run.trace.of_kind("send") if e["dst"] == "api"]
+    assert "deadlineAt" not in request
+    assert not run.trace.of_kind("call_waits")
+    assert not run.trace.of_kind("release_waits")
+    fixed = run_world(with_f5_fix(one_job(4_000)), FaultPlan(), seed=1)
+    [request] = [e["body"] for e in fixed.trace.of_kind("send") if e["dst"] == "api"]
+    assert request["deadlineAt"] == 2_025 + 60_000
 
 
 def test_calls_within_the_limit_are_not_judged_however_many_attempts_overlap() -> None:

@@ -229,6 +229,9 @@ def test_failures_are_drawn_from_the_seed() -> None:
         {"account": "a", "key": "k", "workMs": -1},
         {"account": "a", "key": "k", "workMs": True},
         {"account": "a", "key": "k", "workMs": 1.5},
+        {"account": "a", "key": "k", "workMs": 1, "deadlineAt": -1},
+        {"account": "a", "key": "k", "workMs": 1, "deadlineAt": "soon"},
+        {"account": "a", "key": "k", "workMs": 1, "deadlineAt": True},
     ],
 )
 def test_a_malformed_call_is_a_protocol_error_and_changes_nothing(payload: Any) -> None:
@@ -272,3 +275,76 @@ def test_an_unknown_method_is_a_protocol_error() -> None:
 def test_bad_fault_rates_are_a_value_error_naming_the_field(rates: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="api_"):
         ApiFaultRates(**rates)
+
+
+# --- deadlines (F5's fix sends its attempt's) and delivery at most once ---------------------------
+
+
+def test_a_call_is_cut_at_its_deadline_without_its_effect() -> None:
+    errors: list[str] = []
+
+    async def body(sim: Sim, network: Network, api: ExternalApi) -> None:
+        try:
+            await network.call("c", "api", "run", {**run_call("acct", "k", 5_000), "deadlineAt": 2_001})
+        except RemoteError as failure:
+            errors.append(str(failure))
+
+    api, seen, _ = world(body, spec=ApiSpec(idempotent=False))
+    [(started, _, call), (ended, change, _)] = seen
+    assert (started, ended, change, call.outcome) == (1, 2_001, "end", "deadline")
+    assert errors == ["error: api: 504 (deadline)"]
+    assert api.effects == {}
+
+
+def test_a_call_done_before_its_deadline_is_not_touched_by_it() -> None:
+    async def body(sim: Sim, network: Network, api: ExternalApi) -> None:
+        await network.call("c", "api", "run", {**run_call("acct", "k", 1_000), "deadlineAt": 1_001})
+
+    api, seen, _ = world(body)
+    assert [(t, change, call.outcome) for t, change, call in seen] == [
+        (1, "start", "ok"),
+        (1_001, "end", "ok"),
+    ]
+    assert api.effects == {"k": 1}
+
+
+def test_a_request_arriving_at_its_deadline_is_refused_and_starts_no_call() -> None:
+    errors: list[str] = []
+
+    async def body(sim: Sim, network: Network, api: ExternalApi) -> None:
+        try:
+            await network.call("c", "api", "run", {**run_call("acct", "k", 10), "deadlineAt": 1})
+        except RemoteError as failure:
+            errors.append(str(failure))
+
+    api, seen, trace = world(body)
+    assert errors == ["error: api: 504 (the request arrived after its deadline)"]
+    assert seen == []
+    assert api.effects == {}
+    assert [e["deadline"] for e in trace.of_kind("api_deadline")] == [1]
+
+
+def test_the_network_never_duplicates_a_request_to_the_api() -> None:
+    """HTTP over TCP: a request arrives once or not at all; only the caller repeats it."""
+    trace = Trace(seed=1, config={}, faults={})
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            network = Network(sim, FaultPlan(duplicate=1.0), nursery, latency_ms=1)
+            api = ExternalApi(sim, network, ApiSpec(idempotent=False), NO_FAULTS)
+            network.register("echo", _Echo())
+            for key in ("a", "b", "c"):
+                await network.call("c", "api", "run", run_call("acct", key, 10))
+            await network.call("c", "echo", "ping", None)
+            await sim.sleep(10_000)
+            assert api.effects == {"a": 1, "b": 1, "c": 1}
+
+    assert run(1, main, trace).outcome == "completed"
+    duplicated = {e["msg"] for e in trace.of_kind("duplicate")}
+    sent_to = {e["msg"]: e["dst"] for e in trace.of_kind("send")}
+    assert {sent_to[msg] for msg in duplicated} == {"echo"}  # the other endpoint still gets them
+
+
+class _Echo:
+    def dispatch(self, method: str, payload: Any) -> Any:
+        return payload

@@ -8,6 +8,8 @@ from typing import Any
 import attrs
 
 from scenarios import SCENARIOS, run_scenario
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
+from sim.harness.run import run_world
 from sim.world.faults import FaultPlan
 from sim.world.operations import OperationsSpec
 
@@ -75,3 +77,22 @@ def test_with_a_quick_first_job_nothing_is_refused_or_overlapping() -> None:
     )
     assert any("refused while the call ran" in line for line in unmet), unmet
     assert any("external_ceiling" in line for line in unmet), unmet
+
+
+def test_the_f5_stories_hold_every_invariant_with_f5s_fix_and_break_without_it() -> None:
+    """F5's three stories (a timeout, an eviction then ``terminal``, conflicts then ``finished``)
+    break ``external_ceiling`` on the reference and hold every invariant with its fix, on their
+    own seed and three others."""
+    stories = [s for s in SCENARIOS.values() if "F5" in s.tolerated]
+    assert len(stories) == 3, [s.name for s in stories]
+    for scenario in stories:
+        fixed = attrs.evolve(
+            scenario.config,
+            holder=attrs.evolve(scenario.config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,)),
+        )
+        for seed in (scenario.seed, 2, 3, 11):
+            reference = run_world(scenario.config, scenario.faults, seed)
+            assert (reference.result.invariant, reference.result.finding) == ("external_ceiling", "F5")
+            run = run_world(fixed, scenario.faults, seed)
+            assert run.result.outcome == "completed", (scenario.name, seed, run.result)
+            assert not run.monitor.violations, (scenario.name, seed, run.monitor.violations)

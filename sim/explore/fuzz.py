@@ -35,7 +35,7 @@ from sim.runtime.kernel import SCHEDULE
 from sim.world.faults import FaultPlan
 
 #: Findings of the faithful reference that a campaign on it expects and counts by name.
-KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4"})
+KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
 #: Where failing cases are written unless told otherwise.
 DEFAULT_OUT: Final = Path("semsim-failures")
 CASE_FORMAT: Final = "semsim-case/1"

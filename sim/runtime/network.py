@@ -132,13 +132,25 @@ class Network:
         self._latency_ms = latency_ms
         self._rng = sim.rng("network")
         self._endpoints: dict[str, Endpoint] = {}
+        #: Endpoints reached over a connection that never duplicates a request (see ``register``).
+        self._no_duplicates: set[str] = set()
         #: Extra reply-side loss hook (jobs' completion notices), by method name.
         self.extra_loss: dict[str, float] = {}
 
-    def register(self, name: str, endpoint: Endpoint) -> None:
+    def register(self, name: str, endpoint: Endpoint, *, duplicates: bool = True) -> None:
+        """Route calls to ``name``; with ``duplicates=False`` its requests are never duplicated.
+
+        An HTTP request over TCP is delivered once or not at all: the connection
+        drops repeated segments, and what repeats a request is a caller's retry,
+        which the model makes explicitly (an attempt). Such an endpoint still
+        suffers loss, delay and reordering. The duplicate is still drawn, so the
+        other messages' fates do not depend on which endpoints take duplicates.
+        """
         if name in self._endpoints:
             raise ValueError(f"an endpoint named {name!r} already exists")
         self._endpoints[name] = endpoint
+        if not duplicates:
+            self._no_duplicates.add(name)
 
     def _fate(self, loss: float) -> _Fate:
         plan, rng = self._plan, self._rng
@@ -199,7 +211,7 @@ class Network:
             return msg, reply
         now = sim.now()
         sim.call_at(now + fate.delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply))
-        if fate.duplicate_delay_ms is not None:
+        if fate.duplicate_delay_ms is not None and dst not in self._no_duplicates:
             sim.event("duplicate", msg=msg, leg="request")
             sim.call_at(
                 now + fate.duplicate_delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply)

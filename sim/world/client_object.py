@@ -33,7 +33,7 @@ import attrs
 from semaphore_core.durability import AlarmInfo, Attempt, Durability, Event, Participant, SchedulerOptions
 from semaphore_core.durability.engine import Join
 from semaphore_core.durability.storage import DurableTable
-from semaphore_core.fixes import RETURN_IDLE_LEASES
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
@@ -41,6 +41,7 @@ from sim.inputs.validation import boolean, integer, js_int
 from sim.runtime.durable import ObjectContext
 from sim.runtime.network import Network, RemoteError, RpcError
 from sim.runtime.scheduler import DurabilityScheduler
+from sim.world.call_log import CallLog
 from sim.world.external_api import NAME as API
 from sim.world.jobs import Jobs
 from sim.world.operations import (
@@ -117,6 +118,16 @@ class ClientObject:
         self._next_check_at = 0
         #: The account-concurrency world: admitted items run as durable operations (seed 000).
         self.operations = operations
+        #: F5's fix: each operation's last call, so neither its next call nor its permit's
+        #: return comes while that call may still run at the API.
+        self.call_log = (
+            CallLog(ctx.storage)
+            if operations is not None and CALLS_END_WITHIN_THEIR_PERMIT in fixes
+            else None
+        )
+        #: Items whose operation is over but whose last call may still run: released then.
+        #: Kept in memory only; after an eviction the ``finished`` check finds them.
+        self._release_at: dict[str, int] = {}
         self.scheduler = DurabilityScheduler(
             ctx,
             SchedulerOptions(alarm_min_delay_ms=ALARM_FLOOR_MS)
@@ -242,6 +253,11 @@ class ClientObject:
         for key in self.queue.heartbeat_keys(now):
             if key not in self._in_flight:
                 self._send(key, "sync")
+        if self._release_at:
+            for item, at in list(self._release_at.items()):
+                if at <= now:
+                    del self._release_at[item]
+                    self._release_when_calls_end(item, now)
         if not self._checking and now >= self._next_check_at:
             stale = [item for item, at in self.queue.running() if at + self.settings.finished_check_ms <= now]
             if stale and self.jobs_run is not None:
@@ -258,6 +274,7 @@ class ClientObject:
         times = [t for t in (next_request, heartbeat, lease_expiry) if t is not None]
         times += [t for t in self._retry_at.values() if t > now]
         times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
+        times += self._release_at.values()
         if self._in_flight:
             # If this instance dies with the call, the alarm must bring the object back.
             times.append(now + self.settings.rpc_timeout_ms)
@@ -365,9 +382,31 @@ class ClientObject:
     # --- the account-concurrency world: admitted items as durable operations ----------------
 
     async def _job(self, attempt: Attempt) -> Any:
-        """Seed 000's handler: POST the job with its id as the idempotency key; not ok throws."""
-        request = api_request(attempt.id, attempt.payload)
-        return await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
+        """Seed 000's handler: POST the job with its id as the idempotency key; not ok throws.
+
+        With F5's fix (``sim.world.call_log``) the call carries the attempt's
+        deadline, logged before the request leaves, and waits first while the
+        operation's previous call may still run.
+        """
+        log = self.call_log
+        if log is None:
+            request = api_request(attempt.id, attempt.payload)
+            return await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
+        assert self.operations is not None
+        deadline_at = self.sim.now() + self.operations.attempt_timeout_ms
+        running_until = log.running_until(attempt.id, self.sim.now())
+        if running_until is not None:
+            self.sim.event("call_waits", client=self.ctx.name, item=attempt.id, until=running_until + 1)
+            await self.sim.sleep_until(running_until + 1)
+        log.sent(attempt.id, deadline_at, self.sim.now())
+        request = api_request(attempt.id, attempt.payload, deadline_at)
+        try:
+            result = await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
+        except RemoteError:
+            log.answered(attempt.id, deadline_at)
+            raise
+        log.answered(attempt.id, deadline_at)
+        return result
 
     def _lifecycle(self, event: Event) -> None:
         """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""
@@ -375,17 +414,30 @@ class ClientObject:
             self.monitor.operation_event(self.ctx.name, event)
         item = releases_permit(event)
         if item is not None:
-            self._release(item)
+            self._release_when_calls_end(item, self.sim.now())
             self._after_call()
+
+    def _release_when_calls_end(self, item: str, now: int) -> None:
+        """Release ``item``'s permit now, or (F5's fix) once its operation's last call is over."""
+        log = self.call_log
+        if log is not None:
+            running_until = log.running_until(item, now)
+            if running_until is not None:
+                if item not in self._release_at:
+                    self.sim.event("release_waits", client=self.ctx.name, item=item, until=running_until + 1)
+                self._release_at[item] = running_until + 1
+                return
+            log.forget(item)
+        self._release(item)
 
     def _finished_locally(self, items: list[str]) -> None:
         """Seed 000's ``finished``: an item whose operation is no longer pending is done."""
         assert self.jobs_run is not None
         for item in items:
             finished = self.jobs_run.get_result(OPERATION, item).status != "pending"
-            if finished and self.queue.status(item) == "running":
+            if finished and self.queue.status(item) == "running" and item not in self._release_at:
                 self.sim.event("reconciled", client=self.ctx.name, item=item)
-                self._release(item)
+                self._release_when_calls_end(item, self.sim.now())
 
     async def _finished_check(self, items: list[str]) -> None:
         try:

@@ -26,6 +26,14 @@ What this module owns, and what it must not know:
   the work and the write and then answers with an error, which the caller
   cannot tell from the first kind (a lost completion); ``api_slow`` makes
   the work take ``api_slow_factor`` times longer.
+- **A request may carry a deadline** (``deadlineAt``, as gRPC propagates
+  one): a request arriving at or after it is refused at once (504, no call);
+  a call still working at its deadline is cut there (504, no effect). The
+  reference's handler sends none, and then a call runs to its end; F5's fix
+  sends its attempt's deadline (docs/FINDINGS.md, F5).
+- **A request reaches the API once or not at all**: the network never
+  duplicates it (HTTP over TCP; a retry is the caller's, made as a new
+  attempt). Loss, delay and reordering still apply.
 - It knows nothing of permits, holders, operations or invariants. Checks
   subscribe with :meth:`ExternalApi.watch` and see every change as it
   happens.
@@ -50,7 +58,8 @@ MAX_CALLS_IN_FLIGHT: Final = 100_000
 #: The work a call may ask for, at most (a day).
 MAX_WORK_MS: Final = 86_400_000
 
-Outcome = Literal["ok", "error", "error_after_effect"]
+#: ``deadline``: cut at the request's ``deadlineAt`` before its write (no effect).
+Outcome = Literal["ok", "error", "error_after_effect", "deadline"]
 
 
 class ApiFaults(Protocol):
@@ -133,7 +142,7 @@ class ExternalApi:
         #: An idempotent API's running call per key.
         self._running_key: dict[str, str] = {}
         self._watchers: list[Callable[[Change, ApiCall], None]] = []
-        network.register(NAME, self)
+        network.register(NAME, self, duplicates=False)
 
     @property
     def idempotent(self) -> bool:
@@ -148,8 +157,11 @@ class ExternalApi:
     def dispatch(self, method: str, payload: Any) -> Any:
         if method != "run":
             raise RemoteError("protocol", f"{NAME}: unknown method {method!r}")
-        account, key, work_ms = _parse_run(payload)
+        account, key, work_ms, deadline_at = _parse_run(payload)
         sim = self._sim
+        if deadline_at is not None and sim.now() >= deadline_at:
+            sim.event("api_deadline", account=account, key=key, deadline=deadline_at)
+            raise RemoteError("error", f"{NAME}: 504 (the request arrived after its deadline)")
         if self._spec.idempotent:
             stored = self._stored.get(key)
             if stored is not None:
@@ -158,7 +170,7 @@ class ExternalApi:
             if key in self._running_key:
                 sim.event("api_conflict", account=account, key=key, call=self._running_key[key])
                 raise RemoteError("conflict", f"{NAME}: a call with idempotency key {key!r} is running")
-        call = self._start(account, key, work_ms)
+        call = self._start(account, key, work_ms, deadline_at)
         done = sim.signal()
 
         def end() -> None:
@@ -175,7 +187,7 @@ class ExternalApi:
 
     # --- calls -----------------------------------------------------------------------
 
-    def _start(self, account: str, key: str, work_ms: int) -> ApiCall:
+    def _start(self, account: str, key: str, work_ms: int, deadline_at: int | None) -> ApiCall:
         sim, faults, rng = self._sim, self._faults, self._rng
         now = sim.now()
         outcome: Outcome = "ok"
@@ -188,6 +200,8 @@ class ExternalApi:
                 outcome = "error_after_effect"
             if faults.api_slow and rng.random() < faults.api_slow:
                 work_ms *= faults.api_slow_factor
+        if deadline_at is not None and now + work_ms > deadline_at:
+            outcome, work_ms = "deadline", deadline_at - now
         if len(self.running) >= MAX_CALLS_IN_FLIGHT:
             raise AssertionError(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at the external API")
         call = ApiCall(sim.next_id("call"), account, key, now, now + work_ms, outcome)
@@ -217,7 +231,7 @@ class ExternalApi:
             del self.in_flight[call.account]
         if self._spec.idempotent:
             del self._running_key[call.key]
-        if call.outcome != "error":
+        if call.outcome not in ("error", "deadline"):
             self.effects[call.key] = self.effects.get(call.key, 0) + 1
             if self._spec.idempotent:
                 self._stored[call.key] = call.outcome
@@ -229,16 +243,25 @@ class ExternalApi:
 def _answer(outcome: Outcome, *, replayed: bool) -> dict[str, Any]:
     if outcome == "ok":
         return {"status": 200, "replayed": replayed}
-    raise RemoteError("error", f"{NAME}: 500 ({outcome}{', replayed' if replayed else ''})")
+    status = 504 if outcome == "deadline" else 500
+    raise RemoteError("error", f"{NAME}: {status} ({outcome}{', replayed' if replayed else ''})")
 
 
-def _parse_run(payload: Any) -> tuple[str, str, int]:
-    """``{"account": str, "key": str, "workMs": int}``, or ``RemoteError("protocol")``."""
-    if not isinstance(payload, dict) or set(payload) != {"account", "key", "workMs"}:
-        raise RemoteError("protocol", f"{NAME}: run takes {{account, key, workMs}}, got {payload!r}")
+def _parse_run(payload: Any) -> tuple[str, str, int, int | None]:
+    """``{"account": str, "key": str, "workMs": int, "deadlineAt"?: int}``, or ``RemoteError("protocol")``."""
+    if not isinstance(payload, dict) or not {"account", "key", "workMs"} <= set(payload) <= _RUN_FIELDS:
+        raise RemoteError(
+            "protocol", f"{NAME}: run takes {{account, key, workMs, deadlineAt?}}, got {payload!r}"
+        )
     account, key, work_ms = payload["account"], payload["key"], payload["workMs"]
     if not isinstance(account, str) or not account or not isinstance(key, str) or not key:
         raise RemoteError("protocol", f"{NAME}: account and key must be non-empty strings")
     if type(work_ms) is not int or not 0 <= work_ms <= MAX_WORK_MS:
         raise RemoteError("protocol", f"{NAME}: workMs must be an integer in [0, {MAX_WORK_MS}]")
-    return account, key, work_ms
+    deadline_at = payload.get("deadlineAt")
+    if deadline_at is not None and (type(deadline_at) is not int or deadline_at < 0):
+        raise RemoteError("protocol", f"{NAME}: deadlineAt must be a non-negative integer (ms)")
+    return account, key, work_ms, deadline_at
+
+
+_RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt"})

@@ -86,9 +86,13 @@ def job_payload(key: str, work_ms: int) -> dict[str, Any]:
     return {"account": key, "workMs": work_ms}
 
 
-def api_request(operation_id: str, payload: Any) -> dict[str, Any]:
-    """What the handler POSTs: the job, with the operation id as its idempotency key."""
-    return {"account": payload["account"], "key": operation_id, "workMs": payload["workMs"]}
+def api_request(operation_id: str, payload: Any, deadline_at: int | None = None) -> dict[str, Any]:
+    """What the handler POSTs: the job, with the operation id as its idempotency key (and, with
+    F5's fix, the attempt's deadline)."""
+    request = {"account": payload["account"], "key": operation_id, "workMs": payload["workMs"]}
+    if deadline_at is not None:
+        request["deadlineAt"] = deadline_at
+    return request
 
 
 def releases_permit(event: Event) -> str | None:
