@@ -26,9 +26,9 @@ from sim.explore.campaigns import Dispatch, dask_pool, local_pool, parallel_camp
 from sim.explore.fuzz import Campaign, RunReport, campaign
 from sim.explore.strategies import Case
 
-#: Seeds whose reference campaign, with nothing tolerated, fails at run 3 (seed 2, of 10) and run 22
-#: (seed 8, of 40: the number of runs asked changes the draws).
-FAILING = ((2, 10), (8, 40))
+#: Seeds whose reference campaign, with nothing tolerated, fails at run 5 (seed 3, of 10: F5 in the
+#: account-concurrency world) and run 16 (seed 1, of 40: F4; the number of runs asked changes the draws).
+FAILING = ((3, 10), (1, 40))
 PASSING = ((0, 12), (1, 12))
 #: Small enough to keep the tests quick; shrinking within it is as deterministic as within the default.
 SHRINK_BUDGET = 5_000

@@ -23,8 +23,8 @@ import sim.check.lockstep
 from scenarios import SCENARIOS, run_scenario
 from sim.check.coverage import EXPECTED, coverage
 from sim.explore.mutant_catalog import mutant
-from sim.explore.strategies import cases
-from sim.harness.run import HolderSpec, WorldConfig, run_world
+from sim.explore.strategies import API_FAULT_KINDS, Case, cases
+from sim.harness.run import HolderSpec, WorldConfig, check_plan, run_world
 from sim.world.faults import Drop, FaultPlan
 from sim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
@@ -165,3 +165,86 @@ def test_an_engine_that_pushes_the_alarm_later_breaks_alarm_armed() -> None:
         run = run_world(config, plan, seed=1)
     assert run.result.invariant == "alarm_armed", run.result
     assert "pushed the alarm" in run.result.detail
+
+
+# --- the account-concurrency world in the swarm ------------------------------------------------
+
+
+def test_the_swarm_draws_account_concurrency_worlds_with_api_faults_only_there() -> None:
+    seen: set[str] = set()
+
+    @settings(max_examples=200, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(cases())
+    def draw(case: Case) -> None:
+        operations, faults = case.config.operations, case.faults
+        if operations is None:
+            assert not faults.api_faults(), faults  # check_plan would refuse it
+            seen.add("plain")
+            return
+        check_plan(case.config, faults)
+        seen.add("operations")
+        seen.update(name for name in API_FAULT_KINDS if getattr(faults, name))
+        seen.add(f"idempotent={operations.idempotent_api}")
+        if operations.attempt_timeout_ms < case.config.workload.duration_ms[1]:
+            seen.add("calls outlive their attempts")  # zombies can happen
+        if operations.alarm_handoff_ms < operations.attempt_timeout_ms:
+            seen.add("passes hand off")
+
+    draw()
+    assert seen == {
+        "plain",
+        "operations",
+        *API_FAULT_KINDS,
+        "idempotent=True",
+        "idempotent=False",
+        "calls outlive their attempts",
+        "passes hand off",
+    }
+
+
+def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
+    events = [
+        {"t": 0, "kind": "operation", "object": "client-0", "type": "attempt_started", "id": "op"},
+        {"t": 0, "kind": "send", "msg": "m1", "src": "client-0", "dst": "api", "method": "run"},
+        {"t": 1, "kind": "api_start", "call": "c1", "account": "a", "key": "op", "slow": True},
+        # The attempt timed out with its call still running: a zombie.
+        {
+            "t": 9,
+            "kind": "operation",
+            "object": "client-0",
+            "type": "attempt_settled",
+            "id": "op",
+            "outcome": "retry_scheduled",
+        },
+        {"t": 10, "kind": "operation", "object": "client-0", "type": "attempt_started", "id": "op"},
+        {"t": 11, "kind": "api_conflict", "account": "a", "key": "op", "call": "c1"},
+        {"t": 12, "kind": "evict", "object": "client-0", "calls": 0, "live": True},  # mid-attempt
+        {"t": 20, "kind": "api_end", "call": "c1", "account": "a", "outcome": "error_after_effect"},
+        {"t": 21, "kind": "drop", "msg": "m1", "leg": "reply", "reason": "lost"},
+        {"t": 22, "kind": "api_replay", "account": "a", "key": "op", "outcome": "ok"},
+        {"t": 23, "kind": "api_start", "call": "c2", "account": "a", "key": "op"},
+        {"t": 24, "kind": "api_end", "call": "c2", "account": "a", "outcome": "error"},
+        {
+            "t": 25,
+            "kind": "operation",
+            "object": "client-0",
+            "type": "attempt_settled",
+            "id": "op",
+            "outcome": "failed",
+        },
+        {"t": 26, "kind": "alarm_handoff", "object": "client-0"},
+        {"t": 27, "kind": "evict", "object": "client-0", "calls": 0, "live": True},  # nothing running
+    ]
+    counts = coverage(events, latency_ms=5)
+    assert {name: n for name, n in counts.items() if name.startswith("ops:")} == {
+        "ops:api_slow": 1,
+        "ops:zombie_call": 1,
+        "ops:conflict": 1,
+        "ops:eviction_mid_attempt": 1,
+        "ops:lost_completion": 2,  # an error after the effect, and a lost reply from the API
+        "ops:replay": 1,
+        "ops:api_error": 1,
+        "ops:retries_exhausted": 1,
+        "ops:handoff": 1,
+    }
+    assert {name for name in EXPECTED if name.startswith("ops:")} == set(counts) - {"fault:reply_loss"}

@@ -48,6 +48,16 @@ EXPECTED: Final = (
     "contended_reply",
     "eviction_with_requests_waiting",
     "alarm_dropped",
+    # The account-concurrency world (config.operations): its handler, the API, the scheduler.
+    "ops:api_error",
+    "ops:lost_completion",
+    "ops:api_slow",
+    "ops:zombie_call",
+    "ops:eviction_mid_attempt",
+    "ops:retries_exhausted",
+    "ops:conflict",
+    "ops:replay",
+    "ops:handoff",
 )
 
 
@@ -62,10 +72,19 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
     granted: dict[str, int] = {}  # grant id -> permits
     sent: dict[str, tuple[int, str, str]] = {}  # msg -> (t, src, method)
     last_sent_delivered: dict[tuple[str, str], int] = {}  # (src, dst) -> latest send time delivered
+    to_api: set[str] = set()  # messages to the external API
+    call_keys: dict[str, str] = {}  # call running at the API -> its idempotency key (operation id)
+    calls_running: Counter[str] = Counter()  # operation id -> its calls running at the API
+    attempts_running: dict[str, set[str]] = {}  # client object -> operations with an attempt running
     for event in events:
         kind = event["kind"]
+        if kind.startswith(("api_", "operation", "alarm_handoff")):
+            _operations(event, counts, call_keys, calls_running, attempts_running)
+            continue
         if kind == "send":
             sent[event["msg"]] = (event["t"], event["src"], event["method"])
+            if event["dst"] == "api":
+                to_api.add(event["msg"])
         elif kind == "deliver":
             origin = sent.get(event["msg"])
             if origin is None:
@@ -83,6 +102,8 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
                 counts["fault:partition"] += 1
             elif reason == "lost":
                 origin = sent.get(event["msg"])
+                if leg == "reply" and event["msg"] in to_api:
+                    counts["ops:lost_completion"] += 1
                 if leg == "request" and origin is not None and origin[2] == "release":
                     counts["fault:release_loss"] += 1
                 else:
@@ -109,6 +130,8 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
         elif kind == "evict":
             if event["object"].startswith("holder:") and event.get("calls", 0) > 0:
                 counts["eviction_with_requests_waiting"] += 1
+            if attempts_running.pop(event["object"], None):
+                counts["ops:eviction_mid_attempt"] += 1
         elif kind in ("alarm_failed", "alarm_retry"):  # the platform's retry, or the engine's own
             counts["fault:alarm_failure"] += 1
         elif kind == "alarm_dropped":
@@ -132,6 +155,46 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
                     if result.get("status") == "expired":
                         counts["late_claim_clamped"] += 1
     return counts
+
+
+def _operations(
+    event: Mapping[str, Any],
+    counts: Counter[str],
+    call_keys: dict[str, str],
+    calls_running: Counter[str],
+    attempts_running: dict[str, set[str]],
+) -> None:
+    """The account-concurrency world's events: the API's calls and the operations' lifecycle."""
+    kind = event["kind"]
+    if kind == "api_start":
+        call_keys[event["call"]] = event["key"]
+        calls_running[event["key"]] += 1
+        if event.get("slow"):
+            counts["ops:api_slow"] += 1
+    elif kind == "api_end":
+        calls_running[call_keys.pop(event["call"])] -= 1
+        if event["outcome"] == "error":
+            counts["ops:api_error"] += 1
+        elif event["outcome"] == "error_after_effect":
+            counts["ops:lost_completion"] += 1
+    elif kind == "api_conflict":
+        counts["ops:conflict"] += 1
+    elif kind == "api_replay":
+        counts["ops:replay"] += 1
+    elif kind == "alarm_handoff":
+        counts["ops:handoff"] += 1
+    elif kind == "operation":
+        running = attempts_running.setdefault(event["object"], set())
+        if event["type"] == "attempt_started":
+            running.add(event["id"])
+        elif event["type"] == "attempt_settled":
+            running.discard(event["id"])
+            if event["outcome"] != "completed" and calls_running[event["id"]] > 0:
+                counts["ops:zombie_call"] += 1  # the attempt is over, its call runs on
+            if event["outcome"] == "failed":
+                counts["ops:retries_exhausted"] += 1
+        elif event["type"] == "terminal":
+            counts["ops:retries_exhausted"] += 1
 
 
 def missing(counts: Mapping[str, int]) -> list[str]:

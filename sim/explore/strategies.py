@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig
 from sim.world.client_object import ClientSettings
 from sim.world.faults import Cancel, Eviction, FaultPlan, GroupLimitChange, InputFault, LimitChange, Window
+from sim.world.operations import DEFAULT_ALARM_HANDOFF_MS, OperationsSpec
 from sim.world.workload import Workload
 
 FAULT_KINDS: Final = (
@@ -43,6 +44,8 @@ INPUT_KINDS: Final = {
     "group_limit": "group_limit_failures",
     "limit": "limit_failures",
 }
+#: Faults of the external API, drawn (as a swarm of their own) only in account-concurrency worlds.
+API_FAULT_KINDS: Final = ("api_error", "api_error_after_effect", "api_slow")
 KEYS: Final = ("acct",)
 GROUPS: Final = ("wf-1", "wf-2")
 #: Faults stop at the end of the fault phase; the quiet period after it is for
@@ -113,6 +116,25 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
         ),
         client=ClientSettings(finished_check_ms=20_000),
         duration_ms=fault_phase_ms + QUIET_MS,
+        # Half the runs are seed 000's account-concurrency world (shrinks to none). Every choice
+        # draws a different world: a weighting such as "2 of 3 choices give none" would draw
+        # the same case twice.
+        operations=draw(st.one_of(st.none(), operations())),
+    )
+
+
+def operations() -> st.SearchStrategy[OperationsSpec]:
+    """Admitted items as durable operations calling the external API: attempt timeouts shorter
+    than the longest items (zombies), one attempt at a time (handoffs, passes that wait), an
+    API that deduplicates or not."""
+    return st.builds(
+        OperationsSpec,
+        idempotent_api=st.booleans(),
+        max_attempts=st.integers(1, 4),
+        attempt_timeout_ms=st.sampled_from([60_000, 10_000, 3_000]),
+        alarm_concurrency=st.sampled_from([10, 1, 2]),
+        # A pass that runs this long hands off: with one attempt at a time, often.
+        alarm_handoff_ms=st.sampled_from([DEFAULT_ALARM_HANDOFF_MS, 5_000]),
     )
 
 
@@ -231,7 +253,21 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
             )
         ),
         faults_until_ms=phase_ms,
+        **(_api_faults(draw) if config.operations is not None else {}),
     )
+
+
+def _api_faults(draw: st.DrawFn) -> dict[str, Any]:
+    """The API's part of a plan: a swarm of its own kinds, drawn only where there is an API."""
+    # One yes or no per kind, not a set: a set drawn in two orders would be the same plan twice.
+    enabled = {kind for kind in API_FAULT_KINDS if draw(st.booleans())}
+    rate = st.sampled_from([0.05, 0.2, 0.5])
+    return {
+        "api_error": draw(rate) if "api_error" in enabled else 0.0,
+        "api_error_after_effect": draw(rate) if "api_error_after_effect" in enabled else 0.0,
+        "api_slow": draw(rate) if "api_slow" in enabled else 0.0,
+        "api_slow_factor": draw(st.sampled_from([4, 20])) if "api_slow" in enabled else 4,
+    }
 
 
 @st.composite

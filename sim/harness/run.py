@@ -196,8 +196,10 @@ class WorldConfig:
     def to_dict(self) -> dict[str, Any]:
         """As recorded in a trace header; ``operations`` only when set (older records keep their bytes)."""
         recorded = attrs.asdict(self, recurse=True)
-        if recorded["operations"] is None:
+        if self.operations is None:
             del recorded["operations"]
+        else:
+            recorded["operations"] = self.operations.to_dict()
         return recorded
 
     @classmethod

@@ -177,6 +177,9 @@ class DurabilityScheduler:
                 if end.outcome == "failed":
                     ctx.sim.event("alarm_failed", object=ctx.name, early=True, error=repr(end.error))
                 continue
+            if end.outcome == "handed_off":
+                # The pass ran ``alarmHandoffMs``: its work goes on under a fresh alarm.
+                ctx.sim.event("alarm_handoff", object=ctx.name)
             self._pass_ends[end.pass_id] = end
             waiter = self._pass_waiters.get(end.pass_id)
             if waiter is not None:

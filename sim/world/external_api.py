@@ -191,6 +191,7 @@ class ExternalApi:
         sim, faults, rng = self._sim, self._faults, self._rng
         now = sim.now()
         outcome: Outcome = "ok"
+        slow = False
         if faults.active(now):
             draw = rng.random()
             if draw < faults.api_error:
@@ -200,6 +201,7 @@ class ExternalApi:
                 outcome = "error_after_effect"
             if faults.api_slow and rng.random() < faults.api_slow:
                 work_ms *= faults.api_slow_factor
+                slow = True
         if deadline_at is not None and now + work_ms > deadline_at:
             outcome, work_ms = "deadline", deadline_at - now
         if len(self.running) >= MAX_CALLS_IN_FLIGHT:
@@ -216,6 +218,7 @@ class ExternalApi:
             key=key,
             until=call.ends_at,
             in_flight=self.in_flight[account],
+            **_SLOW if slow else {},
         )
         for watcher in self._watchers:
             watcher("start", call)
@@ -264,4 +267,6 @@ def _parse_run(payload: Any) -> tuple[str, str, int, int | None]:
     return account, key, work_ms, deadline_at
 
 
+#: ``api_start``'s mark of a call the plan slowed (absent otherwise, so older traces keep their bytes).
+_SLOW: Final = {"slow": True}
 _RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt"})

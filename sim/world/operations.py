@@ -44,6 +44,9 @@ OPERATION: Final = "run"
 #: ``AbortSignal`` (the attempt's timeout) is what ends the wait, so this only bounds a call the
 #: network lost beyond every timeout.
 CALL_TIMEOUT_MS: Final = MAX_DELAY_MS
+#: ``alarmHandoffMs``: the reference's default, and a bound (a day).
+DEFAULT_ALARM_HANDOFF_MS: Final = 14 * 60_000
+MAX_ALARM_HANDOFF_MS: Final = 86_400_000
 
 
 @attrs.frozen
@@ -61,6 +64,18 @@ class OperationsSpec:
     )
     #: The scheduler's ``alarmConcurrency`` (the reference's default, 10).
     alarm_concurrency: int = attrs.field(default=10, converter=js_int, validator=integer(1, 10_000))
+    #: The scheduler's ``alarmHandoffMs`` (the reference's default, 14 minutes): an alarm pass
+    #: still running this long hands its work on to a fresh alarm.
+    alarm_handoff_ms: int = attrs.field(
+        default=DEFAULT_ALARM_HANDOFF_MS, converter=js_int, validator=integer(1, MAX_ALARM_HANDOFF_MS)
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded; ``alarm_handoff_ms`` only when not the default (older records keep their bytes)."""
+        recorded = attrs.asdict(self)
+        if recorded["alarm_handoff_ms"] == DEFAULT_ALARM_HANDOFF_MS:
+            del recorded["alarm_handoff_ms"]
+        return recorded
 
     def longest_ms(self, alarm_min_delay_ms: int) -> int:
         """How long an operation may take at most: every attempt timing out, each followed by the
@@ -77,7 +92,9 @@ class OperationsSpec:
 
     def scheduler_options(self, alarm_min_delay_ms: int) -> SchedulerOptions:
         return SchedulerOptions(
-            alarm_concurrency=self.alarm_concurrency, alarm_min_delay_ms=alarm_min_delay_ms
+            alarm_concurrency=self.alarm_concurrency,
+            alarm_min_delay_ms=alarm_min_delay_ms,
+            alarm_handoff_ms=self.alarm_handoff_ms,
         )
 
 
