@@ -13,13 +13,15 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import pytest
-import trio
 
 from semaphore_core import Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Strict, Under, migrate
+from semaphore_core.durability import Participant, SchedulerOptions
+from semaphore_core.durability.engine import Engine
+from semaphore_core.durability.storage import DurableTable
 from semaphore_core.protocol import (
     GrantedPermits,
     GrantResult,
@@ -30,9 +32,7 @@ from semaphore_core.protocol import (
     parse_request,
 )
 from semaphore_core.queue import QueueClient, QueueItem
-from semaphore_core.store import HolderStore
 from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.runtime.engine import Engine
 from tests.helpers import holder, ids, request, sync
 
 TTL = 60_000
@@ -143,17 +143,20 @@ def claim_window_not_enforced() -> object:
 
 
 def alarm_armed_before_round_writes() -> object:
-    """What the before-commit hook (the simulator arms the alarm there) sees of a round's grant."""
-    seen: list[int | None] = []
-    conn = sqlite3.connect(":memory:")
-    h = Holder(
-        conn,
-        HolderConfig(limit=5, grant_timeout_ms=1_000),
-        new_id=ids(),
-        before_commit=lambda c: seen.append(HolderStore(c).next_pending_at()),
+    """The alarm the engine arms in the transaction of a round that grants 2 permits (claim by 1 s)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    h = Holder(conn, HolderConfig(limit=5, grant_timeout_ms=1_000), new_id=ids())
+    alarm = _Alarm()
+    engine = Engine(conn, alarm, SchedulerOptions(alarm_min_delay_ms=1_000))
+    engine.register(
+        Participant(
+            table=DurableTable("grants", "id"),
+            run_due=lambda *_: None,
+            next_pending_at=lambda _c: h.next_alarm_at(),
+        )
     )
-    h.run_round([request("a", [("g", 2, 0)])], now=0)
-    return seen
+    engine.transaction(lambda _conn: h.round([request("a", [("g", 2, 0)])], 0), now_ms=0)
+    return [alarm.at]
 
 
 def reports_after_allocation() -> object:
@@ -390,71 +393,52 @@ def queue_released_permit_drawn_again() -> object:
     return len(queue.draw_leases(now=30))
 
 
-class _Platform:
-    """Just enough of an ObjectContext for the engine: a clock, the one alarm, no tasks."""
-
-    name = "holder"
+class _Alarm:
+    """The engine's ``StorageAlarm``, in memory."""
 
     def __init__(self) -> None:
-        self.now_ms = 0
-        self.alarm: int | None = None
-        self.sim = self
-
-    def now(self) -> int:
-        return self.now_ms
-
-    def event(self, *_: object, **__: object) -> None:
-        pass
+        self.at: int | None = None
 
     def get_alarm(self) -> int | None:
-        return self.alarm
+        return self.at
 
     def set_alarm(self, at_ms: int) -> None:
-        self.alarm = at_ms
+        self.at = at_ms
 
     def delete_alarm(self) -> None:
-        self.alarm = None
-
-    def alarm_written(self) -> None:
-        pass
+        self.at = None
 
 
-@attrs.define
-class _Pending:
-    """An engine participant with one pending time, whose due work may throw."""
+def _engine(pending_at: int | None, fails: bool = False) -> tuple[Engine, _Alarm]:
+    """The pure engine with one participant: its pending time, and due work that may throw."""
 
-    at_ms: int | None
-    fails: bool = False
-
-    def next_pending_at(self, conn: object) -> int | None:
-        return self.at_ms
-
-    def run_due(self, now_ms: int) -> None:
-        if self.fails:
+    def run_due(now_ms: int, info: object) -> None:
+        if fails:
             raise RuntimeError("due work threw")
+
+    alarm = _Alarm()
+    engine = Engine(sqlite3.connect(":memory:", isolation_level=None), alarm, SchedulerOptions())
+    engine.register(
+        Participant(
+            table=DurableTable("due", "id"), run_due=run_due, next_pending_at=lambda _conn: pending_at
+        )
+    )
+    return engine, alarm
 
 
 def engine_without_fallback() -> object:
-    """Due work throws inside alarm(): the engine re-arms itself, or the platform sees the error."""
-    platform = _Platform()
-    engine = Engine(cast(Any, platform), fallback=True)
-    engine.register(_Pending(None, fails=True))
-    try:
-        trio.run(engine.alarm)
-    except RuntimeError as error:
-        return str(error)
-    return platform.alarm
+    """Due work throws in a pass: the engine re-arms itself (15 s out), or the platform sees the error."""
+    engine, alarm = _engine(None, fails=True)
+    [end] = engine.alarm(0).alarm_ends
+    return str(end.error) if end.outcome == "failed" else alarm.at
 
 
 def engine_pushes_alarm_later() -> object:
     """Reclaim due at 20 s: the alarm after commits at 0 s and 10 s (floor 15 s)."""
-    platform = _Platform()
-    engine = Engine(cast(Any, platform))
-    engine.register(_Pending(20_000))
-    engine.reconcile(cast(Any, None))
-    platform.now_ms = 10_000
-    engine.reconcile(cast(Any, None))
-    return platform.alarm
+    engine, alarm = _engine(20_000)
+    engine.refresh(0)
+    engine.refresh(10_000)
+    return alarm.at
 
 
 def lease_share_not_capped() -> object:

@@ -10,10 +10,12 @@ user will meet.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from semaphore_core.durability import (
@@ -23,10 +25,12 @@ from semaphore_core.durability import (
     Event,
     Failed,
     OperationResult,
+    Participant,
     RetryOptions,
     SchedulerOptions,
 )
-from sim.runtime.durable import DurableObject, ObjectContext
+from semaphore_core.durability.storage import DurableTable
+from sim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
 from sim.runtime.kernel import Sim, run
 from sim.runtime.network import Network
 from sim.runtime.scheduler import DurabilityScheduler
@@ -291,3 +295,106 @@ def test_eviction_mid_attempt_runs_the_next_attempt_under_the_same_id() -> None:
     ]
     assert w.peak == {"acct": 2}  # both attempts' calls at once: one job, two calls in flight
     assert w.api.effects == {"job-1": 2}
+
+
+# --- the shell's transaction, its fallback knob and its commit hook (the holder's use) ------------
+
+
+class Ledger:
+    """A toy participant: rows with a due time; ``fail`` makes its due work throw."""
+
+    def __init__(self, ctx: ObjectContext, fallback: bool = True, fail: bool = False) -> None:
+        self.ctx = ctx
+        self.fail = fail
+        self.applied = 0
+        ctx.storage.execute("CREATE TABLE IF NOT EXISTS due (id TEXT PRIMARY KEY, at INTEGER)")
+        self.scheduler = DurabilityScheduler(
+            ctx, SchedulerOptions(alarm_min_delay_ms=1_000), fallback=fallback, on_applied=self._applied
+        )
+        self.scheduler.attach(
+            Participant(table=DurableTable("due", "id"), run_due=self._due, next_pending_at=self._next)
+        )
+
+    def _applied(self) -> None:
+        self.applied += 1
+
+    def _next(self, conn: sqlite3.Connection) -> int | None:
+        at = conn.execute("SELECT min(at) FROM due").fetchone()[0]
+        return None if at is None else int(at)
+
+    def _due(self, now_ms: int, info: object) -> None:
+        if self.fail:
+            raise HandlerFailure("due work threw")
+
+    def handle(self, method: str, payload: Any) -> Any:
+        raise AssertionError(method)
+
+    async def alarm(self) -> None:
+        await self.scheduler.alarm()
+
+
+def _ledger_world(body: Callable[[Sim, DurableObject], Awaitable[None]], **kw: Any) -> Trace:
+    trace = Trace(seed=1, config={}, faults={})
+
+    async def main(sim: Sim) -> None:
+        async with trio.open_nursery() as nursery:
+            obj = DurableObject(sim, "ledger", lambda ctx: Ledger(ctx, **kw), nursery)
+            await body(sim, obj)
+            nursery.cancel_scope.cancel()
+
+    assert run(1, main, trace).outcome == "completed"
+    return trace
+
+
+def test_a_transaction_commits_its_writes_with_the_alarm_and_a_failed_one_neither() -> None:
+    async def body(sim: Sim, obj: DurableObject) -> None:
+        ledger = obj.instance()
+        assert isinstance(ledger, Ledger)
+        scheduler = ledger.scheduler
+        scheduler.transaction(lambda conn: conn.execute("INSERT INTO due VALUES ('a', 60000)"))
+        assert obj.get_alarm() == 60_000  # committed together: the row has its alarm
+        assert ledger.applied == 1  # the commit was handed to the checker once its step was done
+
+        def failing(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO due VALUES ('b', 2000)")
+            raise ValueError("the write failed")
+
+        with pytest.raises(ValueError, match="the write failed"):
+            scheduler.transaction(failing)
+        assert obj.storage.execute("SELECT id FROM due").fetchall() == [("a",)]
+        assert obj.get_alarm() == 60_000
+        assert ledger.applied == 1  # nothing committed, nothing to judge
+
+    _ledger_world(body)
+
+
+def test_without_the_fallback_a_throwing_pass_goes_to_the_platform_unjudged() -> None:
+    """``fallback=False``: the engine cannot re-arm (``armFallbackAlarm`` fails), so ``alarm()``
+    throws and the platform retries; the failed pass committed nothing, so no commit is judged."""
+
+    async def body(sim: Sim, obj: DurableObject) -> None:
+        ledger = obj.instance()
+        assert isinstance(ledger, Ledger)
+        ledger.scheduler.transaction(lambda conn: conn.execute("INSERT INTO due VALUES ('a', 20000)"))
+        await sim.sleep(21_000)
+        assert ledger.applied == 1
+
+    trace = _ledger_world(body, fallback=False, fail=True)
+    assert [e["attempt"] for e in trace.of_kind("alarm_failed")][:1] == [0]
+    assert trace.of_kind("alarm_retry") == []
+
+
+def test_with_the_fallback_a_throwing_pass_arms_its_own_alarm_and_says_so() -> None:
+    async def body(sim: Sim, obj: DurableObject) -> None:
+        ledger = obj.instance()
+        assert isinstance(ledger, Ledger)
+        ledger.scheduler.transaction(lambda conn: conn.execute("INSERT INTO due VALUES ('a', 20000)"))
+        await sim.sleep(20_500)
+        assert obj.get_alarm() == 21_000  # the engine's own fallback, alarm_min_delay_ms out
+
+    trace = _ledger_world(body, fail=True)
+    [retry] = trace.of_kind("alarm_retry")
+    assert (retry["t"], retry["retry_at"]) == (20_000, 21_000)
+    assert "due work threw" in retry["error"]
+    assert trace.of_kind("alarm_failed") == []
+    assert trace.of_kind("operation_failure") == []  # the report is the alarm_retry event

@@ -10,11 +10,13 @@ from typing import Any, ClassVar
 import pytest
 import trio
 
+from semaphore_core.durability import Participant, SchedulerOptions
+from semaphore_core.durability.storage import DurableTable
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.runtime.durable import DurableObject, Factory, ObjectContext
-from sim.runtime.engine import Engine
+from sim.runtime.durable import DurableObject, Factory, HandlerFailure, ObjectContext
 from sim.runtime.kernel import Sim, run
 from sim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
+from sim.runtime.scheduler import DurabilityScheduler
 from sim.runtime.trace import Trace
 from sim.world.faults import Drop, Eviction, FaultPlan, LimitChange, Window
 from sim.world.workload import Workload
@@ -236,12 +238,24 @@ def _alarm_run(fallback: bool) -> Trace:
     t = Trace(1, {}, {})
 
     class WithEngine(Slow):
+        """Its scheduler's one participant has due work that always throws."""
+
         def __init__(self, ctx: ObjectContext) -> None:
             super().__init__(ctx)
-            self.engine = Engine(ctx, 1_000, fallback=fallback, alarm_failure=1.0)
+            self.scheduler = DurabilityScheduler(
+                ctx, SchedulerOptions(alarm_min_delay_ms=1_000), fallback=fallback
+            )
+            self.scheduler.attach(
+                Participant(
+                    table=DurableTable("due", "id"), run_due=self._due, next_pending_at=lambda _: None
+                )
+            )
+
+        def _due(self, now_ms: int, info: object) -> None:
+            raise HandlerFailure("due work threw")
 
         async def alarm(self) -> None:
-            await self.engine.alarm()
+            await self.scheduler.alarm()
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:

@@ -308,6 +308,11 @@ class Engine:
         self._now = now_ms
 
     @property
+    def in_step(self) -> bool:
+        """Whether a step is open (work inside it joins it)."""
+        return self._out is not None
+
+    @property
     def now_ms(self) -> int:
         return self._now
 
@@ -692,6 +697,11 @@ class Engine:
                 )
         found.sort(key=lambda timer: (timer.at_ms, timer.seq))
         return found
+
+    @property
+    def early_due_at(self) -> int | None:
+        """When the work the early timer is set for falls due (it fires then, or now if that passed)."""
+        return None if self._early is None else self._early.due_at
 
     def next_timer_at(self) -> int | None:
         first = self._first_timer()

@@ -328,7 +328,7 @@ class Monitor:
         pending = store.next_pending_at()
         alarm = holder.ctx.get_alarm()
         if pending is not None:
-            bound = max(pending, now + holder.engine.alarm_min_delay_ms)
+            bound = max(pending, now + holder.env.alarm_min_delay_ms)
             if alarm is None or alarm > bound:
                 self.fail(
                     "alarm_armed",

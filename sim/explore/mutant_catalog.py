@@ -47,6 +47,7 @@ import semaphore_core.queue as queue_module
 import semaphore_core.rounds as rounds_module
 from semaphore_core.collation import CollationKey
 from semaphore_core.config import Budgets, HolderConfig, LeaseOptions, Provisioning, Strict, Under, scaled
+from semaphore_core.durability.engine import Engine
 from semaphore_core.leases import LeaseAllocation, LeaseCandidate, LeaseReportOutcome
 from semaphore_core.migrations import Migration
 from semaphore_core.policy import UNLIMITED, GroupPolicy
@@ -64,7 +65,6 @@ from semaphore_core.rounds import RoundResult
 from semaphore_core.store import GRANTS, LEASES, GrantRow, HolderStore, LeaseRow
 from semaphore_core.transaction import transaction
 from semaphore_core.usage import Usage
-from sim.runtime.engine import Engine
 
 _NAME: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -206,21 +206,14 @@ def _reclaim_takes_claimed(original: Callable[..., list[Any]]) -> Callable[..., 
 
 
 def _alarm_armed_before_writes(original: Callable[..., Any]) -> Callable[..., Any]:
-    def round_armed_early(self: Any, requests: Any, now: int, *args: Any, **kw: Any) -> Any:
-        hook = self._before_commit
-        if hook is None:
-            return original(self, requests, now, *args, **kw)
-        # MUTATION: the hook (which arms the alarm) runs in its own transaction
-        # *before* the round, so it sees the rows as they were, not the new grants.
-        self._before_commit = None
-        try:
-            with transaction(self._conn):
-                hook(self._conn)
-            return original(self, requests, now, *args, **kw)
-        finally:
-            self._before_commit = hook
+    def write_after_reconcile(self: Engine, write: Callable[[Any], Any], now_ms: int | None = None) -> Any:
+        # MUTATION: the alarm's reconcile commits in its own transaction *before* the
+        # writes, so it sees the rows as they were, not the round's new grants.
+        original(self, lambda _conn: None, now_ms)
+        with transaction(self.conn):
+            return write(self.conn)
 
-    return round_armed_early
+    return write_after_reconcile
 
 
 def _latest_pending_at(self: HolderStore) -> int | None:
@@ -766,28 +759,25 @@ def _released_permit_drawn_again(original: Callable[..., list[Any]]) -> Callable
 # The scheduler engine (seed 002): its own fallback, and an alarm never pushed later.
 
 
-def _engine_without_fallback(original: Callable[..., Any]) -> Callable[..., Any]:
-    async def alarm(self: Engine) -> None:
-        # MUTATION: a throwing alarm() is handed to the platform, which retries and then drops it.
-        fallback, self.fallback = self.fallback, False
-        try:
-            await original(self)
-        finally:
-            self.fallback = fallback
+def _engine_without_fallback(original: Callable[..., bool]) -> Callable[..., bool]:
+    def arm_fallback_alarm(self: Engine) -> bool:
+        # MUTATION: a throwing pass never arms its own fallback: the platform retries, then drops it.
+        return False
 
-    return alarm
+    return arm_fallback_alarm
 
 
-def _alarm_pushed_later(original: Callable[..., None]) -> Callable[..., None]:
-    def reconcile(self: Engine, conn: Any) -> None:
-        original(self, conn)
-        physical = self._timer_at
-        if physical is None:
-            return
+def _alarm_pushed_later(original: Callable[..., int | None]) -> Callable[..., int | None]:
+    def reconcile(self: Engine) -> int | None:
+        timer_at = original(self)
+        physical = [at for p in self._participants if (at := self._pending_times(p)[0]) is not None]
+        if not physical:
+            return timer_at
         # MUTATION: always rewritten to the target, so each commit pushes a pending alarm later.
-        target = max(physical, self.ctx.sim.now() + self.alarm_min_delay_ms)
-        if self.ctx.get_alarm() != target:
-            self.ctx.set_alarm(target)
+        target = max(min(physical), self.now_ms + self.options.alarm_min_delay_ms)
+        if self._alarm.get_alarm() != target:
+            self._alarm.set_alarm(target)
+        return timer_at
 
     return reconcile
 
@@ -981,12 +971,12 @@ _FROM_THE_REFERENCE: Final[tuple[Mutant, ...]] = (
     Mutant(
         "engine-without-fallback",
         "the engine hands a throwing alarm to the platform instead of arming its own fallback",
-        _patcher((Engine, "alarm", _engine_without_fallback)),
+        _patcher((Engine, "_arm_fallback_alarm", _engine_without_fallback)),
     ),
     Mutant(
         "engine-pushes-alarm-later",
         "every commit rewrites the alarm to its target, pushing a pending reclaim later",
-        _patcher((Engine, "reconcile", _alarm_pushed_later)),
+        _patcher((Engine, "_reconcile", _alarm_pushed_later)),
     ),
 )
 
@@ -1050,7 +1040,7 @@ _FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
     Mutant(
         "alarm-armed-before-round-writes",
         "a round arms the alarm from the rows before its writes, so its new grants commit without one",
-        _patcher((holder_module.Holder, "round", _alarm_armed_before_writes)),
+        _patcher((Engine, "transaction", _alarm_armed_before_writes)),
     ),
     Mutant(
         "reports-after-allocation",

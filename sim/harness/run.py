@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from sim.check.invariants import PROGRESS_WINDOW_MS, Monitor
 from sim.inputs.validation import (
@@ -31,7 +32,6 @@ from sim.inputs.validation import (
     time_ms,
 )
 from sim.runtime.durable import DurableObject, Factory
-from sim.runtime.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from sim.runtime.network import DEFAULT_LATENCY_MS, Network
 from sim.runtime.timers import Tie

@@ -41,8 +41,9 @@ handler and the hook are the object's.
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import trio
 
@@ -67,6 +68,7 @@ from sim.runtime.timers import Signal
 HANDLER_FAILURES: Final = (RpcError, HandlerFailure, NonRetryableError)
 
 Handler = Callable[[Attempt], Awaitable[Any]]
+T = TypeVar("T")
 
 
 class AttemptAborted(Exception):
@@ -77,16 +79,30 @@ class AlarmPassFailed(HandlerFailure):
     """The engine's alarm pass threw and it could not arm its own fallback: the platform retries."""
 
 
-class _ObjectAlarm:
-    """The object's one alarm as the engine's ``StorageAlarm``: written in the engine's transactions."""
+class FallbackRefused(Exception):
+    """The fault of a fallback re-arm that fails (``fallback=False``): ``armFallbackAlarm`` returns false."""
 
-    def __init__(self, ctx: ObjectContext) -> None:
+
+class _ObjectAlarm:
+    """The object's one alarm as the engine's ``StorageAlarm``: written in the engine's transactions.
+
+    With ``fallback=False`` a write outside any transaction fails. The engine
+    writes the alarm inside its transactions, except for ``armFallbackAlarm``
+    after a failed pass (seed 002: "outside any transaction; the next run
+    reconciles"), so exactly the fallback re-arm fails, and the pass's
+    failure goes to the platform.
+    """
+
+    def __init__(self, ctx: ObjectContext, fallback: bool) -> None:
         self._ctx = ctx
+        self._fallback = fallback
 
     def get_alarm(self) -> int | None:
         return self._ctx.get_alarm()
 
     def set_alarm(self, at_ms: int) -> None:
+        if not self._fallback and not self._ctx.storage.in_transaction:
+            raise FallbackRefused("injected: the fallback alarm could not be written")
         self._ctx.set_alarm(at_ms)
 
     def delete_alarm(self) -> None:
@@ -101,9 +117,15 @@ class DurabilityScheduler:
         ctx: ObjectContext,
         options: SchedulerOptions | None = None,
         on_event: Callable[[Event], None] | None = None,
+        *,
+        fallback: bool = True,
+        on_applied: Callable[[], None] | None = None,
     ) -> None:
+        """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
+        ``on_applied``: called after every step is done (a checker of the object's commits)."""
         self.ctx = ctx
-        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx), options)
+        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options)
+        self._on_applied = on_applied
         self.durability: Durability | None = None
         self._handler: Handler | None = None
         self._on_event = on_event
@@ -112,6 +134,9 @@ class DurabilityScheduler:
         self._aborts: dict[tuple[str, str, str, int], trio.CancelScope] = {}
         self._pass_ends: dict[int, AlarmEnd] = {}
         self._pass_waiters: dict[int, Signal] = {}
+        #: When the work the early timer was set for fell due, as its timer fires (the holder
+        #: traces it with the pass it starts).
+        self.early_due_at: int | None = None
 
     def operations(self, options: DurabilityOptions, handler: Handler) -> Durability:
         """Attach durable operations (``new Durability({scheduler, handlers})``), run by ``handler``."""
@@ -135,6 +160,22 @@ class DurabilityScheduler:
         registration = self.durability.register(operation, id, payload, self.ctx.sim.now())
         self.apply(registration.step)
         return registration.inserted
+
+    def transaction(self, write: Callable[[sqlite3.Connection], T]) -> T:
+        """``scheduler.transaction``: ``write`` and the alarm's reconcile commit together.
+
+        What the semaphore's holder runs every round, sync and reclaim in, so
+        a committed row always has its alarm. Inside an alarm pass (a
+        participant's due work) it joins the pass's step; otherwise it is a
+        step of its own, done here. If ``write`` throws, nothing commits and
+        the error goes to the caller.
+        """
+        engine = self.engine
+        if engine.in_step:
+            return engine.transaction(write)
+        result: list[T] = []
+        self.apply(engine.run_step(self.ctx.sim.now(), lambda: result.append(engine.transaction(write))))
+        return result[0]
 
     def refresh(self) -> None:
         """``scheduleNextAlarm``: reconcile the alarm with what the participants have pending."""
@@ -168,11 +209,22 @@ class DurabilityScheduler:
                 scope.cancel()
         for attempt in step.started:
             ctx.start_task(functools.partial(self._run, attempt), f"attempt:{attempt.id}")
+        passes_failed = [end.error for end in step.alarm_ends if end.error is not None]
         for failure in step.failures:
+            if any(failure.error is error for error in passes_failed):
+                continue  # a pass's failure: traced below as ``alarm_retry`` or ``alarm_failed``
             ctx.sim.event(
                 "operation_failure", object=ctx.name, label=failure.label, error=repr(failure.error)
             )
         for end in step.alarm_ends:
+            if end.outcome == "retrying":
+                # The pass threw and the engine armed its own fallback alarm.
+                ctx.sim.event(
+                    "alarm_retry",
+                    object=ctx.name,
+                    retry_at=ctx.sim.now() + self.engine.options.alarm_min_delay_ms,
+                    error=repr(end.error),
+                )
             if end.early:
                 if end.outcome == "failed":
                     ctx.sim.event("alarm_failed", object=ctx.name, early=True, error=repr(end.error))
@@ -188,6 +240,10 @@ class DurabilityScheduler:
         if self._on_event is not None:
             for event in step.events:
                 self._on_event(event)
+        # A pass that threw and could not re-arm committed nothing, and the platform's retry
+        # comes next: there is no commit to judge.
+        if self._on_applied is not None and not any(end.outcome == "failed" for end in step.alarm_ends):
+            self._on_applied()
 
     async def _run(self, attempt: Attempt) -> None:
         """One attempt's handler, from start to reported outcome (unless the instance dies first)."""
@@ -225,4 +281,5 @@ class DurabilityScheduler:
 
     def _fire(self) -> None:
         self._timer = None
+        self.early_due_at = self.engine.early_due_at
         self.apply(self.engine.advance(self.ctx.sim.now()))

@@ -22,15 +22,18 @@ they must be pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import attrs
 
 from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Usage
+from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
+from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS
+from semaphore_core.durability.storage import DurableTable
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
-from sim.runtime.durable import DurableObject, ObjectContext
-from sim.runtime.engine import MAX_ALARM_DELAY_MS, Engine
+from sim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
 from sim.runtime.network import Later, RemoteError
+from sim.runtime.scheduler import DurabilityScheduler
 from sim.runtime.timers import Signal
 from sim.world.faults import InputFault
 from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
@@ -111,25 +114,12 @@ class HolderMonitor(Protocol):
     ) -> None: ...
 
 
-class _Reclaim:
-    """The holder's participation in the engine: grants with unclaimed permits, and reclaim."""
+#: The holder as a participant of its object's scheduler: grants with unclaimed permits.
+GRANTS_TABLE: Final = DurableTable(name="durability_semaphore_grants", key="grant_id")
 
-    def __init__(self, holder: Holder, engine: Engine, lockstep: ModelInLockstep | None) -> None:
-        self._holder = holder
-        self._engine = engine
-        self._lockstep = lockstep
 
-    def next_pending_at(self, conn: Any) -> int | None:
-        return self._holder.next_alarm_at()
-
-    def run_due(self, now_ms: int) -> None:
-        if self._lockstep is not None:
-            self._lockstep.begin()
-        events = self._holder.reclaim_expired(now_ms)
-        self._engine.after_commit()
-        if self._lockstep is not None:
-            self._lockstep.reclaimed(now_ms, events)
-            self._lockstep.state(self._holder, now_ms)
+class InjectedAlarmFailure(HandlerFailure):
+    """A fault plan's ``alarm_failure``: the holder's due work threw (think: a storage hiccup)."""
 
 
 class HolderObject:
@@ -143,12 +133,17 @@ class HolderObject:
         self.key = key
         # In memory on purpose: limitWorkflow() caps are gone after eviction.
         self.group_limits: dict[str, int] = {}
-        self.engine = Engine(
+        self.monitor = monitor
+        # As seed 000's AccountLimit builds it: one DurabilityScheduler on the object, the
+        # semaphore attached to it. Every commit is judged once its step is done.
+        self.scheduler = DurabilityScheduler(
             ctx,
-            env.alarm_min_delay_ms,
+            SchedulerOptions(alarm_min_delay_ms=env.alarm_min_delay_ms),
             fallback=env.engine_fallback,
-            alarm_failure=env.alarm_failure,
+            on_applied=None if monitor is None else lambda: monitor.committed(key, self),
         )
+        #: Set while the platform's alarm() runs: a pass that starts otherwise is the early timer's.
+        self._platform_alarm = False
         self.inputs = inputs = holder_inputs(
             lambda: self.env.limit, self.group_limits, env.input_faults, ctx.sim.now
         )
@@ -175,13 +170,14 @@ class HolderObject:
                 if lockstep is None
                 else (lambda: lockstep.drew(ctx.sim.next_id(f"{ctx.name}/g")))
             ),
-            before_commit=self.engine.reconcile,
         )
-        self.engine.register(_Reclaim(self.holder, self.engine, self.lockstep))
-        self.engine.faults_until_ms = env.faults_until_ms
-        self.monitor = monitor
-        if monitor is not None:
-            self.engine.on_commit = lambda: monitor.committed(key, self)
+        self.scheduler.attach(
+            Participant(
+                table=GRANTS_TABLE,
+                run_due=self._reclaim_due,
+                next_pending_at=lambda _conn: self.holder.next_alarm_at(),
+            )
+        )
         self._pending: list[_Pending] = []
         self._timer_armed = False
         self._round_running = False
@@ -217,13 +213,14 @@ class HolderObject:
                 if lockstep is not None:
                     lockstep.begin()
                 try:
-                    reply = self.holder.sync_message(message, now).to_wire()
+                    reply = self.scheduler.transaction(
+                        lambda _conn: self.holder.sync_message(message, now).to_wire()
+                    )
                 except (PlannedInputFailure, ValueError) as error:
                     # Fix F3 resolves the limit for a sync too: a failing limit fails the call.
                     if lockstep is not None:
                         lockstep.sync_failed(payload, now, error)
                     raise RemoteError("error", f"sync failed: {type(error).__name__}: {error}") from None
-                self.engine.after_commit()
                 if lockstep is not None:
                     lockstep.sync(payload, now, reply)
                     lockstep.state(self.holder, now)
@@ -244,7 +241,30 @@ class HolderObject:
         raise RemoteError("protocol", f"unknown method {method!r}")
 
     async def alarm(self) -> None:
-        await self.engine.alarm()
+        self._platform_alarm = True
+        try:
+            await self.scheduler.alarm()
+        finally:
+            self._platform_alarm = False
+
+    def _reclaim_due(self, now_ms: int, info: AlarmInfo | None) -> None:
+        """The holder's due work in an alarm pass: reclaim what passed its claim deadline."""
+        ctx = self.ctx
+        if not self._platform_alarm:
+            ctx.sim.event("early_alarm", object=ctx.name, scheduled=self.scheduler.early_due_at)
+        env = self.env
+        faults_on = env.faults_until_ms is None or now_ms < env.faults_until_ms
+        if env.alarm_failure and faults_on and ctx.sim.rng(f"alarm:{ctx.name}").random() < env.alarm_failure:
+            raise InjectedAlarmFailure("injected: due work threw")
+        lockstep = self.lockstep
+        if lockstep is not None:
+            lockstep.begin()
+        events = self.scheduler.transaction(lambda _conn: self.holder.reclaim_expired(now_ms))
+        if self.monitor is not None:
+            self.monitor.committed(self.key, self)
+        if lockstep is not None:
+            lockstep.reclaimed(now_ms, events)
+            lockstep.state(self.holder, now_ms)
 
     # --- rounds ------------------------------------------------------------------
 
@@ -293,7 +313,9 @@ class HolderObject:
         if lockstep is not None:
             lockstep.begin()
         try:
-            outcome = self.holder.round([p.request for p in pending], now)
+            outcome = self.scheduler.transaction(
+                lambda _conn: self.holder.round([p.request for p in pending], now)
+            )
         except Exception as error:  # the round fails as a whole; every waiting call fails
             if lockstep is not None:
                 lockstep.round_failed([p.payload for p in pending], now, error)
@@ -303,7 +325,6 @@ class HolderObject:
                 entry.error = failure
                 entry.done.set()
             return
-        self.engine.after_commit()
         if self.monitor is not None:
             self.monitor.round_served(self.key, [p.request for p in pending], outcome.replies)
         # After the other checkers of this step (the commit's, then the round's order): a
