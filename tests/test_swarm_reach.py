@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 
 import sim.check.lockstep
 from scenarios import SCENARIOS, run_scenario
+from scenarios.operations import one_job
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from sim.check.coverage import EXPECTED, coverage
 from sim.explore.mutant_catalog import mutant
 from sim.explore.strategies import API_FAULT_KINDS, Case, cases
@@ -206,7 +208,7 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
     events = [
         {"t": 0, "kind": "operation", "object": "client-0", "type": "attempt_started", "id": "op"},
         {"t": 0, "kind": "send", "msg": "m1", "src": "client-0", "dst": "api", "method": "run"},
-        {"t": 1, "kind": "api_start", "call": "c1", "account": "a", "key": "op", "slow": True},
+        {"t": 1, "kind": "api_start", "call": "c1", "account": "a", "key": "op", "until": 20, "slow": True},
         # The attempt timed out with its call still running: a zombie.
         {
             "t": 9,
@@ -222,7 +224,7 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
         {"t": 20, "kind": "api_end", "call": "c1", "account": "a", "outcome": "error_after_effect"},
         {"t": 21, "kind": "drop", "msg": "m1", "leg": "reply", "reason": "lost"},
         {"t": 22, "kind": "api_replay", "account": "a", "key": "op", "outcome": "ok"},
-        {"t": 23, "kind": "api_start", "call": "c2", "account": "a", "key": "op"},
+        {"t": 23, "kind": "api_start", "call": "c2", "account": "a", "key": "op", "until": 24},
         {"t": 24, "kind": "api_end", "call": "c2", "account": "a", "outcome": "error"},
         {
             "t": 25,
@@ -248,3 +250,21 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
         "ops:handoff": 1,
     }
     assert {name for name in EXPECTED if name.startswith("ops:")} == set(counts) - {"fault:reply_loss"}
+
+
+@pytest.mark.parametrize(("fixed", "zombies"), [(False, 3), (True, 0)])
+def test_a_call_cut_at_its_attempts_timeout_is_no_zombie(fixed: bool, zombies: int) -> None:
+    """A 30 s call, 10 s attempts. On the reference each attempt's call runs on 20 s after the
+    attempt is over: three zombies. With F5's fix the API cuts each call at its deadline, the
+    millisecond its attempt times out: no call outlives its attempt, so none is counted."""
+    config = one_job(30_000, attempt_timeout_ms=10_000)
+    if fixed:
+        config = attrs.evolve(
+            config, holder=attrs.evolve(config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,))
+        )
+    run = run_world(config, FaultPlan(), seed=1, tolerated=frozenset({"F5"}))
+    ends = [(e["t"], e["outcome"]) for e in run.trace.of_kind("api_end")]
+    settled = [e["t"] for e in run.trace.of_kind("operation") if e["type"] == "attempt_settled"]
+    if fixed:
+        assert ends == [(t, "deadline") for t in settled]  # each call ends as its attempt does
+    assert coverage(run.trace.events(), latency_ms=5)["ops:zombie_call"] == zombies

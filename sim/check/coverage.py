@@ -73,13 +73,13 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
     sent: dict[str, tuple[int, str, str]] = {}  # msg -> (t, src, method)
     last_sent_delivered: dict[tuple[str, str], int] = {}  # (src, dst) -> latest send time delivered
     to_api: set[str] = set()  # messages to the external API
-    call_keys: dict[str, str] = {}  # call running at the API -> its idempotency key (operation id)
-    calls_running: Counter[str] = Counter()  # operation id -> its calls running at the API
+    # Call running at the API -> (its idempotency key, the operation id; when its work ends).
+    calls_running: dict[str, tuple[str, int]] = {}
     attempts_running: dict[str, set[str]] = {}  # client object -> operations with an attempt running
     for event in events:
         kind = event["kind"]
         if kind.startswith(("api_", "operation", "alarm_handoff")):
-            _operations(event, counts, call_keys, calls_running, attempts_running)
+            _operations(event, counts, calls_running, attempts_running)
             continue
         if kind == "send":
             sent[event["msg"]] = (event["t"], event["src"], event["method"])
@@ -160,19 +160,17 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
 def _operations(
     event: Mapping[str, Any],
     counts: Counter[str],
-    call_keys: dict[str, str],
-    calls_running: Counter[str],
+    calls_running: dict[str, tuple[str, int]],
     attempts_running: dict[str, set[str]],
 ) -> None:
     """The account-concurrency world's events: the API's calls and the operations' lifecycle."""
     kind = event["kind"]
     if kind == "api_start":
-        call_keys[event["call"]] = event["key"]
-        calls_running[event["key"]] += 1
+        calls_running[event["call"]] = (event["key"], event["until"])
         if event.get("slow"):
             counts["ops:api_slow"] += 1
     elif kind == "api_end":
-        calls_running[call_keys.pop(event["call"])] -= 1
+        del calls_running[event["call"]]
         if event["outcome"] == "error":
             counts["ops:api_error"] += 1
         elif event["outcome"] == "error_after_effect":
@@ -189,8 +187,12 @@ def _operations(
             running.add(event["id"])
         elif event["type"] == "attempt_settled":
             running.discard(event["id"])
-            if event["outcome"] != "completed" and calls_running[event["id"]] > 0:
-                counts["ops:zombie_call"] += 1  # the attempt is over, its call runs on
+            # The attempt is over, its call runs on (a call ending this very ms, as F5's fix cuts
+            # one at its attempt's deadline, does not).
+            if event["outcome"] != "completed" and any(
+                key == event["id"] and until > event["t"] for key, until in calls_running.values()
+            ):
+                counts["ops:zombie_call"] += 1
             if event["outcome"] == "failed":
                 counts["ops:retries_exhausted"] += 1
         elif event["type"] == "terminal":
