@@ -67,6 +67,8 @@ from sim.runtime.timers import Signal
 HANDLER_FAILURES: Final = (RpcError, HandlerFailure, NonRetryableError)
 
 Handler = Callable[[Attempt], Awaitable[Any]]
+#: ``alarm_handoff``'s mark of an early pass (absent for the platform's, so older traces keep their bytes).
+_EARLY: Final = {"early": True}
 
 
 class AttemptAborted(Exception):
@@ -173,13 +175,14 @@ class DurabilityScheduler:
                 "operation_failure", object=ctx.name, label=failure.label, error=repr(failure.error)
             )
         for end in step.alarm_ends:
+            if end.outcome == "handed_off":
+                # The pass ran ``alarmHandoffMs``: its work goes on under a fresh alarm. An early
+                # pass (the in-memory timer's: retries, mostly) races the hand-off too.
+                ctx.sim.event("alarm_handoff", object=ctx.name, **_EARLY if end.early else {})
             if end.early:
                 if end.outcome == "failed":
                     ctx.sim.event("alarm_failed", object=ctx.name, early=True, error=repr(end.error))
                 continue
-            if end.outcome == "handed_off":
-                # The pass ran ``alarmHandoffMs``: its work goes on under a fresh alarm.
-                ctx.sim.event("alarm_handoff", object=ctx.name)
             self._pass_ends[end.pass_id] = end
             waiter = self._pass_waiters.get(end.pass_id)
             if waiter is not None:
