@@ -392,3 +392,26 @@ def test_fenced_holds_through_timeouts_and_evictions(seed: int) -> None:
     assert run.result.outcome == "completed", run.result
     started = [e for e in run.trace.of_kind("operation") if e["type"] == "attempt_started"]
     assert len(started) > 3  # retries happened: the fence was exercised
+
+
+def test_every_pass_that_hands_off_is_in_the_trace_early_ones_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries run in the engine's early passes (their backoff is shorter than the alarm's
+    floor), and an early pass races the hand-off as the platform's does: with 10 s attempts
+    and a 5 s ``alarmHandoffMs``, each retry's pass hands off. Each is an ``alarm_handoff``."""
+    from sim.runtime.scheduler import DurabilityScheduler
+
+    ends: list[bool] = []
+    apply = DurabilityScheduler.apply
+
+    def counting(self: DurabilityScheduler, step: Any) -> None:
+        ends.extend(end.early for end in step.alarm_ends if end.outcome == "handed_off")
+        apply(self, step)
+
+    monkeypatch.setattr(DurabilityScheduler, "apply", counting)
+    config = attrs.evolve(
+        one_job(30_000, attempt_timeout_ms=10_000),
+        operations=OperationsSpec(attempt_timeout_ms=10_000, alarm_handoff_ms=5_000),
+    )
+    run = run_world(config, FaultPlan(), seed=1, tolerated=frozenset({"F5"}))
+    assert True in ends, ends
+    assert [e.get("early", False) for e in run.trace.of_kind("alarm_handoff")] == ends

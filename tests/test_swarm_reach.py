@@ -15,12 +15,16 @@ bug stops the run, and the same world without it completes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import sim.check.lockstep
 from scenarios import SCENARIOS, run_scenario
+from scenarios.operations import one_job
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from sim.check.coverage import EXPECTED, coverage
 from sim.explore.mutant_catalog import mutant
 from sim.explore.strategies import API_FAULT_KINDS, Case, cases
@@ -206,7 +210,8 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
     events = [
         {"t": 0, "kind": "operation", "object": "client-0", "type": "attempt_started", "id": "op"},
         {"t": 0, "kind": "send", "msg": "m1", "src": "client-0", "dst": "api", "method": "run"},
-        {"t": 1, "kind": "api_start", "call": "c1", "account": "a", "key": "op", "slow": True},
+        {"t": 1, "kind": "deliver", "msg": "m1", "dst": "api", "method": "run"},
+        {"t": 1, "kind": "api_start", "call": "c1", "account": "a", "key": "op", "until": 20, "slow": True},
         # The attempt timed out with its call still running: a zombie.
         {
             "t": 9,
@@ -220,9 +225,12 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
         {"t": 11, "kind": "api_conflict", "account": "a", "key": "op", "call": "c1"},
         {"t": 12, "kind": "evict", "object": "client-0", "calls": 0, "live": True},  # mid-attempt
         {"t": 20, "kind": "api_end", "call": "c1", "account": "a", "outcome": "error_after_effect"},
-        {"t": 21, "kind": "drop", "msg": "m1", "leg": "reply", "reason": "lost"},
+        {"t": 21, "kind": "drop", "msg": "m1", "leg": "reply", "reason": "lost"},  # counted at api_end
+        {"t": 22, "kind": "send", "msg": "m2", "src": "client-0", "dst": "api", "method": "run"},
+        {"t": 22, "kind": "deliver", "msg": "m2", "dst": "api", "method": "run"},
         {"t": 22, "kind": "api_replay", "account": "a", "key": "op", "outcome": "ok"},
-        {"t": 23, "kind": "api_start", "call": "c2", "account": "a", "key": "op"},
+        {"t": 22, "kind": "drop", "msg": "m2", "leg": "reply", "reason": "lost"},  # the replay's news lost
+        {"t": 23, "kind": "api_start", "call": "c2", "account": "a", "key": "op", "until": 24},
         {"t": 24, "kind": "api_end", "call": "c2", "account": "a", "outcome": "error"},
         {
             "t": 25,
@@ -241,10 +249,58 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
         "ops:zombie_call": 1,
         "ops:conflict": 1,
         "ops:eviction_mid_attempt": 1,
-        "ops:lost_completion": 2,  # an error after the effect, and a lost reply from the API
+        "ops:lost_completion": 2,  # an error after the effect, and a lost reply that told of one
         "ops:replay": 1,
         "ops:api_error": 1,
         "ops:retries_exhausted": 1,
         "ops:handoff": 1,
     }
     assert {name for name in EXPECTED if name.startswith("ops:")} == set(counts) - {"fault:reply_loss"}
+
+
+def test_a_lost_completion_is_a_lost_reply_that_told_of_an_effect_not_any_lost_reply() -> None:
+    """The API's reply lost after an error, a conflict or a refusal at the deadline: no effect
+    happened, so no completion was lost. After ``ok``, or a replay of it: one was."""
+
+    def request(msg: str, t: int, *api_events: dict[str, Any], reason: str = "lost") -> list[dict[str, Any]]:
+        return [
+            {"t": t, "kind": "send", "msg": msg, "src": "client-0", "dst": "api", "method": "run"},
+            {"t": t, "kind": "deliver", "msg": msg, "dst": "api", "method": "run"},
+            *api_events,
+            {"t": t + 5, "kind": "drop", "msg": msg, "leg": "reply", "reason": reason},
+        ]
+
+    def call(call: str, t: int, outcome: str) -> list[dict[str, Any]]:
+        return [
+            {"t": t, "kind": "api_start", "call": call, "account": "a", "key": "op", "until": t + 1},
+            {"t": t + 1, "kind": "api_end", "call": call, "account": "a", "outcome": outcome},
+        ]
+
+    events = [
+        *request("m1", 0, *call("c1", 0, "error")),
+        *request("m2", 10, *call("c2", 10, "deadline")),
+        *request("m3", 20, {"t": 20, "kind": "api_deadline", "account": "a", "key": "op", "deadline": 19}),
+        *request("m4", 30, {"t": 30, "kind": "api_conflict", "account": "a", "key": "op", "call": "c9"}),
+        *request("m5", 40, *call("c5", 40, "ok")),  # lost
+        *request("m6", 50, {"t": 50, "kind": "api_replay", "account": "a", "key": "op", "outcome": "ok"}),
+        *request("m7", 60, *call("c7", 60, "ok"), reason="partitioned"),  # the client cut off: lost too
+    ]
+    assert coverage(events, latency_ms=5)["ops:lost_completion"] == 3
+
+
+@pytest.mark.parametrize(("fixed", "zombies"), [(False, 3), (True, 0)])
+def test_a_call_cut_at_its_attempts_timeout_is_no_zombie(fixed: bool, zombies: int) -> None:
+    """A 30 s call, 10 s attempts. On the reference each attempt's call runs on 20 s after the
+    attempt is over: three zombies. With F5's fix the API cuts each call at its deadline, the
+    millisecond its attempt times out: no call outlives its attempt, so none is counted."""
+    config = one_job(30_000, attempt_timeout_ms=10_000)
+    if fixed:
+        config = attrs.evolve(
+            config, holder=attrs.evolve(config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,))
+        )
+    run = run_world(config, FaultPlan(), seed=1, tolerated=frozenset({"F5"}))
+    ends = [(e["t"], e["outcome"]) for e in run.trace.of_kind("api_end")]
+    settled = [e["t"] for e in run.trace.of_kind("operation") if e["type"] == "attempt_settled"]
+    if fixed:
+        assert ends == [(t, "deadline") for t in settled]  # each call ends as its attempt does
+    assert coverage(run.trace.events(), latency_ms=5)["ops:zombie_call"] == zombies

@@ -72,20 +72,17 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
     granted: dict[str, int] = {}  # grant id -> permits
     sent: dict[str, tuple[int, str, str]] = {}  # msg -> (t, src, method)
     last_sent_delivered: dict[tuple[str, str], int] = {}  # (src, dst) -> latest send time delivered
-    to_api: set[str] = set()  # messages to the external API
-    call_keys: dict[str, str] = {}  # call running at the API -> its idempotency key (operation id)
-    calls_running: Counter[str] = Counter()  # operation id -> its calls running at the API
-    attempts_running: dict[str, set[str]] = {}  # client object -> operations with an attempt running
+    ops = _OperationsState()
     for event in events:
         kind = event["kind"]
         if kind.startswith(("api_", "operation", "alarm_handoff")):
-            _operations(event, counts, call_keys, calls_running, attempts_running)
+            _operations(event, counts, ops)
             continue
         if kind == "send":
             sent[event["msg"]] = (event["t"], event["src"], event["method"])
-            if event["dst"] == "api":
-                to_api.add(event["msg"])
         elif kind == "deliver":
+            if event["dst"] == "api":
+                ops.delivered = event["msg"]  # the API's event for it comes next, in the same step
             origin = sent.get(event["msg"])
             if origin is None:
                 continue
@@ -98,12 +95,12 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
             last_sent_delivered[path] = max(t_sent, last_sent_delivered.get(path, -1))
         elif kind == "drop":
             reason, leg = event["reason"], event["leg"]
+            if leg == "reply" and event["msg"] in ops.effect_replies:
+                counts["ops:lost_completion"] += 1  # the effect happened; the caller never hears
             if reason == "partitioned":
                 counts["fault:partition"] += 1
             elif reason == "lost":
                 origin = sent.get(event["msg"])
-                if leg == "reply" and event["msg"] in to_api:
-                    counts["ops:lost_completion"] += 1
                 if leg == "request" and origin is not None and origin[2] == "release":
                     counts["fault:release_loss"] += 1
                 else:
@@ -130,7 +127,7 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
         elif kind == "evict":
             if event["object"].startswith("holder:") and event.get("calls", 0) > 0:
                 counts["eviction_with_requests_waiting"] += 1
-            if attempts_running.pop(event["object"], None):
+            if ops.attempts_running.pop(event["object"], None):
                 counts["ops:eviction_mid_attempt"] += 1
         elif kind in ("alarm_failed", "alarm_retry"):  # the platform's retry, or the engine's own
             counts["fault:alarm_failure"] += 1
@@ -157,30 +154,43 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
     return counts
 
 
-def _operations(
-    event: Mapping[str, Any],
-    counts: Counter[str],
-    call_keys: dict[str, str],
-    calls_running: Counter[str],
-    attempts_running: dict[str, set[str]],
-) -> None:
+class _OperationsState:
+    """What the account-concurrency counters remember while reading a trace."""
+
+    def __init__(self) -> None:
+        #: The request last delivered to the API: the API's event that follows is about it.
+        self.delivered: str | None = None
+        #: Call running at the API -> (its request; its idempotency key, the operation id; when
+        #: its work ends).
+        self.calls_running: dict[str, tuple[str | None, str, int]] = {}
+        #: Requests to the API whose reply tells of an effect (``ok``, or a replay of a stored one).
+        self.effect_replies: set[str] = set()
+        #: Client object -> operations with an attempt running.
+        self.attempts_running: dict[str, set[str]] = {}
+
+
+def _operations(event: Mapping[str, Any], counts: Counter[str], ops: _OperationsState) -> None:
     """The account-concurrency world's events: the API's calls and the operations' lifecycle."""
     kind = event["kind"]
+    calls_running, attempts_running = ops.calls_running, ops.attempts_running
     if kind == "api_start":
-        call_keys[event["call"]] = event["key"]
-        calls_running[event["key"]] += 1
+        calls_running[event["call"]] = (ops.delivered, event["key"], event["until"])
         if event.get("slow"):
             counts["ops:api_slow"] += 1
     elif kind == "api_end":
-        calls_running[call_keys.pop(event["call"])] -= 1
+        request, _, _ = calls_running.pop(event["call"])
         if event["outcome"] == "error":
             counts["ops:api_error"] += 1
         elif event["outcome"] == "error_after_effect":
             counts["ops:lost_completion"] += 1
+        elif event["outcome"] == "ok" and request is not None:
+            ops.effect_replies.add(request)
     elif kind == "api_conflict":
         counts["ops:conflict"] += 1
     elif kind == "api_replay":
         counts["ops:replay"] += 1
+        if event["outcome"] == "ok" and ops.delivered is not None:
+            ops.effect_replies.add(ops.delivered)
     elif kind == "alarm_handoff":
         counts["ops:handoff"] += 1
     elif kind == "operation":
@@ -189,8 +199,12 @@ def _operations(
             running.add(event["id"])
         elif event["type"] == "attempt_settled":
             running.discard(event["id"])
-            if event["outcome"] != "completed" and calls_running[event["id"]] > 0:
-                counts["ops:zombie_call"] += 1  # the attempt is over, its call runs on
+            # The attempt is over, its call runs on (a call ending this very ms, as F5's fix cuts
+            # one at its attempt's deadline, does not).
+            if event["outcome"] != "completed" and any(
+                key == event["id"] and until > event["t"] for _, key, until in calls_running.values()
+            ):
+                counts["ops:zombie_call"] += 1
             if event["outcome"] == "failed":
                 counts["ops:retries_exhausted"] += 1
         elif event["type"] == "terminal":
