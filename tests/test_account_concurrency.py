@@ -415,3 +415,32 @@ def test_every_pass_that_hands_off_is_in_the_trace_early_ones_too(monkeypatch: p
     run = run_world(config, FaultPlan(), seed=1, tolerated=frozenset({"F5"}))
     assert True in ends, ends
     assert [e.get("early", False) for e in run.trace.of_kind("alarm_handoff")] == ends
+
+
+# --- a client's alarm pass that throws (the plan's alarm_failure, account-concurrency worlds) ------
+
+
+def test_a_clients_throwing_alarm_pass_is_re_armed_by_its_engine_and_its_operations_finish() -> None:
+    """Evicted mid-attempt, the client comes back only through its alarm, whose passes all throw
+    until 60 s: its engine re-arms its own fallback each time (seed 002, ``armFallbackAlarm``), the
+    operations' attempts it claimed run on, and once the faults stop every operation finishes."""
+    plan = FaultPlan(
+        alarm_failure=1.0, evictions=(Eviction(target=CLIENT, at_ms=5_000),), faults_until_ms=60_000
+    )
+    run = run_world(one_job(30_000, idempotent=True, count=3, limit=2), plan, seed=1)
+    assert run.result.outcome == "completed", run.result
+    retries = [e for e in run.trace.of_kind("alarm_retry") if e["object"] == CLIENT]
+    assert retries
+    assert all(e["t"] < 60_000 for e in retries)
+    assert all("injected: due work threw" in e["error"] for e in retries)
+    started = [e["t"] for e in run.trace.of_kind("operation") if e["type"] == "attempt_started"]
+    assert any(5_000 < t < 60_000 for t in started)  # the failing passes still started attempts
+
+
+def test_without_operations_a_clients_alarm_passes_never_throw() -> None:
+    """Older worlds keep their traces: the plan's alarm_failure is the holders' alone there."""
+    config = attrs.evolve(one_job(4_000), operations=None)
+    plan = FaultPlan(alarm_failure=1.0, evictions=(Eviction(target=CLIENT, at_ms=1_500),))
+    run = run_world(config, plan, seed=1)
+    assert not [e for e in run.trace.of_kind("alarm_retry") if e["object"] == CLIENT]
+    assert [e for e in run.trace.of_kind("alarm") if e["object"] == CLIENT]  # its alarm did run

@@ -255,7 +255,10 @@ def test_each_account_concurrency_state_is_counted_from_a_trace() -> None:
         "ops:retries_exhausted": 1,
         "ops:handoff": 1,
     }
-    assert {name for name in EXPECTED if name.startswith("ops:")} == set(counts) - {"fault:reply_loss"}
+    # Every ops counter but the client alarm's (counted with the alarm faults: the test below).
+    assert {name for name in EXPECTED if name.startswith("ops:")} - {"ops:client_alarm_retry"} == set(
+        counts
+    ) - {"fault:reply_loss"}
 
 
 def test_a_lost_completion_is_a_lost_reply_that_told_of_an_effect_not_any_lost_reply() -> None:
@@ -304,3 +307,13 @@ def test_a_call_cut_at_its_attempts_timeout_is_no_zombie(fixed: bool, zombies: i
     if fixed:
         assert ends == [(t, "deadline") for t in settled]  # each call ends as its attempt does
     assert coverage(run.trace.events(), latency_ms=5)["ops:zombie_call"] == zombies
+
+
+def test_a_clients_re_armed_alarm_is_counted_and_a_holders_is_not() -> None:
+    events = [
+        {"t": 1, "kind": "alarm_retry", "object": "client-0", "retry_at": 16, "error": "x"},
+        {"t": 2, "kind": "alarm_retry", "object": "holder:acct", "retry_at": 17, "error": "x"},
+    ]
+    counts = coverage(events, latency_ms=5)
+    assert counts["ops:client_alarm_retry"] == 1
+    assert counts["fault:alarm_failure"] == 2

@@ -58,6 +58,7 @@ EXPECTED: Final = (
     "ops:conflict",
     "ops:replay",
     "ops:handoff",
+    "ops:client_alarm_retry",
 )
 
 
@@ -131,6 +132,9 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
                 counts["ops:eviction_mid_attempt"] += 1
         elif kind in ("alarm_failed", "alarm_retry"):  # the platform's retry, or the engine's own
             counts["fault:alarm_failure"] += 1
+            if kind == "alarm_retry" and event["object"].startswith("client-"):
+                # A client's pass threw: its engine re-armed, its operations' retries wait on it.
+                counts["ops:client_alarm_retry"] += 1
         elif kind == "alarm_dropped":
             counts["alarm_dropped"] += 1
         elif kind == "operator":

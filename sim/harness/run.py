@@ -34,6 +34,7 @@ from sim.inputs.validation import (
 from sim.runtime.durable import DurableObject, Factory
 from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from sim.runtime.network import DEFAULT_LATENCY_MS, Network
+from sim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults
 from sim.runtime.timers import Tie
 from sim.runtime.trace import Trace
 from sim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
@@ -407,7 +408,18 @@ def _build(
             sim,
             name,
             _client_factory(
-                settings, network, jobs, world, monitor, frozenset(config.holder.fixes), config.operations
+                settings,
+                network,
+                jobs,
+                world,
+                monitor,
+                frozenset(config.holder.fixes),
+                config.operations,
+                # Clients' alarm passes throw only where operations depend on them (older worlds
+                # keep their traces): the fallback re-arm always works for them.
+                AlarmFaults(faults.alarm_failure, faults.faults_until_ms)
+                if config.operations is not None
+                else NO_ALARM_FAULTS,
             ),
             nursery,
         )
@@ -532,9 +544,10 @@ def _client_factory(
     monitor: Monitor,
     fixes: frozenset[str],
     operations: OperationsSpec | None,
+    alarm_faults: AlarmFaults,
 ) -> Factory:
     return lambda ctx: ClientObject(
-        ctx, settings, network, jobs, world.holder_name, monitor, fixes, operations
+        ctx, settings, network, jobs, world.holder_name, monitor, fixes, operations, alarm_faults
     )
 
 

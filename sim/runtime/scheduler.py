@@ -45,6 +45,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
+import attrs
 import trio
 
 from semaphore_core.durability import (
@@ -75,6 +76,31 @@ _EARLY: Final = {"early": True}
 
 class AttemptAborted(Exception):
     """The handler's wait ended because the attempt's ``AbortSignal`` fired (``AbortError``)."""
+
+
+class InjectedAlarmFailure(HandlerFailure):
+    """A fault plan's ``alarm_failure``: an object's due work threw (think: a storage hiccup)."""
+
+
+@attrs.frozen
+class AlarmFaults:
+    """A fault plan's ``alarm_failure`` as one object sees it: its due work throws with
+    ``probability`` per alarm pass, until ``until_ms`` (the plan's quiet point; None: always)."""
+
+    probability: float = 0.0
+    until_ms: int | None = None
+
+    def throw(self, ctx: ObjectContext, now_ms: int) -> None:
+        """Raise :class:`InjectedAlarmFailure` if this pass's due work is to throw (a draw from
+        the object's own stream, so other objects' draws do not move)."""
+        if not self.probability or (self.until_ms is not None and now_ms >= self.until_ms):
+            return
+        if ctx.sim.rng(f"alarm:{ctx.name}").random() < self.probability:
+            raise InjectedAlarmFailure("injected: due work threw")
+
+
+#: An object whose alarm passes never throw.
+NO_ALARM_FAULTS: Final = AlarmFaults()
 
 
 class AlarmPassFailed(HandlerFailure):

@@ -40,7 +40,7 @@ from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from sim.inputs.validation import boolean, integer, js_int
 from sim.runtime.durable import ObjectContext
 from sim.runtime.network import Network, RemoteError, RpcError
-from sim.runtime.scheduler import DurabilityScheduler
+from sim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults, DurabilityScheduler
 from sim.world.call_log import CallLog
 from sim.world.external_api import NAME as API
 from sim.world.jobs import Jobs
@@ -100,6 +100,7 @@ class ClientObject:
         monitor: ClientMonitor | None = None,
         fixes: frozenset[str] = frozenset(),
         operations: OperationsSpec | None = None,
+        alarm_faults: AlarmFaults = NO_ALARM_FAULTS,
     ) -> None:
         self.ctx = ctx
         self.sim = ctx.sim
@@ -118,6 +119,7 @@ class ClientObject:
         self._next_check_at = 0
         #: The account-concurrency world: admitted items run as durable operations (seed 000).
         self.operations = operations
+        self._alarm_faults = alarm_faults
         #: F5's fix: each operation's last call, so neither its next call nor its permit's
         #: return comes while that call may still run at the API.
         self.call_log = (
@@ -193,7 +195,13 @@ class ClientObject:
         await self.scheduler.alarm()
 
     def _run_due(self, now: int, info: AlarmInfo | None) -> Join | None:
-        """The queue's due work in an alarm pass: the loop does it, woken here."""
+        """The queue's due work in an alarm pass: the loop does it, woken here.
+
+        A plan's ``alarm_failure`` makes it throw (account-concurrency worlds
+        only): the pass fails and the engine arms its fallback alarm, while
+        the operations' attempts it claimed run on.
+        """
+        self._alarm_faults.throw(self.ctx, now)
         self._poke()
         return None
 

@@ -31,9 +31,9 @@ from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
-from sim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
+from sim.runtime.durable import DurableObject, ObjectContext
 from sim.runtime.network import Later, RemoteError
-from sim.runtime.scheduler import DurabilityScheduler
+from sim.runtime.scheduler import AlarmFaults, DurabilityScheduler
 from sim.runtime.timers import Signal
 from sim.world.faults import InputFault
 from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
@@ -116,10 +116,6 @@ class HolderMonitor(Protocol):
 
 #: The holder as a participant of its object's scheduler: grants with unclaimed permits.
 GRANTS_TABLE: Final = DurableTable(name="durability_semaphore_grants", key="grant_id")
-
-
-class InjectedAlarmFailure(HandlerFailure):
-    """A fault plan's ``alarm_failure``: the holder's due work threw (think: a storage hiccup)."""
 
 
 class HolderObject:
@@ -252,10 +248,7 @@ class HolderObject:
         ctx = self.ctx
         if not self._platform_alarm:
             ctx.sim.event("early_alarm", object=ctx.name, scheduled=self.scheduler.early_due_at)
-        env = self.env
-        faults_on = env.faults_until_ms is None or now_ms < env.faults_until_ms
-        if env.alarm_failure and faults_on and ctx.sim.rng(f"alarm:{ctx.name}").random() < env.alarm_failure:
-            raise InjectedAlarmFailure("injected: due work threw")
+        AlarmFaults(self.env.alarm_failure, self.env.faults_until_ms).throw(ctx, now_ms)
         lockstep = self.lockstep
         if lockstep is not None:
             lockstep.begin()
