@@ -174,6 +174,18 @@ def test_a_duplicated_request_is_not_f5_its_attempt_is_not_over(monkeypatch: pyt
     assert "calls of finished attempts: none" in run.result.detail
 
 
+@pytest.mark.parametrize("seed", [6, 7, 26, 35])
+def test_a_request_held_back_past_the_next_attempt_is_still_its_own_attempts_f5(seed: int) -> None:
+    """Attempt 1 timed out while its request was still in the network; it reached the API after
+    attempt 2 had started. The request names its attempt, so the call is attempt 1's zombie:
+    F5, not a breach with no finding (as it was judged when calls were told apart by when they
+    arrived: these four of seeds 0 to 59). With F5's fix the deadline it carries holds it."""
+    config, plan = one_job(8_000, attempt_timeout_ms=2_000), FaultPlan(delay_ms=4_000, faults_until_ms=30_000)
+    run = run_world(config, plan, seed=seed)
+    assert (run.result.invariant, run.result.finding) == ("external_ceiling", "F5"), run.result
+    assert run_world(with_f5_fix(config), plan, seed=seed).result.outcome == "completed"
+
+
 def test_f5_is_tolerated_by_name_when_asked() -> None:
     run = run_world(
         one_job(30_000, attempt_timeout_ms=10_000), FaultPlan(), seed=1, tolerated=frozenset({"F5"})

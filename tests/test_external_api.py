@@ -232,6 +232,8 @@ def test_failures_are_drawn_from_the_seed() -> None:
         {"account": "a", "key": "k", "workMs": 1, "deadlineAt": -1},
         {"account": "a", "key": "k", "workMs": 1, "deadlineAt": "soon"},
         {"account": "a", "key": "k", "workMs": 1, "deadlineAt": True},
+        {"account": "a", "key": "k", "workMs": 1, "attempt": 0},
+        {"account": "a", "key": "k", "workMs": 1, "attempt": "1"},
     ],
 )
 def test_a_malformed_call_is_a_protocol_error_and_changes_nothing(payload: Any) -> None:

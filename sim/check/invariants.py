@@ -241,6 +241,8 @@ class Monitor:
         self._attempts: dict[tuple[str, str], tuple[str, int]] = {}
         #: Per operation id: when its latest attempt started (``external_ceiling``'s F5).
         self._attempt_started_at: dict[str, int] = {}
+        #: Per operation id: the number of its latest attempt started (``external_ceiling``'s F5).
+        self._latest_attempt: dict[str, int] = {}
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
         self._across = AcrossClients()
 
@@ -466,6 +468,7 @@ class Monitor:
         if isinstance(event, AttemptStarted):
             self._attempts[client, event.entity.id] = (event.entity.generation, event.attempt)
             self._attempt_started_at[event.entity.id] = event.timestamp
+            self._latest_attempt[event.entity.id] = event.attempt
         elif isinstance(event, AttemptSettled):
             latest = self._attempts.get((client, event.entity.id))
             settled = (event.entity.generation, event.attempt)
@@ -484,12 +487,11 @@ class Monitor:
         limit that the semaphore's own accounting explains (as many permits
         in use, which ``real_ceiling`` judges, documented exceptions and
         all) are left to it; calls beyond both are this invariant's. F5 when
-        a call still runs for an operation whose attempt is over: the call
-        reached the API before the operation's latest attempt started, or
-        its item no longer holds a permit (a zombie: seed 002's attempt
-        timeout, or an eviction, ended the attempt, not the call). Two calls
-        of one running attempt (a request the network delivered twice to an
-        API that does not deduplicate) are not F5: nothing ended an attempt.
+        a call still runs for an operation whose attempt is over: a later
+        attempt started (``_attempt_over``), or its item no longer holds a
+        permit (a zombie: seed 002's attempt timeout, or an eviction, ended
+        the attempt, not the call). Two calls of one running attempt (a
+        handler that called twice) are not F5: nothing ended an attempt.
         """
         api = self.api
         assert api is not None
@@ -511,16 +513,11 @@ class Monitor:
         if calls <= limit or calls <= in_use:
             return
         holding = {item for _, item in self._running_items}
-        started_at = self._attempt_started_at
         zombies = sorted(
             {
                 running.key
                 for running in api.running.values()
-                if running.account == key
-                and (
-                    running.key not in holding
-                    or running.started_at < started_at.get(running.key, running.started_at)
-                )
+                if running.account == key and (running.key not in holding or self._attempt_over(running))
             }
         )
         self.fail(
@@ -530,6 +527,16 @@ class Monitor:
             "F5" if zombies else None,
             key=key,
         )
+
+    def _attempt_over(self, call: ApiCall) -> bool:
+        """Whether the attempt that made ``call`` is over: a later attempt of its operation started.
+
+        The request names its attempt, so a request the network held back until after the
+        next attempt started still counts as the earlier attempt's. Without that name, the
+        call reached the API before the operation's latest attempt started."""
+        if call.attempt is not None:
+            return call.attempt < self._latest_attempt.get(call.key, call.attempt)
+        return call.started_at < self._attempt_started_at.get(call.key, call.started_at)
 
     def round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]

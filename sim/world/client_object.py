@@ -398,7 +398,7 @@ class ClientObject:
         """
         log = self.call_log
         if log is None:
-            request = api_request(attempt.id, attempt.payload)
+            request = api_request(attempt.id, attempt.payload, attempt.attempt)
             return await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
         assert self.operations is not None
         deadline_at = self.sim.now() + self.operations.attempt_timeout_ms
@@ -407,7 +407,7 @@ class ClientObject:
             self.sim.event("call_waits", client=self.ctx.name, item=attempt.id, until=running_until + 1)
             await self.sim.sleep_until(running_until + 1)
         log.sent(attempt.id, deadline_at, self.sim.now())
-        request = api_request(attempt.id, attempt.payload, deadline_at)
+        request = api_request(attempt.id, attempt.payload, attempt.attempt, deadline_at)
         try:
             result = await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
         except RemoteError:

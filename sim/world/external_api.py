@@ -118,6 +118,8 @@ class ApiCall:
     started_at: int
     ends_at: int
     outcome: Outcome
+    #: The attempt that sent it, as its request said (a caller's tracing header; None if it did not say).
+    attempt: int | None = None
 
 
 Change = Literal["start", "end"]
@@ -157,7 +159,7 @@ class ExternalApi:
     def dispatch(self, method: str, payload: Any) -> Any:
         if method != "run":
             raise RemoteError("protocol", f"{NAME}: unknown method {method!r}")
-        account, key, work_ms, deadline_at = _parse_run(payload)
+        account, key, work_ms, deadline_at, attempt = _parse_run(payload)
         sim = self._sim
         if deadline_at is not None and sim.now() >= deadline_at:
             sim.event("api_deadline", account=account, key=key, deadline=deadline_at)
@@ -170,7 +172,7 @@ class ExternalApi:
             if key in self._running_key:
                 sim.event("api_conflict", account=account, key=key, call=self._running_key[key])
                 raise RemoteError("conflict", f"{NAME}: a call with idempotency key {key!r} is running")
-        call = self._start(account, key, work_ms, deadline_at)
+        call = self._start(account, key, work_ms, deadline_at, attempt)
         done = sim.signal()
 
         def end() -> None:
@@ -187,7 +189,9 @@ class ExternalApi:
 
     # --- calls -----------------------------------------------------------------------
 
-    def _start(self, account: str, key: str, work_ms: int, deadline_at: int | None) -> ApiCall:
+    def _start(
+        self, account: str, key: str, work_ms: int, deadline_at: int | None, attempt: int | None
+    ) -> ApiCall:
         sim, faults, rng = self._sim, self._faults, self._rng
         now = sim.now()
         outcome: Outcome = "ok"
@@ -206,7 +210,7 @@ class ExternalApi:
             outcome, work_ms = "deadline", deadline_at - now
         if len(self.running) >= MAX_CALLS_IN_FLIGHT:
             raise AssertionError(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at the external API")
-        call = ApiCall(sim.next_id("call"), account, key, now, now + work_ms, outcome)
+        call = ApiCall(sim.next_id("call"), account, key, now, now + work_ms, outcome, attempt)
         self.running[call.call] = call
         self.in_flight[account] = self.in_flight.get(account, 0) + 1
         if self._spec.idempotent:
@@ -250,11 +254,12 @@ def _answer(outcome: Outcome, *, replayed: bool) -> dict[str, Any]:
     raise RemoteError("error", f"{NAME}: {status} ({outcome}{', replayed' if replayed else ''})")
 
 
-def _parse_run(payload: Any) -> tuple[str, str, int, int | None]:
-    """``{"account": str, "key": str, "workMs": int, "deadlineAt"?: int}``, or ``RemoteError("protocol")``."""
+def _parse_run(payload: Any) -> tuple[str, str, int, int | None, int | None]:
+    """``{"account": str, "key": str, "workMs": int, "deadlineAt"?: int, "attempt"?: int}``, or
+    ``RemoteError("protocol")``."""
     if not isinstance(payload, dict) or not {"account", "key", "workMs"} <= set(payload) <= _RUN_FIELDS:
         raise RemoteError(
-            "protocol", f"{NAME}: run takes {{account, key, workMs, deadlineAt?}}, got {payload!r}"
+            "protocol", f"{NAME}: run takes {{account, key, workMs, deadlineAt?, attempt?}}, got {payload!r}"
         )
     account, key, work_ms = payload["account"], payload["key"], payload["workMs"]
     if not isinstance(account, str) or not account or not isinstance(key, str) or not key:
@@ -264,9 +269,12 @@ def _parse_run(payload: Any) -> tuple[str, str, int, int | None]:
     deadline_at = payload.get("deadlineAt")
     if deadline_at is not None and (type(deadline_at) is not int or deadline_at < 0):
         raise RemoteError("protocol", f"{NAME}: deadlineAt must be a non-negative integer (ms)")
-    return account, key, work_ms, deadline_at
+    attempt = payload.get("attempt")
+    if attempt is not None and (type(attempt) is not int or attempt < 1):
+        raise RemoteError("protocol", f"{NAME}: attempt must be a positive integer")
+    return account, key, work_ms, deadline_at, attempt
 
 
 #: ``api_start``'s mark of a call the plan slowed (absent otherwise, so older traces keep their bytes).
 _SLOW: Final = {"slow": True}
-_RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt"})
+_RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt", "attempt"})

@@ -103,10 +103,22 @@ def job_payload(key: str, work_ms: int) -> dict[str, Any]:
     return {"account": key, "workMs": work_ms}
 
 
-def api_request(operation_id: str, payload: Any, deadline_at: int | None = None) -> dict[str, Any]:
+def api_request(
+    operation_id: str, payload: Any, attempt: int, deadline_at: int | None = None
+) -> dict[str, Any]:
     """What the handler POSTs: the job, with the operation id as its idempotency key (and, with
-    F5's fix, the attempt's deadline)."""
-    request = {"account": payload["account"], "key": operation_id, "workMs": payload["workMs"]}
+    F5's fix, the attempt's deadline).
+
+    ``attempt`` rides along as a tracing header would (the API never keys anything by it: seed
+    002, "never by ``attempt``"): it tells the checker which attempt a call belongs to, however
+    late the network delivered it.
+    """
+    request = {
+        "account": payload["account"],
+        "key": operation_id,
+        "workMs": payload["workMs"],
+        "attempt": attempt,
+    }
     if deadline_at is not None:
         request["deadlineAt"] = deadline_at
     return request
