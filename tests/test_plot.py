@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from sim.check import invariants
@@ -509,6 +510,12 @@ def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(
     retried = [m for m in key.marks if m.kind == "attempt retried"]
     assert [m.detail.split()[-1] for m in retried] == ["1", "2"]
     assert [m.kind for m in key.marks if m.kind == "attempt failed"] == ["attempt failed"]
+    # All three attempts timed out with their 30 s calls running on: three zombies, where the
+    # attempts were retried (1, 2) and where the last one failed (3).
+    zombies = [(m.t_ms, m.detail.split()[-1]) for m in key.marks if m.kind == "call outlived its attempt"]
+    settled = [m for m in key.marks if m.kind in ("attempt retried", "attempt failed")]
+    assert zombies == [(m.t_ms, m.detail.split()[-1]) for m in settled]
+    assert [attempt for _, attempt in zombies] == ["1", "2", "3"]
     png = tmp_path / "ops.png"
     fig = plot_trace(run.trace.header, list(run.trace.events()), png)
     assert png.stat().st_size > 20_000
@@ -525,3 +532,28 @@ def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(
     plain = run_world(WorldConfig(duration_ms=60_000), FaultPlan(), seed=1)
     [plain_key] = series(plain.trace.header, list(plain.trace.events())).keys
     assert plain_key.api_calls is None
+
+
+def test_with_f5s_fix_no_call_outlives_its_attempt_on_the_plot() -> None:
+    """The fix cuts each call at its attempt's deadline, in the millisecond the attempt times out:
+    the same story as above, with no zombie marked."""
+    from scenarios.operations import one_job
+    from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
+
+    config = one_job(30_000, attempt_timeout_ms=10_000, limit=4)
+    config = attrs.evolve(config, holder=attrs.evolve(config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,)))
+    run = run_world(config, FaultPlan(), seed=1)
+    [key] = series(run.trace.header, list(run.trace.events())).keys
+    assert len([m for m in key.marks if m.kind == "attempt retried"]) == 2
+    assert not [m for m in key.marks if m.kind == "call outlived its attempt"]
+
+
+def test_an_operation_out_of_attempts_while_its_evicted_attempts_call_runs_marks_a_zombie() -> None:
+    from scenarios import SCENARIOS
+
+    scenario = SCENARIOS["last-attempt-evicted-terminal"]
+    run = run_world(scenario.config, scenario.faults, scenario.seed, tolerated=scenario.tolerated)
+    [key] = series(run.trace.header, list(run.trace.events())).keys
+    [terminal] = [m for m in key.marks if m.kind == "attempts exhausted"]
+    zombies = [m.t_ms for m in key.marks if m.kind == "call outlived its attempt"]
+    assert terminal.t_ms in zombies

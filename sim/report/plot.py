@@ -34,8 +34,10 @@ committed rows, not for its ``usage(now)`` reading):
   the external API's own count of calls in flight for the account, from its
   ``api_start`` and ``api_end`` events: the ground truth the permits stand
   for. A call that outlives its attempt (a timeout, an eviction) still
-  counts. The strip marks attempts retried, attempts failed for good and
-  operations that ran out of attempts.
+  counts. The strip marks calls that outlived their attempt (an attempt
+  settled, not completed, or an operation out of attempts, while its call
+  runs on: a zombie, F5), attempts
+  retried, attempts failed for good and operations that ran out of attempts.
 - **limit**: the header's limit, then the operator's changes and every
   round's resolved limit. Group limits come from the operator's changes and
   from rounds that report one (a round reports the limit only of groups it
@@ -259,6 +261,8 @@ class _KeyState:
         self.leased = _Step()
         self.in_use = _Step()
         self.api_calls: _Step | None = None
+        #: Calls running at the API for this account: call id -> (operation id, when its work ends).
+        self.api_running: dict[str, tuple[str, int]] = {}
         self.waiting = _Step()
         self.group_granted: dict[str, _Step] = {}
         self.group_leased: dict[str, _Step] = {}
@@ -550,14 +554,26 @@ def _apply(
         if s.api_calls is None:
             s.api_calls = _Step()
         s.api_calls.set(t, _int(event["in_flight"], "in_flight"))
+        if kind == "api_start":
+            s.api_running[str(event["call"])] = (str(event["key"]), _int(event["until"], "until"))
+        else:
+            s.api_running.pop(str(event["call"]), None)
     elif kind == "operation":
         operated = items.get(str(event.get("id")))
         if operated is not None:
+            s = state(operated[0])
+            what = f"{event.get('id')} attempt {event.get('attempt')}"
             mark = _OPERATION_MARKS.get((str(event.get("type")), str(event.get("outcome"))))
             if mark is not None:
-                state(operated[0]).marks.append(
-                    Mark(t, mark, f"{event.get('id')} attempt {event.get('attempt')}")
-                )
+                s.marks.append(Mark(t, mark, what))
+            # An attempt settled other than completed, or the operation ran out of attempts
+            # (its last one lost to an eviction): whatever call it made may run on.
+            over = event.get("type") == "terminal" or (
+                event.get("type") == "attempt_settled" and event.get("outcome") != "completed"
+            )
+            if over and any(op == event.get("id") and until > t for op, until in s.api_running.values()):
+                # A zombie: the attempt is over, its call runs on at the API (F5).
+                s.marks.append(Mark(t, "call outlived its attempt", what))
     elif kind == "violation":
         detail = str(event.get("detail", ""))
         target = next((k for k in sorted(keys) if detail.startswith(f"{k}:")), None)
@@ -629,6 +645,7 @@ _MARK_ROWS: Final = (
     ("permits reclaimed", "^", "#17a589"),
     ("limit changed", "D", "#111111"),
     ("liveness judged", "s", "#1e8449"),
+    ("call outlived its attempt", "*", "#c2185b"),
     ("attempt retried", "<", "#a04000"),
     ("attempt failed", "X", "#6e2c00"),
     ("attempts exhausted", "X", "#4a235a"),
