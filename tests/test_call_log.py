@@ -48,3 +48,12 @@ def test_the_log_survives_the_instance_and_forgets_a_released_operation() -> Non
     rebuilt.forget("op")
     assert rebuilt.running_until("op", 10) is None
     assert conn.execute("SELECT COUNT(*) FROM semsim_api_calls").fetchone() == (0,)
+
+
+def test_the_unanswered_calls_are_listed_with_their_deadlines_by_operation() -> None:
+    calls = log()
+    calls.sent("b", deadline_at=200, now_ms=0)
+    calls.sent("a", deadline_at=100, now_ms=0)
+    calls.sent("c", deadline_at=300, now_ms=0)
+    calls.answered("c", deadline_at=300)
+    assert calls.unanswered() == [("a", 100), ("b", 200)]

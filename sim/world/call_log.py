@@ -54,6 +54,13 @@ class CallLog:
             return None
         return int(row[0])
 
+    def unanswered(self) -> list[tuple[str, int]]:
+        """Every operation whose last call was never answered, with its deadline, by operation id."""
+        rows = self._conn.execute(
+            f"SELECT operation, deadline_at FROM {TABLE} WHERE answered = 0 ORDER BY operation"
+        ).fetchall()
+        return [(str(operation), int(deadline_at)) for operation, deadline_at in rows]
+
     def sent(self, operation: str, deadline_at: int, now_ms: int) -> None:
         """Log a call about to be sent (committed before the request leaves)."""
         assert self.running_until(operation, now_ms) is None, f"{operation}: a call may still run"

@@ -128,7 +128,7 @@ class ClientObject:
             else None
         )
         #: Items whose operation is over but whose last call may still run: released then.
-        #: Kept in memory only; after an eviction the ``finished`` check finds them.
+        #: A new instance rebuilds it from the call log (below); the ``finished`` check backs it up.
         self._release_at: dict[str, int] = {}
         self.scheduler = DurabilityScheduler(
             ctx,
@@ -155,7 +155,19 @@ class ClientObject:
                 holding=lambda: True,
             )
         )
+        if self.call_log is not None:
+            self._rebuild_release_waits()
         ctx.start_task(self._loop, "loop")
+
+    def _rebuild_release_waits(self) -> None:
+        """After an eviction: the permits of finished operations whose last call may still run
+        come back at that call's deadline, as the lost instance would have returned them."""
+        assert self.call_log is not None
+        assert self.jobs_run is not None
+        for item, deadline_at in self.call_log.unanswered():
+            finished = self.jobs_run.get_result(OPERATION, item).status != "pending"
+            if finished and self.queue.status(item) == "running":
+                self._release_at[item] = deadline_at + 1
 
     # --- calls into the object ----------------------------------------------------------
 
@@ -400,8 +412,8 @@ class ClientObject:
         if log is None:
             request = api_request(attempt.id, attempt.payload, attempt.attempt)
             return await self.network.call(self.ctx.name, API, "run", request, CALL_TIMEOUT_MS)
-        assert self.operations is not None
-        deadline_at = self.sim.now() + self.operations.attempt_timeout_ms
+        # The attempt's own deadline (claimed at + attemptTimeoutMs): the engine aborts it then.
+        deadline_at = attempt.timeout_at_ms
         running_until = log.running_until(attempt.id, self.sim.now())
         if running_until is not None:
             self.sim.event("call_waits", client=self.ctx.name, item=attempt.id, until=running_until + 1)
