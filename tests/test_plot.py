@@ -557,3 +557,21 @@ def test_an_operation_out_of_attempts_while_its_evicted_attempts_call_runs_marks
     [terminal] = [m for m in key.marks if m.kind == "attempts exhausted"]
     zombies = [m.t_ms for m in key.marks if m.kind == "call outlived its attempt"]
     assert terminal.t_ms in zombies
+
+
+def test_an_evicted_attempts_call_running_when_the_next_attempt_starts_marks_a_zombie() -> None:
+    """Seed 000's walkthrough: an eviction mid-attempt starts attempt 2 while attempt 1 still calls
+    the API. Attempt 1 never settles and attempt 2 completes, so no settle or terminal marks it."""
+    from scenarios.operations import CLIENT, one_job
+
+    config = one_job(30_000, idempotent=False)
+    run = run_world(
+        config, FaultPlan(evictions=(Eviction(CLIENT, 5_000),)), seed=1, tolerated=frozenset({"F5"})
+    )
+    assert [(v.name, v.finding) for v in run.monitor.violations][:1] == [("external_ceiling", "F5")]
+    [started] = [
+        e["t"] for e in run.trace.of_kind("operation") if e["type"] == "attempt_started" and e["attempt"] == 2
+    ]
+    [key] = series(run.trace.header, list(run.trace.events())).keys
+    zombies = [m for m in key.marks if m.kind == "call outlived its attempt"]
+    assert [(m.t_ms, m.detail) for m in zombies] == [(started, "client-0/item-1 before attempt 2")]

@@ -36,8 +36,9 @@ committed rows, not for its ``usage(now)`` reading):
   for. A call that outlives its attempt (a timeout, an eviction) still
   counts. The strip marks calls that outlived their attempt (an attempt
   settled, not completed, or an operation out of attempts, while its call
-  runs on: a zombie, F5), attempts
-  retried, attempts failed for good and operations that ran out of attempts.
+  runs on; or a later attempt starting while it runs, the earlier attempt
+  lost to an eviction: a zombie, F5), attempts retried, attempts failed for
+  good and operations that ran out of attempts.
 - **limit**: the header's limit, then the operator's changes and every
   round's resolved limit. Group limits come from the operator's changes and
   from rounds that report one (a round reports the limit only of groups it
@@ -263,6 +264,9 @@ class _KeyState:
         self.api_calls: _Step | None = None
         #: Calls running at the API for this account: call id -> (operation id, when its work ends).
         self.api_running: dict[str, tuple[str, int]] = {}
+        #: Running calls a zombie mark has covered already (so a later attempt's start marks a
+        #: call of an earlier attempt only once).
+        self.zombies_marked: set[str] = set()
         self.waiting = _Step()
         self.group_granted: dict[str, _Step] = {}
         self.group_leased: dict[str, _Step] = {}
@@ -558,6 +562,7 @@ def _apply(
             s.api_running[str(event["call"])] = (str(event["key"]), _int(event["until"], "until"))
         else:
             s.api_running.pop(str(event["call"]), None)
+            s.zombies_marked.discard(str(event["call"]))
     elif kind == "operation":
         operated = items.get(str(event.get("id")))
         if operated is not None:
@@ -571,9 +576,24 @@ def _apply(
             over = event.get("type") == "terminal" or (
                 event.get("type") == "attempt_settled" and event.get("outcome") != "completed"
             )
-            if over and any(op == event.get("id") and until > t for op, until in s.api_running.values()):
+            running = [
+                call for call, (op, until) in s.api_running.items() if op == event.get("id") and until > t
+            ]
+            if over and running:
                 # A zombie: the attempt is over, its call runs on at the API (F5).
                 s.marks.append(Mark(t, "call outlived its attempt", what))
+                s.zombies_marked.update(running)
+            elif event.get("type") == "attempt_started" and set(running) - s.zombies_marked:
+                # A later attempt starts while an earlier one's call runs on, that attempt never
+                # settled here: its instance was evicted mid-call (seed 002, "After eviction"; F5).
+                s.marks.append(
+                    Mark(
+                        t,
+                        "call outlived its attempt",
+                        f"{event.get('id')} before attempt {event.get('attempt')}",
+                    )
+                )
+                s.zombies_marked.update(running)
     elif kind == "violation":
         detail = str(event.get("detail", ""))
         target = next((k for k in sorted(keys) if detail.startswith(f"{k}:")), None)
