@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from trio._core import _run as trio_run
 
@@ -227,3 +228,84 @@ def test_a_cancelled_entry_past_the_limit_does_not_hide_a_deadlock() -> None:
 
     result = run(1, main, trace(), Limits(time_limit_ms=60_000))
     assert result.outcome == "deadlock", result
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts task steps by task name."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task.name] = self.steps.get(task.name, 0) + 1
+
+
+def _timer_steps(moments: int) -> int:
+    steps = _Steps()
+    fired: list[int] = []
+
+    async def main(sim: Sim) -> None:
+        trio.lowlevel.add_instrument(steps)
+        for t_ms in range(1, moments + 1):
+            sim.call_at(t_ms * 10, functools.partial(fired.append, t_ms))
+        await sim.sleep(5_000)
+
+    result = run(1, main, trace())
+    assert result.outcome == "completed"
+    assert fired == list(range(1, moments + 1))
+    return steps.steps["semsim.timers"]
+
+
+def test_moving_time_costs_no_task_step() -> None:
+    """Time moves in Trio's own idle moment: the timers' task steps as often (at its start and
+    at the run's end) whatever the number of moments time moves through."""
+    assert _timer_steps(200) == _timer_steps(2) <= 4
+
+
+def test_an_entry_that_ends_the_run_stops_the_tasks_it_woke_at_once() -> None:
+    """A violation raised by an entry ends the run as a task's would: entries due after it do
+    not run, and a task an earlier entry woke in the same millisecond does not run on."""
+    from sim.runtime.kernel import StopRun
+
+    class Broke(StopRun):
+        name = "broke"
+        t_ms = 100
+        finding = None
+
+    order: list[str] = []
+
+    def fail() -> None:
+        order.append("fail")
+        raise Broke("the entry broke an invariant")
+
+    async def main(sim: Sim) -> None:
+        async def sleeper() -> None:
+            await sim.sleep_until(100)
+            order.append("sleeper ran on")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            await sim.sleep(1)
+            sim.call_at(100, fail)
+            sim.call_at(100, functools.partial(order.append, "later entry"))
+            await sim.sleep(1_000)
+            order.append("main ran on")
+
+    result = run(1, main, trace())
+    assert (result.outcome, result.invariant, result.end_ms) == ("violation", "broke", 100)
+    assert order == ["fail"]
+
+
+def test_an_entry_that_crashes_raises_out_of_the_run() -> None:
+    """A bug in an entry (any exception) is a crash of the run, never swallowed by Trio's loop."""
+
+    def crash() -> None:
+        raise ZeroDivisionError("a bug in a timer's callback")
+
+    async def main(sim: Sim) -> None:
+        sim.call_at(10, crash)
+        await sim.sleep(100)
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run(1, main, trace())
+    assert raised.value.subgroup(ZeroDivisionError) is not None

@@ -133,7 +133,7 @@ class ObjectContext:
         """Run the plain callback ``action`` at ``t_ms`` unless the instance is evicted first.
 
         A timer whose work is synchronous (a round, an early alarm) needs no
-        task: it is one entry in the runtime's heap, served by its driver.
+        task: it is one entry in the runtime's heap, served when Trio's run loop goes idle.
         """
         key = self._next_scope
         self._next_scope += 1

@@ -3,10 +3,11 @@
 Everything a run does derives from its seed:
 
 - Time is Trio's, a ``MockClock`` of rate 0 that only jumps: when every task
-  is blocked, the timers' driver (``sim.runtime.timers``) jumps it to the
-  next thing due, one of its own entries or a Trio deadline. One unit of
-  Trio time is one millisecond here, so every deadline is an exact integer
-  and the core sees integer ``now`` values with no float rounding.
+  is blocked, Trio's run loop calls the timers' idle hook
+  (``sim.runtime.timers``), which jumps it to the next thing due, one of
+  its own entries or a Trio deadline. One unit of Trio time is one
+  millisecond here, so every deadline is an exact integer and the core
+  sees integer ``now`` values with no float rounding.
 - Randomness comes from named streams derived from the seed
   (``sim.rng("network")``), never from module-level ``random``.
 - Trio's own scheduler randomizes each batch of runnable tasks with a
@@ -53,7 +54,8 @@ Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "violatio
 #: The runtime's schedule: the order in which work due in the same millisecond runs. A seed
 #: repeats its run only under the schedule it ran under, so traces and saved cases record it.
 #: 1: every delivered message had a task of its own, timers were tasks, Trio's autojump moved
-#: time. 2: synchronous answers at delivery, timers in the heap, one idle driver moves time.
+#: time. 2: synchronous answers at delivery, timers in the heap, time moves when every task is blocked
+#: (first by a driver task, now by Trio's idle hook: the same order, the same traces).
 SCHEDULE: Final = 2
 
 DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
@@ -190,8 +192,8 @@ def _virtual_clock() -> trio.testing.MockClock:
     every ``Sim.now``), hundreds of thousands of times a simulated hour.
     ``MockClock`` is final, so the instance's ``current_time`` is replaced;
     tests/test_sim_runtime.py pins that both readings agree. Its autojump
-    (threshold 0) never fires while the timers' driver waits for idleness,
-    which Trio serves first; it is only a fallback.
+    (threshold 0) is how time moves: Trio calls ``_autojump`` whenever no
+    task can run, and ``Timers.attach`` replaces it with the heap's hook.
     """
     clock = trio.testing.MockClock(autojump_threshold=0)
     assert clock.rate == 0
@@ -202,7 +204,7 @@ def _virtual_clock() -> trio.testing.MockClock:
 class _DeadlockDetector:
     """Notices a deadlock when time would move and nothing is left to move it to.
 
-    The timers' driver calls :meth:`idle` when every task is blocked and its
+    The timers' idle hook calls :meth:`idle` when every task is blocked and its
     heap is empty. If the only Trio deadline left is the run's time limit
     itself, nothing can ever happen again: that is a deadlock, recorded with
     the blocked tasks' names before time jumps to the limit, whose
@@ -266,7 +268,7 @@ def run(
     async def root() -> None:
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(sim.timers.drive, sim._clock, detector.idle, name="semsim.timers")
+                nursery.start_soon(sim.timers.attach(sim._clock, detector.idle), name="semsim.timers")
                 with trio.move_on_at(limits.time_limit_ms) as limit:
                     await main(sim)
                 nursery.cancel_scope.cancel()

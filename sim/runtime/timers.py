@@ -1,9 +1,9 @@
 """Timers and signals for the simulation, cheaper than Trio's and with our own tie-break.
 
 Every ``trio.sleep`` or ``move_on_at`` opens a cancel scope and registers a
-deadline; a simulated RPC needs several. Here one driver task moves time to
-the earliest entry of a heap whenever every task is blocked, and everything
-else parks on the heap:
+deadline; a simulated RPC needs several. Here time moves to the earliest
+entry of a heap whenever every task is blocked, inside Trio's own run loop
+(``Timers.attach``), and everything else parks on the heap:
 
 - ``Timers.sleep_until`` parks the task (``wait_task_rescheduled``) until
   its time;
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
 import trio
@@ -45,7 +45,7 @@ class Entry:
 
 
 class Timers:
-    """A heap of ``(time, sequence, entry)`` served by one driver task."""
+    """A heap of ``(time, sequence, entry)``, served whenever Trio's run loop goes idle."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Entry]] = []
@@ -79,24 +79,44 @@ class Timers:
         await trio.lowlevel.wait_task_rescheduled(abort)
         await _fenced()
 
-    async def drive(self, clock: trio.testing.MockClock, idle: Callable[[], None]) -> None:
-        """The one task that moves time: when every other task is blocked, run what is due next.
+    def attach(
+        self, clock: trio.testing.MockClock, idle: Callable[[], None]
+    ) -> Callable[[], Awaitable[None]]:
+        """Make Trio's own idle moment move time; returns the task to start in the run's nursery.
 
-        It waits until no task can run (``wait_all_tasks_blocked``), then jumps
-        the virtual clock to the earliest entry and runs every entry due by
-        then. A Trio deadline that comes first or at the same time (the run's
-        time limit, a test's ``trio.sleep``) is jumped to instead and left to
-        Trio to expire. No cancel scope and no ``Cancelled`` per step: waking
-        this task costs one scheduler pass. ``idle()`` is called whenever no
-        live entry is left (the kernel's deadlock check).
+        Trio calls a ``MockClock``'s ``_autojump`` from its run loop when no
+        task can run (the clock's autojump threshold is 0). Here that hook
+        jumps the virtual clock to the earliest entry of the heap and runs
+        every entry due by then, right in the run loop: the tasks they wake
+        run in the same scheduler pass. A Trio deadline that comes first or
+        at the same time (the run's time limit, a test's ``trio.sleep``) is
+        jumped to instead and left to Trio to expire. So moving time costs no
+        task, no scheduler pass of its own and no cancel scope. ``idle()`` is
+        called whenever no live entry is left (the kernel's deadlock check).
 
-        So every entry due at a millisecond runs before any task woken at
-        that millisecond does: those run once the driver waits again.
+        Every entry due at a millisecond runs before any task woken at that
+        millisecond does.
+
+        An entry that raises (a violation, the step limit, a bug) must end
+        the run as if a task had raised it, never inside Trio's run loop. The
+        returned task parks for the whole run and is where such an error is
+        raised: the run's nursery is cancelled at once (as a failing child
+        would cancel it) and the error is delivered at the next idle moment,
+        once the cancelled tasks have unwound, so their order is the one a
+        failing task gives them. Its name, ``semsim.timers``, is the one
+        a deadlock lists.
         """
+        parked: list[trio.lowlevel.Task] = []
+        pending: list[BaseException] = []
+        cancelled: list[bool] = []
         heap = self._heap
-        while True:
-            await trio.testing.wait_all_tasks_blocked()
-            now = clock.current_time()
+
+        def advance() -> None:
+            if pending or cancelled:
+                if parked:
+                    trio.lowlevel.reschedule(parked.pop())
+                return
+            now = clock._virtual_base
             while heap and heap[0][2].cancelled:
                 heapq.heappop(heap)  # a cancelled entry moves nothing: it must not hide a deadlock
             if not heap:
@@ -106,16 +126,36 @@ class Timers:
                 # Where Trio's own next deadline is, exactly: both are integers below 2**53.
                 deadline = now + trio.lowlevel.current_statistics().seconds_to_next_deadline
                 if deadline <= due:
-                    if deadline == math.inf:
-                        await trio.sleep_forever()  # nothing will ever happen: as Trio would
-                    clock.jump(deadline - now)
-                    continue
+                    if deadline != math.inf:  # else nothing will ever happen: as Trio would
+                        clock.jump(deadline - now)
+                    return
                 clock.jump(due - now)
                 now = due
-            while heap and heap[0][0] <= now:
-                _, _, entry = heapq.heappop(heap)
-                if not entry.cancelled:
-                    entry.action()
+            try:
+                while heap and heap[0][0] <= now:
+                    _, _, entry = heapq.heappop(heap)
+                    if not entry.cancelled:
+                        entry.action()
+            except BaseException as error:  # raised again in the parked task
+                pending.append(error)
+                assert parked, "an entry ran after the run ended"
+                assert parked[0].parent_nursery is not None
+                parked[0].parent_nursery.cancel_scope.cancel()
+
+        async def park() -> None:
+            parked.append(trio.lowlevel.current_task())
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                cancelled.append(True)  # woken at the next idle moment, after the others unwound
+                return trio.lowlevel.Abort.FAILED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            if pending:
+                raise pending[0]
+            await trio.lowlevel.checkpoint()  # the run is over: this raises ``Cancelled``
+
+        clock._autojump = advance  # type: ignore[method-assign]
+        return park
 
 
 class Signal:
