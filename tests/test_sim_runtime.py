@@ -309,3 +309,75 @@ def test_an_entry_that_crashes_raises_out_of_the_run() -> None:
     with pytest.raises(BaseExceptionGroup) as raised:
         run(1, main, trace())
     assert raised.value.subgroup(ZeroDivisionError) is not None
+
+
+def _violation(name: str, t_ms: int) -> BaseException:
+    from sim.runtime.kernel import StopRun
+
+    class Broke(StopRun):
+        pass
+
+    broke = Broke(name)
+    broke.name, broke.t_ms, broke.finding = name, t_ms, None
+    return broke
+
+
+def test_an_entrys_violation_is_the_verdict_over_one_its_cancellation_causes() -> None:
+    """The entry's violation came first; a task's cleanup that breaks another invariant while
+    the run unwinds must not become the verdict (the parked task raises the entry's last)."""
+
+    async def main(sim: Sim) -> None:
+        async def worker() -> None:
+            try:
+                await sim.sleep(10_000)
+            finally:
+                raise _violation("judged-while-unwinding", sim.now())
+
+        def entry() -> None:
+            raise _violation("broken-by-the-entry", sim.now())
+
+        sim.call_at(100, entry)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker)
+            await sim.sleep(1_000)
+
+    result = run(1, main, trace())
+    assert (result.outcome, result.invariant, result.end_ms) == ("violation", "broken-by-the-entry", 100)
+
+
+def test_a_shielded_cleanup_on_a_trio_deadline_ends_after_an_entry_fails() -> None:
+    """Once an entry's error has ended the run, Trio's own deadlines still move time (as when a
+    failing driver had exited): a shielded cleanup with a ``trio.sleep`` ends instead of spinning."""
+    import signal
+
+    cleaned: list[int] = []
+
+    async def main(sim: Sim) -> None:
+        async def worker() -> None:
+            try:
+                await sim.sleep(10_000)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(5)
+                    cleaned.append(sim.now())
+
+        def entry() -> None:
+            raise _violation("broken", sim.now())
+
+        sim.call_at(100, entry)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker)
+            await sim.sleep(1_000)
+
+    def spinning(*_: object) -> None:
+        raise TimeoutError("the run spun: time never reached the cleanup's deadline")
+
+    previous = signal.signal(signal.SIGALRM, spinning)
+    signal.alarm(10)
+    try:
+        result = run(1, main, trace())
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (result.outcome, result.invariant) == ("violation", "broken")
+    assert cleaned == [105]

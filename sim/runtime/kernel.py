@@ -282,7 +282,9 @@ def run(
         except* StepLimitReached as group:
             result.append(RunResult("step_limit", sim.now(), str(_first(group))))
         except* StopRun as group:
-            violation = _first(group)
+            # An entry's violation was raised first, though its task raises it last.
+            failure = sim.timers.failure
+            violation = failure if isinstance(failure, StopRun) else _first(group)
             assert isinstance(violation, StopRun)
             result.append(
                 RunResult("violation", violation.t_ms, str(violation), violation.name, violation.finding)

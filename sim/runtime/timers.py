@@ -50,6 +50,9 @@ class Timers:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Entry]] = []
         self._seq = 0
+        #: The error an entry raised, if one did: it ended the run, before anything its
+        #: cancellation made other tasks raise (they come first in the nursery's group).
+        self.failure: BaseException | None = None
 
     def call_at(self, t_ms: int, action: Callable[[], None], tie: Tie = "fifo") -> Entry:
         """Run ``action()`` at ``t_ms``; cancel with ``entry.cancelled = True``.
@@ -104,7 +107,13 @@ class Timers:
         would cancel it) and the error is delivered at the next idle moment,
         once the cancelled tasks have unwound, so their order is the one a
         failing task gives them. Its name, ``semsim.timers``, is the one
-        a deadlock lists.
+        a deadlock lists. Once that task is gone, Trio's own autojump takes
+        over (as it did once a failing driver had exited), so a shielded
+        cleanup waiting on a Trio deadline still ends.
+
+        A task in ``trio.testing.wait_all_tasks_blocked`` takes the idle
+        moment from this hook: Trio wakes it instead and time does not move
+        in that moment (a task that waits for idleness in a loop stops time).
         """
         parked: list[trio.lowlevel.Task] = []
         pending: list[BaseException] = []
@@ -115,6 +124,8 @@ class Timers:
             if pending or cancelled:
                 if parked:
                     trio.lowlevel.reschedule(parked.pop())
+                else:  # the run is over and its heap with it: only Trio's deadlines are left
+                    trio.testing.MockClock._autojump(clock)
                 return
             now = clock._virtual_base
             while heap and heap[0][2].cancelled:
@@ -138,6 +149,7 @@ class Timers:
                         entry.action()
             except BaseException as error:  # raised again in the parked task
                 pending.append(error)
+                self.failure = error
                 assert parked, "an entry ran after the run ended"
                 assert parked[0].parent_nursery is not None
                 parked[0].parent_nursery.cancel_scope.cancel()
