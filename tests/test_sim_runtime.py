@@ -381,3 +381,26 @@ def test_a_shielded_cleanup_on_a_trio_deadline_ends_after_an_entry_fails() -> No
         signal.signal(signal.SIGALRM, previous)
     assert (result.outcome, result.invariant) == ("violation", "broken")
     assert cleaned == [105]
+
+
+def test_an_entrys_crash_comes_first_in_the_group_over_what_its_cancellation_raised() -> None:
+    """A crash is reported by the group's first leaf: the entry's bug, not a cleanup's error."""
+
+    def crash() -> None:
+        raise ZeroDivisionError("a bug in a timer's callback")
+
+    async def main(sim: Sim) -> None:
+        async def worker() -> None:
+            try:
+                await sim.sleep(1_000)
+            finally:
+                raise KeyError("raised while unwinding")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker)
+            sim.call_at(10, crash)
+            await sim.sleep(100)
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run(1, main, trace())
+    assert isinstance(raised.value.exceptions[0], ZeroDivisionError), raised.value.exceptions

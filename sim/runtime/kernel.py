@@ -291,5 +291,17 @@ def run(
             )
 
     with deterministic_trio(seed):
-        trio.run(root, clock=sim._clock, strict_exception_groups=True)
+        try:
+            trio.run(root, clock=sim._clock, strict_exception_groups=True)
+        except BaseExceptionGroup as group:
+            raise _entry_first(group, sim.timers.failure).with_traceback(group.__traceback__) from None
     return result[0]
+
+
+def _entry_first(group: BaseExceptionGroup[Any], failure: BaseException | None) -> BaseExceptionGroup[Any]:
+    """The run's crash with the error an entry raised first: it came first (what unwinding then
+    raised follows from it), though its task raises it last. A crash is reported by its first
+    leaf (``sim.explore.fuzz.run_case``)."""
+    if failure is None or failure not in group.exceptions or group.exceptions[0] is failure:
+        return group
+    return group.derive([failure, *(error for error in group.exceptions if error is not failure)])
