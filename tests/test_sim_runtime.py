@@ -404,3 +404,31 @@ def test_an_entrys_crash_comes_first_in_the_group_over_what_its_cancellation_rai
     with pytest.raises(BaseExceptionGroup) as raised:
         run(1, main, trace())
     assert isinstance(raised.value.exceptions[0], ZeroDivisionError), raised.value.exceptions
+
+
+def test_a_run_makes_no_full_collection_and_restores_the_collectors_thresholds() -> None:
+    """A run only grows what it keeps; the collector's full passes over it would grow with it."""
+    import gc
+
+    full: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    kept: list[object] = []
+
+    async def main(sim: Sim) -> None:
+        for _ in range(200):
+            kept.extend([{"n": n}] for n in range(5_000))  # long-lived, as a trace is
+            await sim.sleep(1)
+
+    before = gc.get_threshold()
+    gc.callbacks.append(count)
+    try:
+        result = run(1, main, trace())
+    finally:
+        gc.callbacks.remove(count)
+    assert result.outcome == "completed"
+    assert full == []
+    assert gc.get_threshold() == before

@@ -26,6 +26,7 @@ before the time limit), which names the blocked tasks. It never hangs.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from random import Random
@@ -57,6 +58,9 @@ Outcome = Literal["completed", "time_limit", "step_limit", "deadlock", "violatio
 #: time. 2: synchronous answers at delivery, timers in the heap, time moves when every task is blocked
 #: (first by a driver task, now by Trio's idle hook: the same order, the same traces).
 SCHEDULE: Final = 2
+
+#: A full collection's threshold (gen 1 collections between full ones) that a run never reaches.
+_NO_FULL_COLLECTION: Final = 2**30
 
 DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
 DEFAULT_STEP_LIMIT: Final = 5_000_000
@@ -98,6 +102,27 @@ class StepLimitReached(BaseException):
 
     A ``BaseException`` so that no handler's ``except Exception`` swallows it.
     """
+
+
+@contextmanager
+def young_collections_only() -> Iterator[None]:
+    """No full collection of the cyclic garbage collector while a run goes; restored afterwards.
+
+    A run only grows what it keeps: its trace (a tuple and a dict per event),
+    the objects' state, the checkers' mirrors. Python's collector walks every
+    tracked object in a full collection, and runs one each time the
+    long-lived objects grew by a quarter, so a run's CPU for it grows with its
+    size: a quarter of the CPU at 1,000 clients (docs/BENCHMARKS.md). Young
+    collections still run as usual and reclaim short-lived cycles; cyclic
+    garbage that survives them waits for the first full collection after the
+    run. Nothing a run records depends on when the collector runs.
+    """
+    saved = gc.get_threshold()
+    gc.set_threshold(saved[0], saved[1], _NO_FULL_COLLECTION)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
 
 
 @contextmanager
@@ -290,7 +315,7 @@ def run(
                 RunResult("violation", violation.t_ms, str(violation), violation.name, violation.finding)
             )
 
-    with deterministic_trio(seed):
+    with deterministic_trio(seed), young_collections_only():
         try:
             trio.run(root, clock=sim._clock, strict_exception_groups=True)
         except BaseExceptionGroup as group:
