@@ -106,7 +106,8 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "in the ci budget."
     ),
     "lease-expiry-off-by-one": (
-        "Needs a round on the exact millisecond an unreported lease expires; not reached in the ci budget."
+        "Needs a round on the exact millisecond an unreported lease expires; rare: the ci "
+        "campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
     "group-policy-per-demand": (
         "The simulator's group limits change only between rounds (a limit_workflow call), so "
@@ -115,8 +116,7 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "rebuilt-holder-drops-retired-leases": (
         "Needs a holder eviction while a lease is retired but not yet settled; clients retire "
         "and report their own expired leases, so that window is short. Rare in the draws: the "
-        "same seed's campaign without the named scenarios first reached it in 57 runs, this "
-        "one not in 300."
+        "ci campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
     "migration-down-keeps-claim-index": "No simulation migrates the schema down.",
     "engine-without-fallback": (
@@ -126,7 +126,7 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
         "lease demand in that group in one round. Rare in the draws: 150-run campaigns of seeds "
-        "1, 2 and 3 killed it in 1 (at run 3); the previous table's draws in 94 runs."
+        "1, 2 and 3 killed it in 1 (at run 3)."
     ),
 }
 
