@@ -34,6 +34,7 @@ from semaphore_core.config import LeaseOptions, Over, Strict, Under, budgets
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.usage import Usage
+from sim.check.queued_counts import QueuedCounts
 
 REUSE: Final = "reuse"
 LEASE_FAIRNESS: Final = "lease_fairness"
@@ -308,13 +309,32 @@ _UNCOVERED_SQL: Final = (
     "UNION ALL SELECT grp, 0, sum(permits - drawn) FROM durability_semaphore_queue_leases "
     "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
 )
+#: The lease half alone, for when the queued half comes from ``QueuedCounts``.
+_HEADROOM_SQL: Final = (
+    "SELECT grp, sum(permits - drawn) FROM durability_semaphore_queue_leases "
+    "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
+)
 
 
-def client_cover(conn: Any, key: str, now: int) -> tuple[dict[str, int], dict[str, int]]:
-    """A client's own state for ``key`` at ``now``: queued items and live lease headroom, per group."""
+def client_cover(
+    conn: Any, key: str, now: int, counts: QueuedCounts | None = None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """A client's own state for ``key`` at ``now``: queued items and live lease headroom, per group.
+
+    With ``counts`` (kept by temporary triggers on ``conn``), the queued items
+    are looked up rather than counted: the same answer, at a cost that does
+    not grow with the client's backlog.
+    """
     queued: Counter[str] = Counter()
     headroom: Counter[str] = Counter()
-    for group, items, undrawn in conn.execute(_UNCOVERED_SQL, (key, key, now)):
+    kept = None if counts is None else counts.by_group(key)
+    if kept is None:
+        rows = conn.execute(_UNCOVERED_SQL, (key, key, now))
+    else:
+        rows = [(group, items, 0) for group, items in kept] + [
+            (group, 0, undrawn) for group, undrawn in conn.execute(_HEADROOM_SQL, (key, now))
+        ]
+    for group, items, undrawn in rows:
         queued[group] += int(items)
         headroom[group] += int(undrawn)
     return dict(queued), dict(headroom)
@@ -356,12 +376,20 @@ class _Commit:
     caps: Mapping[str, int]
 
 
+class CoverMismatch(AssertionError):
+    """The debug mode found the kept count of a client's queued items differing from its table."""
+
+
 @attrs.define
 class AllocationChecks:
     """Judges rounds and requests as a run goes; returns ``(invariant, detail)`` for each violation."""
 
+    #: Debug mode: count each client's queued items from the table too, and compare.
+    full: bool = False
     #: Per holder key, the lease rows before and after its latest commit, its usage and caps then.
     _last: dict[str, _Commit] = attrs.Factory(dict)
+    #: Per client connection, its queued items per key and group, kept by triggers.
+    _counts: dict[Any, QueuedCounts] = attrs.Factory(dict)
 
     def committed(
         self, key: str, before: Rows, after: Rows, usage: Usage, caps: Mapping[str, int | None]
@@ -411,9 +439,21 @@ class AllocationChecks:
         return found
 
     def request_sent(self, key: str, request: PermitRequest, conn: Any, now: int) -> str | None:
-        """``no_overask`` for one request, against its client's own state as it sends it."""
+        """``no_overask`` for one request, against its client's own state as it sends it.
+
+        The client's queued items per group are kept by triggers on its
+        connection (:class:`QueuedCounts`); the debug mode (``full``) also counts
+        them from the table and raises :class:`CoverMismatch` if the two differ.
+        """
         if not request.demand:
             return None
-        queued, headroom = client_cover(conn, key, now)
+        counts = self._counts.get(conn)
+        if counts is None:
+            counts = self._counts[conn] = QueuedCounts(conn)
+        queued, headroom = client_cover(conn, key, now, counts)
+        if self.full:
+            counted = client_cover(conn, key, now)
+            if (queued, headroom) != counted:
+                raise CoverMismatch(f"{key}: kept queued items {queued} differ from the table's {counted[0]}")
         broken = overask_rule(request, queued, headroom)
         return None if broken is None else f"{key}: {broken}"

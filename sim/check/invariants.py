@@ -37,7 +37,7 @@ from semaphore_core.store import HolderStore
 from sim.check import lockstep as lockstep_module
 from sim.check.across_clients import AcrossClients
 from sim.check.allocation_checks import NAMES as ALLOCATION
-from sim.check.allocation_checks import NO_OVERASK, AllocationChecks
+from sim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
 from sim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from sim.runtime.kernel import StopRun
 
@@ -234,7 +234,7 @@ class Monitor:
         #: headroom, rounds short even counting it].
         self._window_rounds: dict[str, list[int]] = {}
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
-        self.allocation = AllocationChecks()
+        self.allocation = AllocationChecks(full=full)
         #: The external API of the account-concurrency world (None in other worlds).
         self.api: ExternalApi | None = None
         #: Per (client, operation id): the generation and attempt last started (``fenced``).
@@ -575,7 +575,10 @@ class Monitor:
 
     def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None:
         """A client sends a request for ``key``; ``conn`` is its own storage at that moment."""
-        broken = self.allocation.request_sent(key, request, conn, self.sim.now())
+        try:
+            broken = self.allocation.request_sent(key, request, conn, self.sim.now())
+        except CoverMismatch as error:
+            self.fail("checker", f"{client}: {error}", key=key)
         if broken:
             self.fail(NO_OVERASK, broken, key=key)
 
