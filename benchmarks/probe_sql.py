@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,16 +101,56 @@ class TimedConnection(sqlite3.Connection):
             slot[0] += CPU() - start
 
 
+#: Longest run this probe accepts (simulated hours), as ``bench_flat.py``.
+MAX_HOURS = 168
+
+
+def _count(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
+def _two_hours(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    try:
+        a, b = (int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be two hour numbers, e.g. 1,8, got {text!r}") from None
+    if not 1 <= a < b:
+        raise argparse.ArgumentTypeError(f"must be two hours from 1, the earlier first, got {text!r}")
+    return a, b
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hours", type=int, default=8)
-    parser.add_argument("--compare", default=None, help="two hours, e.g. 1,8")
-    parser.add_argument("--profile", default=None, help="two hours to cProfile instead, e.g. 2,8")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hours", type=_count(1, MAX_HOURS), default=8, help="simulated hours (default 8)")
+    parser.add_argument(
+        "--compare", type=_two_hours, default=None, help="two hours, e.g. 1,8 (default: the first and last)"
+    )
+    parser.add_argument(
+        "--profile", type=_two_hours, default=None, help="two hours to cProfile instead, e.g. 2,8"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--top", type=_count(1, 1_000), default=25, help="statements to list (default 25)")
     args = parser.parse_args()
+    for option in ("compare", "profile"):
+        chosen = getattr(args, option)
+        if chosen is not None and chosen[1] > args.hours:
+            parser.error(f"--{option} names hour {chosen[1]} but --hours is {args.hours}")
+    if args.compare is None:
+        if args.hours < 2:
+            parser.error("--hours must be at least 2 to compare two hours")
+        args.compare = (1, args.hours)
     profiles: dict[int, cProfile.Profile] = {}
-    wanted = [int(h) for h in args.profile.split(",")] if args.profile else []
+    wanted = list(args.profile) if args.profile else []
     active: list[cProfile.Profile | None] = [None]
 
     original_event = Trace.event
@@ -174,7 +215,7 @@ def main() -> None:
             print(f"{growth:8.3f} {ca[2]:8.3f} {cb[2]:8.3f} {ca[1]:9d} {cb[1]:9d}  {name}")
         return
 
-    a, b = [int(h) for h in (args.compare or f"1,{args.hours}").split(",")]
+    a, b = args.compare
     sa, sb = SPENT[a], SPENT[b]
     tot_a = sum(v[0] for v in sa.values())
     tot_b = sum(v[0] for v in sb.values())

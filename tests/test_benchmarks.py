@@ -45,3 +45,20 @@ def test_the_standard_benchmark_runs_with_and_without_the_literal_model_and_with
         assert f"literal model in lockstep: {'off' if '--without-model' in extra else 'on'}" in done.stdout
         where = "as durable operations" if "--operations" in extra else "on the job service"
         assert f"items admitted and run {where}" in done.stdout
+
+
+def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
+    script = ROOT / "benchmarks" / "probe_sql.py"
+    for args, says in (
+        (["--hours", "2", "--compare", "1,9"], "names hour 9"),
+        (["--hours", "0"], "must be 1..168"),
+        (["--compare", "x"], "two hour numbers"),
+        (["--hours", "1"], "at least 2"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(script), *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert says in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        assert done.stdout == "", args
