@@ -309,6 +309,10 @@ _UNCOVERED_SQL: Final = (
     "UNION ALL SELECT grp, 0, sum(permits - drawn) FROM durability_semaphore_queue_leases "
     "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
 )
+#: A client's queued items of one key from which ``no_overask`` keeps their count by triggers
+#: rather than counting them per request: below it the count is cheaper than the triggers'
+#: work on every item write (a fuzz run's backlog stays short; an overloaded day's does not).
+KEEP_COUNTS_FROM: Final = 200
 #: The lease half alone, for when the queued half comes from ``QueuedCounts``.
 _HEADROOM_SQL: Final = (
     "SELECT grp, sum(permits - drawn) FROM durability_semaphore_queue_leases "
@@ -386,6 +390,8 @@ class AllocationChecks:
 
     #: Debug mode: count each client's queued items from the table too, and compare.
     full: bool = False
+    #: Queued items of one key on one client from which its counts are kept by triggers.
+    keep_counts_from: int = KEEP_COUNTS_FROM
     #: Per holder key, the lease rows before and after its latest commit, its usage and caps then.
     _last: dict[str, _Commit] = attrs.Factory(dict)
     #: Per client connection, its queued items per key and group, kept by triggers.
@@ -441,16 +447,20 @@ class AllocationChecks:
     def request_sent(self, key: str, request: PermitRequest, conn: Any, now: int) -> str | None:
         """``no_overask`` for one request, against its client's own state as it sends it.
 
-        The client's queued items per group are kept by triggers on its
-        connection (:class:`QueuedCounts`); the debug mode (``full``) also counts
-        them from the table and raises :class:`CoverMismatch` if the two differ.
+        The client's queued items per group are counted from its table until
+        it has ``KEEP_COUNTS_FROM`` of them queued for a key; from then on they
+        are kept by triggers on its connection (:class:`QueuedCounts`), so the
+        check costs the same however long the backlog grows, and a short run
+        (most of a fuzz campaign's) pays nothing for the triggers. The debug
+        mode (``full``) also counts them from the table and raises
+        :class:`CoverMismatch` if the two differ.
         """
         if not request.demand:
             return None
         counts = self._counts.get(conn)
-        if counts is None:
-            counts = self._counts[conn] = QueuedCounts(conn)
         queued, headroom = client_cover(conn, key, now, counts)
+        if counts is None and sum(queued.values()) >= self.keep_counts_from:
+            self._counts[conn] = QueuedCounts(conn)
         if self.full:
             counted = client_cover(conn, key, now)
             if (queued, headroom) != counted:
