@@ -302,18 +302,16 @@ def _listing(leases: Sequence[tuple[str, str, int]]) -> str:
 
 # --- no_overask ---------------------------------------------------------------------------------
 
-#: Per group of one key: queued items, and undrawn permits of the client's live leases.
-_UNCOVERED_SQL: Final = (
-    "SELECT grp, count(*), 0 FROM durability_semaphore_queue_items "
-    "WHERE key = ? AND status = 'queued' GROUP BY grp "
-    "UNION ALL SELECT grp, 0, sum(permits - drawn) FROM durability_semaphore_queue_leases "
-    "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
+#: Per group of one key: queued items (unless ``QueuedCounts`` keeps them).
+_QUEUED_SQL: Final = (
+    "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+    "WHERE key = ? AND status = 'queued' GROUP BY grp"
 )
 #: A client's queued items of one key from which ``no_overask`` keeps their count by triggers
 #: rather than counting them per request: below it the count is cheaper than the triggers'
 #: work on every item write (a fuzz run's backlog stays short; an overloaded day's does not).
 KEEP_COUNTS_FROM: Final = 200
-#: The lease half alone, for when the queued half comes from ``QueuedCounts``.
+#: Per group of one key: undrawn permits of the client's live leases.
 _HEADROOM_SQL: Final = (
     "SELECT grp, sum(permits - drawn) FROM durability_semaphore_queue_leases "
     "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
@@ -329,19 +327,11 @@ def client_cover(
     are looked up rather than counted: the same answer, at a cost that does
     not grow with the client's backlog.
     """
-    queued: Counter[str] = Counter()
-    headroom: Counter[str] = Counter()
     kept = None if counts is None else counts.by_group(key)
-    if kept is None:
-        rows = conn.execute(_UNCOVERED_SQL, (key, key, now))
-    else:
-        rows = [(group, items, 0) for group, items in kept] + [
-            (group, 0, undrawn) for group, undrawn in conn.execute(_HEADROOM_SQL, (key, now))
-        ]
-    for group, items, undrawn in rows:
-        queued[group] += int(items)
-        headroom[group] += int(undrawn)
-    return dict(queued), dict(headroom)
+    rows = conn.execute(_QUEUED_SQL, (key,)) if kept is None else kept
+    queued = {group: int(items) for group, items in rows}
+    headroom = {group: int(undrawn) for group, undrawn in conn.execute(_HEADROOM_SQL, (key, now))}
+    return queued, headroom
 
 
 def overask_rule(

@@ -115,15 +115,17 @@ class Timers:
         moment from this hook: Trio wakes it instead and time does not move
         in that moment (a task that waits for idleness in a loop stops time).
         """
-        parked: list[trio.lowlevel.Task] = []
-        pending: list[BaseException] = []
-        cancelled: list[bool] = []
+        #: The parked task while it is parked; whether the run's nursery was cancelled.
+        parked: trio.lowlevel.Task | None = None
+        over = False
         heap = self._heap
 
         def advance() -> None:
-            if pending or cancelled:
-                if parked:
-                    trio.lowlevel.reschedule(parked.pop())
+            nonlocal parked
+            if over or self.failure is not None:
+                if parked is not None:
+                    task, parked = parked, None
+                    trio.lowlevel.reschedule(task)
                 else:  # the run is over and its heap with it: only Trio's deadlines are left
                     trio.testing.MockClock._autojump(clock)
                 return
@@ -148,22 +150,23 @@ class Timers:
                     if not entry.cancelled:
                         entry.action()
             except BaseException as error:  # raised again in the parked task
-                pending.append(error)
                 self.failure = error
-                assert parked, "an entry ran after the run ended"
-                assert parked[0].parent_nursery is not None
-                parked[0].parent_nursery.cancel_scope.cancel()
+                assert parked is not None, "an entry ran after the run ended"
+                assert parked.parent_nursery is not None
+                parked.parent_nursery.cancel_scope.cancel()
 
         async def park() -> None:
-            parked.append(trio.lowlevel.current_task())
+            nonlocal parked
+            parked = trio.lowlevel.current_task()
 
             def abort(_: Any) -> trio.lowlevel.Abort:
-                cancelled.append(True)  # woken at the next idle moment, after the others unwound
+                nonlocal over
+                over = True  # woken at the next idle moment, after the others unwound
                 return trio.lowlevel.Abort.FAILED
 
             await trio.lowlevel.wait_task_rescheduled(abort)
-            if pending:
-                raise pending[0]
+            if self.failure is not None:
+                raise self.failure
             await trio.lowlevel.checkpoint()  # the run is over: this raises ``Cancelled``
 
         clock._autojump = advance  # type: ignore[method-assign]
