@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import HOUR_MS, standard
 from sim.harness.run import run_world
+from sim.inputs.commands import run_printing
 from sim.runtime.trace import Trace
 
 CPU = time.process_time
@@ -38,7 +39,18 @@ HOUR = [1]
 MARKS: dict[int, float] = {}
 
 
+def _timed(slot: list[float], fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, its CPU time added to ``slot[0]``."""
+    start = CPU()
+    try:
+        return fn(*args)
+    finally:
+        slot[0] += CPU() - start
+
+
 class TimedCursor:
+    """A cursor whose row fetching counts toward its statement's CPU."""
+
     __slots__ = ("_cursor", "_slot")
 
     def __init__(self, cursor: sqlite3.Cursor, slot: list[float]) -> None:
@@ -49,56 +61,35 @@ class TimedCursor:
         return self
 
     def __next__(self) -> Any:
-        start = CPU()
-        try:
-            return next(self._cursor)
-        finally:
-            self._slot[0] += CPU() - start
+        return _timed(self._slot, next, self._cursor)
 
     def fetchone(self) -> Any:
-        start = CPU()
-        try:
-            return self._cursor.fetchone()
-        finally:
-            self._slot[0] += CPU() - start
+        return _timed(self._slot, self._cursor.fetchone)
 
     def fetchall(self) -> Any:
-        start = CPU()
-        try:
-            return self._cursor.fetchall()
-        finally:
-            self._slot[0] += CPU() - start
+        return _timed(self._slot, self._cursor.fetchall)
 
     def fetchmany(self, *args: Any) -> Any:
-        start = CPU()
-        try:
-            return self._cursor.fetchmany(*args)
-        finally:
-            self._slot[0] += CPU() - start
+        return _timed(self._slot, self._cursor.fetchmany, *args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 
 
 class TimedConnection(sqlite3.Connection):
-    def execute(self, sql: str, params: Any = ()) -> Any:
+    """A connection that counts each statement's calls and CPU by its text and simulated hour."""
+
+    def _slot(self, sql: str) -> list[float]:
         slot = SPENT[HOUR[0]][sql]
         slot[1] += 1
-        start = CPU()
-        try:
-            cursor = super().execute(sql, params)
-        finally:
-            slot[0] += CPU() - start
-        return TimedCursor(cursor, slot)
+        return slot
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        slot = self._slot(sql)
+        return TimedCursor(_timed(slot, super().execute, sql, params), slot)
 
     def executemany(self, sql: str, params: Any) -> Any:
-        slot = SPENT[HOUR[0]][sql]
-        slot[1] += 1
-        start = CPU()
-        try:
-            return super().executemany(sql, params)
-        finally:
-            slot[0] += CPU() - start
+        return _timed(self._slot(sql), super().executemany, sql, params)
 
 
 #: Longest run this probe accepts (simulated hours), as ``bench_flat.py``.
@@ -249,4 +240,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_printing(main)
