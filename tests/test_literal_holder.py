@@ -200,3 +200,17 @@ def test_wire_values_compare_as_equal_bytes_or_equal_with_groups_sorted() -> Non
     reordered = {"granted": 2, "limit": 4, "leased": 0, "available": 2, "groups": usage["groups"]}
     assert not same_wire(usage, reordered)  # key order outside groups is part of the wire
     assert same_wire([{"groups": {"x": 1}}], [{"groups": {"x": 1}}])
+
+
+def test_wire_values_that_python_calls_equal_can_differ_on_the_wire() -> None:
+    # Python's == conflates these; the wire (and the reference) does not.
+    conflated = [
+        ({"granted": 1}, {"granted": True}),
+        ({"limit": 1}, {"limit": 1.0}),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+    ]
+    for core, model in conflated:
+        assert core == model
+        assert not same_wire(core, model)
+    # And the other way: a tuple is the same JSON array as a list, though its repr differs.
+    assert same_wire({"grants": (1, 2)}, {"grants": [1, 2]})
