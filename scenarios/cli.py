@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
 from scenarios.base import summary
-from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file
+from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -52,6 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         output_file(trace_path, "--trace")
     if plot_path is not None:
         output_file(plot_path, "--plot", image=True)
+    outputs = (("--trace", trace_path), ("--plot", plot_path))
+    distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
     result = run_scenario(scenario, args.seed, full_checks=bool(args.full_checks))
     print_report(result)

@@ -76,6 +76,21 @@ def test_replaying_a_saved_finding_reproduces_it_and_writes_the_trace(
     assert [e["invariant"] for e in events if e["kind"] == "violation"] == ["real_ceiling"]
 
 
+def test_a_replay_never_writes_its_trace_over_the_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = tmp_path / "case.json"
+    case.write_bytes(F3.read_bytes())
+    link = tmp_path / "link.json"
+    link.symlink_to(case)
+    for trace in (case, link):
+        assert main(["fuzz", "--replay", str(case), "--trace", str(trace)]) == EXIT_USAGE
+        captured = capsys.readouterr()
+        assert captured.out == ""  # nothing ran
+        assert "is the case being replayed (--replay), which it would overwrite" in captured.err
+    assert case.read_bytes() == F3.read_bytes()
+
+
 def test_a_replay_with_full_checks_runs_the_debug_mode_and_gives_the_same_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -352,6 +352,16 @@ def test_an_unwritable_output_exits_2_before_reading(
     assert "no directory" in capsys.readouterr().err
 
 
+def test_a_plot_over_its_own_trace_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.png"  # a trace may have any name
+    trace.write_text(json.dumps(_header()) + "\n")
+    before = trace.read_bytes()
+    assert main(["plot", str(trace), "-o", str(tmp_path / "." / "t.png")]) == 2
+    err = capsys.readouterr().err
+    assert "is the trace being plotted (TRACE.jsonl), which it would overwrite" in err
+    assert trace.read_bytes() == before
+
+
 def test_plot_error_is_a_value_error() -> None:
     with pytest.raises(PlotError, match=r"config\.holder\.limit"):
         series({"config": {"holder": {"limit": "ten"}}}, [])

@@ -312,6 +312,22 @@ def test_a_bad_seed_is_a_usage_error(seed: str, capsys: pytest.CaptureFixture[st
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_a_trace_and_a_plot_on_one_path_are_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    same = ["--trace", "out.png", "--plot", str(tmp_path / "sub" / ".." / "out.png")]
+    (tmp_path / "sub").mkdir()
+    assert main(["run", "evicted-before-round", *same]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran, nothing was written
+    assert captured.err.strip() == (
+        "semsim run: error: --trace and --plot both name "
+        f"{tmp_path / 'sub' / '..' / 'out.png'}: one would overwrite the other; choose two paths"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
+
+
 @pytest.mark.parametrize("option", ["--trace", "--plot"])
 def test_an_unwritable_output_fails_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str

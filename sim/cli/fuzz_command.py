@@ -61,6 +61,7 @@ from sim.inputs.commands import (
     EXIT_OK,
     EXIT_VIOLATION,
     UsageError,
+    distinct_files,
     output_dir,
     output_file,
     wall_clock,
@@ -335,6 +336,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
         )
     if args.trace is not None:
         output_file(args.trace, "--trace")
+        distinct_files([("the case being replayed (--replay)", args.replay)], [("--trace", args.trace)])
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))

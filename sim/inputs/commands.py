@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -63,6 +63,36 @@ def output_file(path: Path, option: str, image: bool = False) -> Path:
         return check_output_file(path, option, formats)
     except InputError as error:
         raise UsageError(str(error)) from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same path once resolved, or one file under two names."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False  # one of them does not exist (yet): only equal paths could collide
+
+
+def distinct_files(inputs: Sequence[tuple[str, Path]], outputs: Sequence[tuple[str, Path]]) -> None:
+    """Refuse outputs that would overwrite an input or each other, before any work starts.
+
+    Each entry is ``(what, path)``, ``what`` as the message should name it
+    (an option, or the argument's metavar). Writing a trace over the case
+    file being replayed, or a plot over the trace just written, would lose
+    the user's file without a word.
+    """
+    for index, (option, path) in enumerate(outputs):
+        for what, other in inputs:
+            if _same_file(path, other):
+                raise UsageError(f"{option} {path} is {what}, which it would overwrite: choose another path")
+        for other_option, other in outputs[:index]:
+            if _same_file(path, other):
+                raise UsageError(
+                    f"{other_option} and {option} both name {path}: one would overwrite the other; "
+                    "choose two paths"
+                )
 
 
 def output_dir(path: Path, option: str) -> Path:

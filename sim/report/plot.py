@@ -1131,11 +1131,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     is an error: there is nothing to draw against. A trace of a run in which
     nothing happened is a valid, nearly empty plot (just the limit).
     """
-    from sim.inputs.commands import UsageError, output_file
+    from sim.inputs.commands import UsageError, distinct_files, output_file
     from sim.runtime.trace import TraceError, read_trace
 
     trace_path: Path = args.trace
     output: Path = output_file(args.output, "-o", image=True)
+    distinct_files([("the trace being plotted (TRACE.jsonl)", trace_path)], [("-o", output)])
     try:
         header, events = read_trace(trace_path)
     except TraceError as error:
