@@ -80,6 +80,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     for failure in result.failures:
         print(f"FAILED: {failure}", file=sys.stderr)
+    if result.invariant_failure is None and result.seed != scenario.seed:
+        # The protocol held; the story did not happen as told (its faults drew other times).
+        print(
+            f"no invariant broke: the expectations tell this scenario's story under its own seed "
+            f"({scenario.seed}), and under seed {result.seed} the run went another way",
+            file=sys.stderr,
+        )
     print(
         f"seed {result.seed}; reproduce with: {reproduce_command(scenario.name, result.seed)}",
         file=sys.stderr,

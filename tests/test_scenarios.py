@@ -292,6 +292,42 @@ def test_a_failing_scenario_exits_1_with_the_failure_the_seed_and_a_command_to_r
     assert f"semsim run {name} --seed 7 --trace out.jsonl" in captured.err
 
 
+def test_a_story_that_did_not_happen_under_another_seed_says_no_invariant_broke(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Under seed 7 no report overtakes another: the story is not told, the protocol held.
+    assert main(["run", "reports-reordered", "--seed", "7"]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED: a report sent earlier reached the holder after one sent later" in err
+    own = SCENARIOS["reports-reordered"].seed
+    assert (
+        f"no invariant broke: the expectations tell this scenario's story under its own seed ({own})" in err
+    )
+    # Under its own seed a failed expectation gets no such excuse.
+    name = "reply-lost-after-commit"
+    monkeypatch.setitem(SCENARIOS, name, attrs.evolve(SCENARIOS[name], faults=FaultPlan()))
+    assert main(["run", name]) == 1
+    assert "no invariant broke" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [7, 20, 22])
+def test_duplicated_reports_promise_permits_held_at_once_under_any_seed(seed: int) -> None:
+    # Under seed 7 a copy of a late request is granted a permit client 1 had given back, and
+    # reclaimed; under 20 and 22 client 0's long item starts late. Both failed when the
+    # promise summed every grant between client 0's releases.
+    result = run_scenario(SCENARIOS["reports-duplicated"], seed)
+    assert result.passed, result.failures
+
+
+def test_duplicated_reports_promise_fails_when_capacity_is_freed_wrongly() -> None:
+    # A holder allowed a third permit frees what client 0's running item holds, as a report
+    # counted twice would: client 1 then holds two at once while client 0's item runs.
+    scenario = SCENARIOS["reports-duplicated"]
+    loose = attrs.evolve(scenario.config.holder, limit=3)
+    result = run_scenario(attrs.evolve(scenario, config=attrs.evolve(scenario.config, holder=loose)))
+    assert any(f.startswith("while an item of client 0 ran, client 1 held at most") for f in result.failures)
+
+
 @pytest.mark.parametrize(
     ("name", "hint"), [("no-such-story", ""), ("reply-lost", " (did you mean 'reply-lost-after-commit'?)")]
 )
