@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from scenarios import SCENARIOS
 from semaphore_core.protocol import parse_message
 from sim.cli.main import _parser
-from sim.explore.fuzz import CASE_FORMAT, load_case
+from sim.explore.fuzz import CASE_FORMAT, KNOWN_FINDINGS, load_case
+from sim.explore.mutant_catalog import MUTANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Built from parts so that this file does not match itself.
@@ -164,6 +166,38 @@ def test_every_command_and_option_is_in_the_cli_document() -> None:
                 if option.startswith("--") and option != "--help" and option not in sections[name]:
                     missing.append(f"semsim {name} {option}")
     assert not missing, "not documented in docs/CLI.md: " + ", ".join(missing)
+
+
+def test_every_command_and_option_is_in_the_readme_synopsis() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```\n(semsim list .*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert blocks, "README.md has no synopsis block starting with `semsim list`"
+    # A usage line continued on the next, indented line is one line.
+    lines = re.sub(r"\n\s+", " ", blocks[0]).splitlines()
+    missing = []
+    for name, parser in commands().items():
+        usage = " ".join(line for line in lines if re.match(rf"semsim {name}\b", line))
+        if not usage:
+            missing.append(f"semsim {name}")
+        for action in parser._actions:
+            options = [option for option in action.option_strings if option not in ("-h", "--help")]
+            if options and not any(re.search(rf"{re.escape(option)}\b", usage) for option in options):
+                missing.append(f"semsim {name} {options[-1]}")
+    assert not missing, "not in README.md's synopsis: " + ", ".join(missing)
+
+
+def test_the_counts_the_documents_state_are_the_code_s() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    cli = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    wire = (ROOT / "docs" / "WIRE.md").read_text(encoding="utf-8")
+    assert f"The {len(SCENARIOS)} named failure scenarios" in readme
+    assert set(re.findall(r"\((\d+) named scenarios first\)", cli)) == {str(len(SCENARIOS))}
+    assert f"named scenarios too ({len(SCENARIOS)} of them)" in " ".join(cli.split())
+    assert f"`[1/{len(MUTANTS)}] NAME" in cli
+    findings = sorted(KNOWN_FINDINGS, key=lambda name: int(name[1:]))
+    assert findings == [f"F{n}" for n in range(1, len(findings) + 1)]
+    assert wire.count(f"`F1`..`{findings[-1]}`") == 2
+    assert not re.search(r"`F1`\.\.`F(?!" + findings[-1][1:] + r"`)\d+`", wire)
 
 
 def json_blocks(path: Path) -> list[object]:
