@@ -516,6 +516,24 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
     assert result.failure.case == unshrunk.failure.case  # the case as found, kept
 
 
+def test_a_failure_in_a_named_scenario_names_it_and_claims_no_shrinking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scenarios import SCENARIOS
+    from sim.explore.mutant_catalog import mutant
+
+    with mutant("claim-window-not-enforced").patch():
+        status = main(["fuzz", "--runs", "1", "--workers", "1", "--no-db", "--quiet", "--out", str(tmp_path)])
+    assert status == EXIT_VIOLATION
+    out = capsys.readouterr().out
+    named = [line for line in out.splitlines() if line.startswith("in the named scenario ")]
+    assert len(named) == 1, out
+    scenario = named[0].removeprefix("in the named scenario ").split(" ")[0]
+    assert scenario in SCENARIOS
+    assert f"(case seed {SCENARIOS[scenario].seed}): " in out
+    assert "shrunk to" not in out  # Hypothesis runs explicit examples as they are
+
+
 def test_a_shrink_within_budget_finishes_and_is_deterministic() -> None:
     from sim.explore.mutant_catalog import mutant
 

@@ -27,7 +27,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
@@ -102,7 +102,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         except ResultsError as error:
             raise UsageError(str(error)) from None
     tolerated = tolerated_for(fixes)
-    from scenarios import fuzz_examples
+    from scenarios import SCENARIOS, fuzz_examples
 
     examples = fuzz_examples(fixes)
     total = runs + len(examples)  # the named scenarios run first
@@ -155,7 +155,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 return EXIT_INTERRUPTED
             return EXIT_OK
         path = out_dir / f"case-{seed}-{failure.failure_name}.json"
-        _report_violation(failure, result)
+        _report_violation(failure, result, named=dict(zip(examples, SCENARIOS, strict=True)))
         case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
         replay = f"semsim fuzz --replay {case} --trace {trace}"
         print(f"replay: {replay}", flush=True)
@@ -192,10 +192,17 @@ def _both(
     return both
 
 
-def _report_violation(failure: RunReport, result: Campaign) -> None:
-    print(f"\nVIOLATED {failure.failure_name} (seed {failure.case.seed}): {failure.detail}")
+def _report_violation(failure: RunReport, result: Campaign, named: Mapping[Case, str]) -> None:
+    print(f"\nVIOLATED {failure.failure_name} (case seed {failure.case.seed}): {failure.detail}")
     steps = case_length(failure.case)
-    if result.shrink_cut_short:
+    scenario = named.get(failure.case)
+    if scenario is not None:
+        # Hypothesis runs explicit examples as they are: a named scenario's case is never shrunk.
+        print(
+            f"in the named scenario {scenario} ({steps} plan steps, run as it is: named scenarios are "
+            f"not shrunk; `semsim run {scenario}` tells its story)"
+        )
+    elif result.shrink_cut_short:
         print(
             f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs; shrinking was cut "
             "short (its budget ran out, or it was interrupted), so a smaller case may exist"
