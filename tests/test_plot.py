@@ -269,6 +269,27 @@ def test_semsim_plot_writes_the_file(
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png"), "--per-group"]) == 0
 
 
+def test_semsim_plot_titles_the_plot_with_the_trace_file(
+    tmp_path: Path, example: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trace names no scenario; its file's name is what the user chose to call the run.
+    import sim.report.plot
+
+    figures: list[Any] = []
+    real = sim.report.plot.plot_trace
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        figures.append(real(*args, **kwargs))
+        return figures[-1]
+
+    monkeypatch.setattr(sim.report.plot, "plot_trace", keep)
+    trace = tmp_path / "evicted-at-45s.jsonl"
+    example.trace.write(trace)
+    assert main(["plot", str(trace), "-o", str(tmp_path / "t.png")]) == 0
+    [fig] = figures
+    assert any(text.get_text().startswith("semsim: evicted-at-45s.jsonl — seed ") for text in fig.texts)
+
+
 def test_a_trace_of_a_quiet_run_is_a_valid_plot(tmp_path: Path) -> None:
     """Nothing happened: the plot shows the limit and says there were no faults."""
     trace, out = tmp_path / "quiet.jsonl", tmp_path / "quiet.png"
@@ -488,6 +509,11 @@ def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
         "violated: real_ceiling at 14.5 s",
     ]
     assert labels[-1].get_text().endswith("…")  # a long detail is shortened
+    # ... at a word: what is shown of the detail is whole words of it, no number cut in half.
+    shown = labels[-1].get_text().splitlines()[1].removesuffix("…")
+    detail = next(e["detail"] for e in SEVERAL_VIOLATIONS if e.get("invariant") == "real_ceiling")
+    assert detail.startswith(shown)
+    assert detail[len(shown)] in " ,;:"
     extents = [label.get_window_extent() for label in labels]
     for label, extent in zip(labels, extents, strict=True):
         assert _inside(extent, label.axes.get_window_extent())

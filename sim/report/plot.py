@@ -970,7 +970,12 @@ def _violations(key: KeySeries) -> list[tuple[str, list[Mark]]]:
 
 
 def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """``text`` within ``limit`` characters, cut at a word so no number is left half-shown."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    words = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return words.rstrip(" ,;:") + "…"
 
 
 #: Vertical step between stacked violation labels (two lines of 8 pt text in a box), in points.
@@ -1142,7 +1147,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     except TraceError as error:
         raise UsageError(str(error)) from None
     try:
-        plot_trace(header, events, output, per_group=bool(args.per_group))
+        plot_trace(header, events, output, title=trace_path.name, per_group=bool(args.per_group))
     except PlotError as error:
         raise UsageError(f"{trace_path}: cannot plot: {error}") from None
     print(f"plot written to {output}")
