@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from scenarios import fuzz_examples
 from sim.cli.main import main
 from sim.explore import campaigns
 from sim.explore.fuzz import load_case
-from sim.explore.results import APPLICATION_ID, SCHEMA_VERSION, open_db
+from sim.explore.results import APPLICATION_ID, SCHEMA_VERSION, ResultsError, merge, open_db
 from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 
 
@@ -257,3 +258,54 @@ def test_scheduler_without_the_dask_extra_names_it(
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # as if not installed
     assert main(["fuzz", "--scheduler", "tcp://127.0.0.1:9", "--no-db"]) == EXIT_USAGE
     assert "pip install 'semsim[dask]'" in capsys.readouterr().err
+
+
+def _same_file_as_db(db: Path, tmp_path: Path) -> list[str]:
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(db)
+    return [str(link)]
+
+
+def _hard_link_to_db(db: Path, tmp_path: Path) -> list[str]:
+    hard = tmp_path / "hard-link.sqlite"
+    hard.hardlink_to(db)
+    return [str(hard)]
+
+
+@pytest.mark.parametrize(
+    ("others", "message"),
+    [
+        (lambda db, tmp: [str(db)], "the same file as DB"),
+        (lambda db, tmp: [f"{db.parent}/./{db.name}"], "the same file as DB"),
+        (_same_file_as_db, "the same file as DB"),
+        (_hard_link_to_db, "the same file as DB"),
+        (lambda db, tmp: [str(tmp / "there.sqlite"), str(tmp / "there.sqlite")], "(given twice)"),
+    ],
+    ids=["itself", "dot", "symlink", "hard-link", "twice"],
+)
+def test_merging_a_database_into_itself_or_a_file_twice_exits_2_changing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], others, message: str
+) -> None:
+    db, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
+    for path in (db, there):
+        open_db(path).close()  # results databases, with no campaign yet
+    files = sorted(tmp_path.iterdir())
+    before = db.read_bytes()
+    assert main(["report", str(db), "--merge", *others(db, tmp_path)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.err.count("\n") == 1  # one line, no traceback
+    assert "merged 0 campaigns" not in captured.err
+    assert captured.out == ""
+    assert db.read_bytes() == before
+    assert sorted(path for path in tmp_path.iterdir() if "link" not in path.name) == files
+
+
+def test_merge_refuses_its_own_file_before_writing(tmp_path: Path) -> None:
+    db = tmp_path / "here.sqlite"
+    open_db(db).close()
+    with (
+        closing(open_db(db)) as connection,
+        pytest.raises(ResultsError, match="cannot be merged into itself"),
+    ):
+        merge(connection, [db])

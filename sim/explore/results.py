@@ -370,11 +370,14 @@ class Recorder:
 def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
     """Copy every campaign of ``others`` that ``db`` lacks (by ``uid``) into it; how many were copied.
 
-    All files are checked before anything is written, and each file is copied in one
-    transaction; merging a file twice adds nothing.
+    All files are checked before anything is written (each must be another file than
+    ``db``'s and than the others: :func:`check_distinct`), and each file is copied in
+    one transaction; merging a file twice adds nothing.
     """
     for other in others:
         read_db(other, "--merge").close()
+    main_file = next(row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main")
+    check_distinct(Path(main_file) if main_file else None, others)
     copied = 0
     for other in others:
         # Attached (and detached) outside the transaction, as SQLite requires; one file at a
@@ -386,6 +389,29 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
         finally:
             db.execute("DETACH DATABASE other")
     return copied
+
+
+def check_distinct(target: Path | None, others: Sequence[Path]) -> None:
+    """Fail unless each file of ``others`` is neither ``target`` nor another of ``others``.
+
+    The same file is found however it is named (``./x``, a symlink, a hard link):
+    by device and inode. Merging a database into itself would deadlock SQLite on
+    its own lock; a file given twice is a slip (the second time would add nothing).
+    """
+    seen: dict[tuple[int, int], str] = {}
+    if target is not None:
+        status = target.stat()
+        seen[(status.st_dev, status.st_ino)] = f"DB {target}"
+    for other in others:
+        try:
+            status = other.stat()
+        except OSError as error:
+            raise ResultsError(f"--merge {other}: {error.strerror or error}") from None
+        key = (status.st_dev, status.st_ino)
+        if key in seen:
+            why = "a database cannot be merged into itself" if seen[key].startswith("DB ") else "given twice"
+            raise ResultsError(f"--merge {other}: the same file as {seen[key]} ({why})")
+        seen[key] = f"--merge {other}"
 
 
 def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
