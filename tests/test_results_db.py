@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -309,3 +312,35 @@ def test_merge_refuses_its_own_file_before_writing(tmp_path: Path) -> None:
         pytest.raises(ResultsError, match="cannot be merged into itself"),
     ):
         merge(connection, [db])
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        ("notanaddress", "--scheduler 'notanaddress': missing port number"),
+        ("", "--scheduler: needs an address"),
+        ("tcp://host:port", "--scheduler 'tcp://host:port': invalid literal"),
+        ("tcp://127.0.0.1:99999", "port 99999 is not between 1 and 65535"),
+        ("tcp://:8786", "no host"),
+        ("inproc://x", "--scheduler 'inproc://x': don't know how to extract host and port"),
+        ("tls://127.0.0.1:9", "cannot use a Dask scheduler at 'tls://127.0.0.1:9': TLS expects"),
+    ],
+)
+def test_a_bad_scheduler_address_is_one_line_at_once(tmp_path: Path, address: str, message: str) -> None:
+    # In a process of its own: a half-made Client used to hang 20 s at exit, then print a traceback.
+    pytest.importorskip("distributed")
+    db = tmp_path / "r.sqlite"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "fuzz", "--scheduler", address, "--runs", "1", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.startswith("semsim fuzz: error: ")
+    assert message in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # no "Exception ignored", no traceback
+    assert done.stdout == ""
+    assert time.monotonic() - started < 15  # no connection was tried, nothing waited for
+    assert list(tmp_path.iterdir()) == []
