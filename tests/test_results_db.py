@@ -344,3 +344,23 @@ def test_a_bad_scheduler_address_is_one_line_at_once(tmp_path: Path, address: st
     assert done.stdout == ""
     assert time.monotonic() - started < 15  # no connection was tried, nothing waited for
     assert list(tmp_path.iterdir()) == []
+
+
+def test_report_cases_makes_its_directory_only_for_a_case_to_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    open_db(db).close()  # no campaign, so no failure
+    cases = tmp_path / "no" / "such" / "cases"
+    assert main(["report", str(db), "--cases", str(cases)]) == EXIT_OK
+    assert "cases to replay: none" in capsys.readouterr().out
+    assert not (tmp_path / "no").exists()  # as fuzz --out: made when there is a case to write
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert main(["report", str(db), "--cases", str(a_file)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"--cases {a_file}: {a_file} is not a directory" in err
+    assert err.count("\n") == 1
+    assert main(["report", str(db), "--cases", str(a_file / "under")]) == EXIT_USAGE
+    assert "is not a directory" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "r.sqlite"]

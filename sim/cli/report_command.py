@@ -7,7 +7,8 @@ finding), tolerated findings, documented behaviour, every coverage counter
 with the expected ones never reached, and the failures' cases with the
 commands that replay them. ``--json`` prints the same as one JSON object.
 ``--cases DIR`` writes each failure's shrunk case into DIR (the case file
-may not exist on this machine: the database holds its text).
+may not exist on this machine: the database holds its text); DIR is checked
+first and made only when there is a case to write.
 
 A missing file, a directory, a file that is not SQLite, another
 application's SQLite database or a newer schema: exit 2, one line, nothing
@@ -59,8 +60,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _write_cases(found: Summary, directory: Path) -> dict[int, Path]:
+    """Each failure's case in ``directory``, made (checked before) only if there is a case to write."""
     written = {}
-    directory.mkdir(parents=True, exist_ok=True)
+    if found.failures:
+        directory.mkdir(parents=True, exist_ok=True)
     for failure in found.failures:
         path = directory / f"campaign-{failure.campaign_id}-{failure.failure_name}.json"
         path.write_text(failure.case_text, encoding="utf-8")
