@@ -23,7 +23,15 @@ from scenarios import fuzz_examples
 from sim.cli.main import main
 from sim.explore import campaigns
 from sim.explore.fuzz import load_case
-from sim.explore.results import APPLICATION_ID, SCHEMA_VERSION, ResultsError, merge, open_db
+from sim.explore.results import (
+    APPLICATION_ID,
+    RUNS_PER_TRANSACTION,
+    SCHEMA_VERSION,
+    Recorder,
+    ResultsError,
+    merge,
+    open_db,
+)
 from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 
 
@@ -364,3 +372,35 @@ def test_report_cases_makes_its_directory_only_for_a_case_to_write(
     assert main(["report", str(db), "--cases", str(a_file / "under")]) == EXIT_USAGE
     assert "is not a directory" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "r.sqlite"]
+
+
+def test_an_unfinished_campaign_counts_the_runs_it_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A campaign stopped hard (kill -9) never records its verdict: as if finish() never ran.
+    db = tmp_path / "r.sqlite"
+    with monkeypatch.context() as patch:
+        patch.setattr(Recorder, "finish", lambda self, *args, **kwargs: None)
+        assert _fuzz(db, "--workers", "1") == EXIT_OK
+    total = 3 + len(fuzz_examples())
+    recorded = total // RUNS_PER_TRANSACTION * RUNS_PER_TRANSACTION  # the last chunk is lost
+    assert recorded > 0
+    [(status, runs)] = _rows(db, "SELECT status, runs FROM campaigns")
+    assert (status, runs) == ("running", 0)
+    [(sim_ms,)] = _rows(db, "SELECT SUM(sim_ms) FROM runs")
+    assert _fuzz(db, "--workers", "1") == EXIT_OK  # and a finished one beside it
+    capsys.readouterr()
+    assert main(["report", str(db)]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(
+        "  #1 seed 4: unfinished (still running, or stopped before its verdict was recorded), "
+        f"{recorded} of {total} runs so far ("
+    )
+    assert f", {sim_ms / 3_600_000:.2f} h, " in lines[1]
+    assert lines[2].startswith(f"  #2 seed 4: passed, {total} of {total} runs (")
+    assert lines[0].startswith(f"campaigns: 2, runs: {recorded + total}, ")
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert [(c["status"], c["runs"]) for c in data["campaigns"]] == [("running", recorded), ("passed", total)]
+    assert data["runs"] == sum(c["runs"] for c in data["campaigns"])  # the totals are the lines' sums
+    assert data["sim_hours"] == round(sum(c["sim_ms"] for c in data["campaigns"]) / 3_600_000, 6)

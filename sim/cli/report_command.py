@@ -86,8 +86,15 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     for row in found.campaigns:
         fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
         where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
+        status, so_far = row.status, ""
+        if status == "running":  # no verdict recorded: the runs recorded so far
+            status, so_far = (
+                "unfinished (still running, or stopped before its verdict was recorded)",
+                " so far",
+            )
+        asked = row.runs_asked + row.examples
         print(
-            f"  #{row.id} seed {row.seed}: {row.status}, {row.runs} of {row.runs_asked + row.examples} runs "
+            f"  #{row.id} seed {row.seed}: {status}, {row.runs} of {asked} runs{so_far} "
             f"({row.examples} named scenarios first), {row.sim_ms / 3_600_000:.2f} h, {fixes}; "
             f"{where}, semsim {row.semsim_version} on {row.host}",
             file=out,

@@ -483,6 +483,14 @@ def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
 
 @attrs.frozen
 class CampaignRow:
+    """A campaign as ``semsim report`` shows it.
+
+    ``status`` ``running`` is a campaign with no verdict recorded: still running, or
+    stopped hard (killed, a power cut). Its ``runs`` and ``sim_ms`` are then those of
+    the runs recorded so far (written :data:`RUNS_PER_TRANSACTION` at a time), as the
+    report's totals count them; once it ends, its verdict's.
+    """
+
     id: int
     uid: str | None
     seed: int
@@ -543,8 +551,13 @@ def summary(db: sqlite3.Connection) -> Summary:
             semsim_version=row[12],
         )
         for row in db.execute(
-            "SELECT id, uid, seed, runs_asked, examples, fixes, executor, workers, status, runs, sim_ms,"
-            " host, semsim_version FROM campaigns ORDER BY id"
+            # A campaign still running, or stopped hard, has no verdict yet: its runs so far are in `runs`.
+            "SELECT c.id, c.uid, c.seed, c.runs_asked, c.examples, c.fixes, c.executor, c.workers, c.status,"
+            " CASE c.status WHEN 'running' THEN COALESCE(r.runs, 0) ELSE c.runs END,"
+            " CASE c.status WHEN 'running' THEN COALESCE(r.sim_ms, 0) ELSE c.sim_ms END,"
+            " c.host, c.semsim_version FROM campaigns c LEFT JOIN"
+            " (SELECT campaign_id, COUNT(*) AS runs, SUM(sim_ms) AS sim_ms FROM runs GROUP BY campaign_id) r"
+            " ON r.campaign_id = c.id ORDER BY c.id"
         )
     ]
     runs, sim_ms = db.execute("SELECT COUNT(*), COALESCE(SUM(sim_ms), 0) FROM runs").fetchone()
