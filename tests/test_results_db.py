@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,15 @@ from scenarios import fuzz_examples
 from sim.cli.main import main
 from sim.explore import campaigns
 from sim.explore.fuzz import load_case
-from sim.explore.results import APPLICATION_ID, SCHEMA_VERSION, open_db
+from sim.explore.results import (
+    APPLICATION_ID,
+    RUNS_PER_TRANSACTION,
+    SCHEMA_VERSION,
+    Recorder,
+    ResultsError,
+    merge,
+    open_db,
+)
 from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 
 
@@ -257,3 +269,138 @@ def test_scheduler_without_the_dask_extra_names_it(
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # as if not installed
     assert main(["fuzz", "--scheduler", "tcp://127.0.0.1:9", "--no-db"]) == EXIT_USAGE
     assert "pip install 'semsim[dask]'" in capsys.readouterr().err
+
+
+def _same_file_as_db(db: Path, tmp_path: Path) -> list[str]:
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(db)
+    return [str(link)]
+
+
+def _hard_link_to_db(db: Path, tmp_path: Path) -> list[str]:
+    hard = tmp_path / "hard-link.sqlite"
+    hard.hardlink_to(db)
+    return [str(hard)]
+
+
+@pytest.mark.parametrize(
+    ("others", "message"),
+    [
+        (lambda db, tmp: [str(db)], "the same file as DB"),
+        (lambda db, tmp: [f"{db.parent}/./{db.name}"], "the same file as DB"),
+        (_same_file_as_db, "the same file as DB"),
+        (_hard_link_to_db, "the same file as DB"),
+        (lambda db, tmp: [str(tmp / "there.sqlite"), str(tmp / "there.sqlite")], "(given twice)"),
+    ],
+    ids=["itself", "dot", "symlink", "hard-link", "twice"],
+)
+def test_merging_a_database_into_itself_or_a_file_twice_exits_2_changing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], others, message: str
+) -> None:
+    db, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
+    for path in (db, there):
+        open_db(path).close()  # results databases, with no campaign yet
+    files = sorted(tmp_path.iterdir())
+    before = db.read_bytes()
+    assert main(["report", str(db), "--merge", *others(db, tmp_path)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.err.count("\n") == 1  # one line, no traceback
+    assert "merged 0 campaigns" not in captured.err
+    assert captured.out == ""
+    assert db.read_bytes() == before
+    assert sorted(path for path in tmp_path.iterdir() if "link" not in path.name) == files
+
+
+def test_merge_refuses_its_own_file_before_writing(tmp_path: Path) -> None:
+    db = tmp_path / "here.sqlite"
+    open_db(db).close()
+    with (
+        closing(open_db(db)) as connection,
+        pytest.raises(ResultsError, match="cannot be merged into itself"),
+    ):
+        merge(connection, [db])
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        ("notanaddress", "--scheduler 'notanaddress': missing port number"),
+        ("", "--scheduler: needs an address"),
+        ("tcp://host:port", "--scheduler 'tcp://host:port': invalid literal"),
+        ("tcp://127.0.0.1:99999", "port 99999 is not between 1 and 65535"),
+        ("tcp://:8786", "no host"),
+        ("inproc://x", "--scheduler 'inproc://x': don't know how to extract host and port"),
+        ("tls://127.0.0.1:9", "cannot use a Dask scheduler at 'tls://127.0.0.1:9': TLS expects"),
+    ],
+)
+def test_a_bad_scheduler_address_is_one_line_at_once(tmp_path: Path, address: str, message: str) -> None:
+    # In a process of its own: a half-made Client used to hang 20 s at exit, then print a traceback.
+    pytest.importorskip("distributed")
+    db = tmp_path / "r.sqlite"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "fuzz", "--scheduler", address, "--runs", "1", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.startswith("semsim fuzz: error: ")
+    assert message in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # no "Exception ignored", no traceback
+    assert done.stdout == ""
+    assert time.monotonic() - started < 15  # no connection was tried, nothing waited for
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_cases_makes_its_directory_only_for_a_case_to_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    open_db(db).close()  # no campaign, so no failure
+    cases = tmp_path / "no" / "such" / "cases"
+    assert main(["report", str(db), "--cases", str(cases)]) == EXIT_OK
+    assert "cases to replay: none" in capsys.readouterr().out
+    assert not (tmp_path / "no").exists()  # as fuzz --out: made when there is a case to write
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert main(["report", str(db), "--cases", str(a_file)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"--cases {a_file}: {a_file} is not a directory" in err
+    assert err.count("\n") == 1
+    assert main(["report", str(db), "--cases", str(a_file / "under")]) == EXIT_USAGE
+    assert "is not a directory" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "r.sqlite"]
+
+
+def test_an_unfinished_campaign_counts_the_runs_it_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A campaign stopped hard (kill -9) never records its verdict: as if finish() never ran.
+    db = tmp_path / "r.sqlite"
+    with monkeypatch.context() as patch:
+        patch.setattr(Recorder, "finish", lambda self, *args, **kwargs: None)
+        assert _fuzz(db, "--workers", "1") == EXIT_OK
+    total = 3 + len(fuzz_examples())
+    recorded = total // RUNS_PER_TRANSACTION * RUNS_PER_TRANSACTION  # the last chunk is lost
+    assert recorded > 0
+    [(status, runs)] = _rows(db, "SELECT status, runs FROM campaigns")
+    assert (status, runs) == ("running", 0)
+    [(sim_ms,)] = _rows(db, "SELECT SUM(sim_ms) FROM runs")
+    assert _fuzz(db, "--workers", "1") == EXIT_OK  # and a finished one beside it
+    capsys.readouterr()
+    assert main(["report", str(db)]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(
+        "  #1 seed 4: unfinished (still running, or stopped before its verdict was recorded), "
+        f"{recorded} of {total} runs so far ("
+    )
+    assert f", {sim_ms / 3_600_000:.2f} h, " in lines[1]
+    assert lines[2].startswith(f"  #2 seed 4: passed, {total} of {total} runs (")
+    assert lines[0].startswith(f"campaigns: 2, runs: {recorded + total}, ")
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert [(c["status"], c["runs"]) for c in data["campaigns"]] == [("running", recorded), ("passed", total)]
+    assert data["runs"] == sum(c["runs"] for c in data["campaigns"])  # the totals are the lines' sums
+    assert data["sim_hours"] == round(sum(c["sim_ms"] for c in data["campaigns"]) / 3_600_000, 6)

@@ -7,7 +7,8 @@ finding), tolerated findings, documented behaviour, every coverage counter
 with the expected ones never reached, and the failures' cases with the
 commands that replay them. ``--json`` prints the same as one JSON object.
 ``--cases DIR`` writes each failure's shrunk case into DIR (the case file
-may not exist on this machine: the database holds its text).
+may not exist on this machine: the database holds its text); DIR is checked
+first and made only when there is a case to write.
 
 A missing file, a directory, a file that is not SQLite, another
 application's SQLite database or a newer schema: exit 2, one line, nothing
@@ -29,7 +30,7 @@ from typing import Any, TextIO
 import attrs
 
 from sim.check.coverage import EXPECTED
-from sim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
+from sim.explore.results import ResultsError, Summary, check_distinct, merge, open_db, read_db, summary
 from sim.inputs.commands import EXIT_OK, UsageError, output_dir
 
 
@@ -42,6 +43,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 raise ResultsError(f"DB {db_path}: no such file (merge into an existing results database)")
             for path in (db_path, *args.merge):  # ours and readable, before anything is written
                 read_db(path, "DB" if path == db_path else "--merge").close()
+            check_distinct(db_path, args.merge)  # not DB itself (SQLite would lock), nor one file twice
             with closing(open_db(db_path, "DB")) as db:
                 copied = merge(db, args.merge)
             print(f"merged {copied} campaigns from {len(args.merge)} files into {db_path}", file=sys.stderr)
@@ -58,8 +60,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _write_cases(found: Summary, directory: Path) -> dict[int, Path]:
+    """Each failure's case in ``directory``, made (checked before) only if there is a case to write."""
     written = {}
-    directory.mkdir(parents=True, exist_ok=True)
+    if found.failures:
+        directory.mkdir(parents=True, exist_ok=True)
     for failure in found.failures:
         path = directory / f"campaign-{failure.campaign_id}-{failure.failure_name}.json"
         path.write_text(failure.case_text, encoding="utf-8")
@@ -82,8 +86,15 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     for row in found.campaigns:
         fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
         where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
+        status, so_far = row.status, ""
+        if status == "running":  # no verdict recorded: the runs recorded so far
+            status, so_far = (
+                "unfinished (still running, or stopped before its verdict was recorded)",
+                " so far",
+            )
+        asked = row.runs_asked + row.examples
         print(
-            f"  #{row.id} seed {row.seed}: {row.status}, {row.runs} of {row.runs_asked + row.examples} runs "
+            f"  #{row.id} seed {row.seed}: {status}, {row.runs} of {asked} runs{so_far} "
             f"({row.examples} named scenarios first), {row.sim_ms / 3_600_000:.2f} h, {fixes}; "
             f"{where}, semsim {row.semsim_version} on {row.host}",
             file=out,

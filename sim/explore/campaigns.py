@@ -57,6 +57,7 @@ an interrupt means (stop dispatching, report what came back in order).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -416,6 +417,34 @@ class ClusterError(Exception):
     """The Dask scheduler cannot be used: not installed, unreachable, or a bad address."""
 
 
+def check_address(address: str) -> None:
+    """Fail now, before any ``Client`` is made, unless ``address`` reads as ``[scheme://]host:port``.
+
+    The schemes are Dask's that take a host and port (``tcp``, ``tls``, ``ws``, ``wss``);
+    ``tcp://`` is the default, as ``distributed`` has it.
+    """
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    expected = "expected a scheduler address such as tcp://host:8786"
+    if not address.strip():
+        raise ClusterError(f"--scheduler: needs an address; {expected}")
+    try:
+        scheme, _ = parse_address(address)
+        host, port = get_address_host_port(address)
+    except (ValueError, TypeError) as error:
+        raise ClusterError(f"--scheduler {address!r}: {_first_line(error)}; {expected}") from None
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        raise ClusterError(f"--scheduler {address!r}: scheme {scheme!r} is not supported; {expected}")
+    if not host:
+        raise ClusterError(f"--scheduler {address!r}: no host; {expected}")
+    if not 1 <= port <= 65535:
+        raise ClusterError(f"--scheduler {address!r}: port {port} is not between 1 and 65535")
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 #: How long to wait for a Dask scheduler to answer before giving up (seconds).
 CONNECT_TIMEOUT_S: Final = 10.0
 
@@ -434,13 +463,20 @@ def dask_pool(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[tu
         raise ClusterError(
             "--scheduler needs Dask's distributed package: pip install 'semsim[dask]'"
         ) from None
+    check_address(address)
+    failure = None
     try:
         client = Client(address, timeout=timeout_s, set_as_default=False)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError, TypeError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ClusterError(
-            f"cannot reach a Dask scheduler at {address!r} within {timeout_s:g} s: {reason}"
-        ) from None
+    except (OSError, TimeoutError) as error:
+        failure = f"cannot reach a Dask scheduler at {address!r} within {timeout_s:g} s: {_first_line(error)}"
+    except (ValueError, TypeError) as error:  # e.g. tls:// without TLS settings
+        failure = f"cannot use a Dask scheduler at {address!r}: {_first_line(error)}"
+    if failure is not None:
+        # A Client whose constructor failed half-way is held in a cycle by the error's traceback;
+        # collected at exit, its close waits 20 s on a stopped event loop, then prints a traceback.
+        # Collected now, while its loop still runs, it closes at once.
+        gc.collect()
+        raise ClusterError(failure)
     executor: Executor = client.get_executor(pure=False)  # type: ignore[no-untyped-call]
     try:
         info = client.scheduler_info()

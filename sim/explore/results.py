@@ -370,11 +370,14 @@ class Recorder:
 def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
     """Copy every campaign of ``others`` that ``db`` lacks (by ``uid``) into it; how many were copied.
 
-    All files are checked before anything is written, and each file is copied in one
-    transaction; merging a file twice adds nothing.
+    All files are checked before anything is written (each must be another file than
+    ``db``'s and than the others: :func:`check_distinct`), and each file is copied in
+    one transaction; merging a file twice adds nothing.
     """
     for other in others:
         read_db(other, "--merge").close()
+    main_file = next(row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main")
+    check_distinct(Path(main_file) if main_file else None, others)
     copied = 0
     for other in others:
         # Attached (and detached) outside the transaction, as SQLite requires; one file at a
@@ -386,6 +389,29 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
         finally:
             db.execute("DETACH DATABASE other")
     return copied
+
+
+def check_distinct(target: Path | None, others: Sequence[Path]) -> None:
+    """Fail unless each file of ``others`` is neither ``target`` nor another of ``others``.
+
+    The same file is found however it is named (``./x``, a symlink, a hard link):
+    by device and inode. Merging a database into itself would deadlock SQLite on
+    its own lock; a file given twice is a slip (the second time would add nothing).
+    """
+    seen: dict[tuple[int, int], str] = {}
+    if target is not None:
+        status = target.stat()
+        seen[(status.st_dev, status.st_ino)] = f"DB {target}"
+    for other in others:
+        try:
+            status = other.stat()
+        except OSError as error:
+            raise ResultsError(f"--merge {other}: {error.strerror or error}") from None
+        key = (status.st_dev, status.st_ino)
+        if key in seen:
+            why = "a database cannot be merged into itself" if seen[key].startswith("DB ") else "given twice"
+            raise ResultsError(f"--merge {other}: the same file as {seen[key]} ({why})")
+        seen[key] = f"--merge {other}"
 
 
 def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
@@ -457,6 +483,14 @@ def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
 
 @attrs.frozen
 class CampaignRow:
+    """A campaign as ``semsim report`` shows it.
+
+    ``status`` ``running`` is a campaign with no verdict recorded: still running, or
+    stopped hard (killed, a power cut). Its ``runs`` and ``sim_ms`` are then those of
+    the runs recorded so far (written :data:`RUNS_PER_TRANSACTION` at a time), as the
+    report's totals count them; once it ends, its verdict's.
+    """
+
     id: int
     uid: str | None
     seed: int
@@ -517,8 +551,13 @@ def summary(db: sqlite3.Connection) -> Summary:
             semsim_version=row[12],
         )
         for row in db.execute(
-            "SELECT id, uid, seed, runs_asked, examples, fixes, executor, workers, status, runs, sim_ms,"
-            " host, semsim_version FROM campaigns ORDER BY id"
+            # A campaign still running, or stopped hard, has no verdict yet: its runs so far are in `runs`.
+            "SELECT c.id, c.uid, c.seed, c.runs_asked, c.examples, c.fixes, c.executor, c.workers, c.status,"
+            " CASE c.status WHEN 'running' THEN COALESCE(r.runs, 0) ELSE c.runs END,"
+            " CASE c.status WHEN 'running' THEN COALESCE(r.sim_ms, 0) ELSE c.sim_ms END,"
+            " c.host, c.semsim_version FROM campaigns c LEFT JOIN"
+            " (SELECT campaign_id, COUNT(*) AS runs, SUM(sim_ms) AS sim_ms FROM runs GROUP BY campaign_id) r"
+            " ON r.campaign_id = c.id ORDER BY c.id"
         )
     ]
     runs, sim_ms = db.execute("SELECT COUNT(*), COALESCE(SUM(sim_ms), 0) FROM runs").fetchone()
