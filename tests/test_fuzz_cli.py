@@ -292,6 +292,18 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("config", "client", "lease_capable", value=False), "lease_capable is set for each client"),
         (_set("seed", value=10**38), "seed must be an integer in [0, "),
         (_set("tolerated", value=["F9"]), "tolerated names 'F9', not a known finding"),
+        # expect is what a failed run wrote (docs/WIRE.md): all three fields, each of its kind.
+        (_set("expect", value={}), "expect: missing field 'invariant'"),
+        (_set("expect", value={"invariant": "x"}), "expect: missing field 'finding'"),
+        (_set("expect", value=None), '"finding", "outcome"}, got null'),
+        (_set("expect", value="violation"), "expect: must be an object"),
+        (_set("expect", "extra", value=1), "expect: unknown field 'extra'"),
+        (_set("expect", "outcome", value="nonsense"), "expect: outcome must be one of violation, crash,"),
+        (_set("expect", "outcome", value="completed"), "expect: outcome must be one of"),
+        (_set("expect", "finding", value="F9"), "expect: finding must be null or one of F1, F2"),
+        (_set("expect", "invariant", value=None), "expect: invariant must name the invariant"),
+        (_set("expect", "invariant", value=7), "expect: invariant must name the invariant"),
+        (_set("expect", "outcome", value="crash"), "invariant and finding must be null for outcome 'crash'"),
         (
             _set("faults", "evictions", value=[{"target": "nobody", "at_ms": 1}]),
             "names nothing in this world",
@@ -326,6 +338,12 @@ def test_a_case_value_of_the_wrong_type_or_range_exits_2_naming_it(
     assert message in captured.err
     assert len(captured.err.strip().splitlines()) == 1
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("outcome", ["crash", "deadlock", "time_limit", "step_limit"])
+def test_a_case_expecting_an_outcome_without_an_invariant_loads(tmp_path: Path, outcome: str) -> None:
+    expect = {"invariant": None, "finding": None, "outcome": outcome}
+    load_case(_f3_with(_set("expect", value=expect), tmp_path))
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/"])
