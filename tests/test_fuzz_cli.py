@@ -163,11 +163,30 @@ def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:
         # JSON Python cannot hold: one line, not a traceback.
         ('{"format": "semsim-case/1", "seed": ' + "9" * 5_000 + "}", "a number with more than"),
         ("[" * 100_000, "nested too deeply"),
+        # A repeated key deep down or very long is shown cut short, on one line.
+        (
+            "[" * 500 + '{"a": 1, "a": 2}' + "]" * 500,
+            "[0][0][...; each key may appear once",
+        ),
+        ('{"' + "k" * 5_000 + '": 1, "' + "k" * 5_000 + '": 2}', "kkk... given twice at the top level"),
         ('{"format": "semsim-case/1", "seed": NaN}', "NaN is not a JSON value"),
         ('{"format": "semsim-case/1", "schedule": 0, "seed": 1}', "schedule must be an integer in [1, 2]"),
         ('{"format": "semsim-case/1", "schedule": 3, "seed": 1}', "(this semsim runs 2), got 3"),
         ('{"format": "semsim-case/1", "schedule": "2", "seed": 1}', "got '2'"),
         ('{"format": "semsim-case/1", "schedule": true, "seed": 1}', "got True"),
+        # A key given twice would silently mean its last value (seed 2 here): refused, named.
+        (
+            '{"format": "semsim-case/1", "seed": 1, "seed": 2}',
+            "case.json: key 'seed' given twice at the top level; each key may appear once",
+        ),
+        (
+            '{"format": "semsim-case/1", "seed": 1, "config": {"holder": {"limit": 1, "limit": 9}}}',
+            "key 'limit' given twice in config.holder",
+        ),
+        (
+            '{"format": "semsim-case/1", "seed": 1, "faults": {"cancels": [{"target": "a", "target": "b"}]}}',
+            "key 'target' given twice in faults.cancels[0]",
+        ),
     ],
 )
 def test_a_bad_case_file_exits_2_with_one_line(
