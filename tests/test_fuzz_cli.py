@@ -417,7 +417,6 @@ def test_replay_refuses_what_it_cannot_honour(
         ["mutants", "--only", ","],
         ["run", "evicted-before-round", "--plot", "out.pgf"],
         ["run", "evicted-before-round", "--trace", "/dev/full"],
-        ["run", "evicted-before-round", "--trace", ""],
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(
@@ -437,6 +436,98 @@ def test_runs_out_of_range_is_a_usage_error(runs: str) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["fuzz", "--runs", runs])
     assert caught.value.code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # A number out of range says the range, not that it is no number.
+        (
+            ["fuzz", "--seed", "-1"],
+            "semsim fuzz: error: argument --seed: must be between 0 and 9223372036854775807: -1",
+        ),
+        (
+            ["fuzz", "--runs", "-3"],
+            "semsim fuzz: error: argument --runs: must be between 1 and 1,000,000: -3",
+        ),
+        (
+            ["fuzz", "--workers", "-2"],
+            "semsim fuzz: error: argument --workers: must be between 1 and 1024: -2",
+        ),
+        (
+            ["run", "evicted-before-round", "--seed", "-1"],
+            "semsim run: error: argument --seed: must be between 0",
+        ),
+        # An argument the command does not take: the command's usage and name, not semsim's.
+        (["run", "evicted-before-round", "extra"], "semsim run: error: unrecognized arguments: extra"),
+        (["fuzz", "--bogus"], "semsim fuzz: error: unrecognized arguments: --bogus"),
+        (["--bogus", "run", "evicted-before-round"], "semsim: error: unrecognized arguments: --bogus"),
+        # An empty path is not the current directory.
+        (
+            ["run", "evicted-before-round", "--plot", ""],
+            "semsim run: error: argument --plot: an empty path; give",
+        ),
+        (
+            ["run", "evicted-before-round", "--trace", ""],
+            "semsim run: error: argument --trace: an empty path;",
+        ),
+        (["replay", ""], "semsim replay: error: argument TRAFFIC.jsonl: an empty path; give a file name"),
+        (["fuzz", "--out", ""], "semsim fuzz: error: argument --out: an empty path; give a file name"),
+    ],
+)
+def test_an_argument_error_names_what_is_allowed_under_the_commands_usage(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    usage, *_, error = captured.err.strip().splitlines()
+    prog = message.split(":")[0]
+    assert usage.startswith(f"usage: {prog} [-h]")
+    assert error.startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fuzz", "--fixes", "all,nope"], "--fixes: unknown fix 'nope'; known: group-ceiling-counts-leases"),
+        (["fuzz", "--fixes", "nope,all"], "--fixes: unknown fix 'nope'"),
+        (
+            ["fuzz", "--fixes", "all,claims-respect-the-limit"],
+            "--fixes: 'all' turns on every fix and goes alone",
+        ),
+        (["fuzz", "--fixes", ""], "--fixes names no fix: give all or A,B, or leave it out"),
+        (["fuzz", "--fixes", " , "], "--fixes names no fix"),
+        (["fuzz", "--replay", str(F3), "--fixes", ""], "--fixes names no fix"),
+        (["run", "evicted-before-round", "--plot", "."], "--plot: needs a file name, got '.'"),
+    ],
+)
+def test_a_bad_option_value_is_named_in_one_line(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith(f"semsim {argv[0]}: error: {message}")
+    assert len(captured.err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fixes_all_alone_and_spaced_is_every_fix() -> None:
+    assert fixes_arg(" all ") == fixes_arg("all")
 
 
 # --- a violation is never lost -----------------------------------------------------------------

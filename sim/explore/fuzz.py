@@ -321,13 +321,15 @@ def _raise_failure(report: RunReport) -> NoReturn:
 
 
 def fixes_arg(text: str) -> tuple[str, ...]:
-    """``--fixes``: '' (the reference), 'all', or names from KNOWN_FIXES."""
-    if text == "all":
-        return tuple(sorted(ALL_FIXES))
+    """``--fixes``: '' (the reference; the command line refuses it), 'all', or names from KNOWN_FIXES."""
     names = tuple(name for name in (part.strip() for part in text.split(",")) if name)
-    unknown = [name for name in names if name not in KNOWN_FIXES]
+    if names == ("all",):
+        return tuple(sorted(ALL_FIXES))
+    unknown = [name for name in names if name not in KNOWN_FIXES and name != "all"]
     if unknown:
-        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}")
+        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}, or all")
+    if "all" in names:
+        raise ValueError("'all' turns on every fix and goes alone, not with other names")
     return names
 
 

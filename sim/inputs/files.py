@@ -183,6 +183,8 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
     The check opens the file for appending, which changes no content, and
     removes it again if it did not exist.
     """
+    if str(path) in ("", "."):
+        raise InputError(f"{option}: needs a file name, got {str(path)!r}")
     if formats is not None:
         suffix = path.suffix.lower().lstrip(".")
         known = sorted(set(formats))
@@ -191,8 +193,6 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
             raise InputError(
                 f"{option} {path}: {shown} is not an image format; use one of: {', '.join(known)}"
             )
-    if str(path) in ("", "."):
-        raise InputError(f"{option}: needs a file name")
     if path.is_dir():
         raise InputError(f"{option} {path}: is a directory")
     if path.exists() and not path.is_file() and str(path) != os.devnull:
