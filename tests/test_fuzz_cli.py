@@ -163,11 +163,30 @@ def test_the_same_case_with_its_fix_replays_clean(tmp_path: Path) -> None:
         # JSON Python cannot hold: one line, not a traceback.
         ('{"format": "semsim-case/1", "seed": ' + "9" * 5_000 + "}", "a number with more than"),
         ("[" * 100_000, "nested too deeply"),
+        # A repeated key deep down or very long is shown cut short, on one line.
+        (
+            "[" * 500 + '{"a": 1, "a": 2}' + "]" * 500,
+            "[0][0][...; each key may appear once",
+        ),
+        ('{"' + "k" * 5_000 + '": 1, "' + "k" * 5_000 + '": 2}', "kkk... given twice at the top level"),
         ('{"format": "semsim-case/1", "seed": NaN}', "NaN is not a JSON value"),
         ('{"format": "semsim-case/1", "schedule": 0, "seed": 1}', "schedule must be an integer in [1, 2]"),
         ('{"format": "semsim-case/1", "schedule": 3, "seed": 1}', "(this semsim runs 2), got 3"),
         ('{"format": "semsim-case/1", "schedule": "2", "seed": 1}', "got '2'"),
         ('{"format": "semsim-case/1", "schedule": true, "seed": 1}', "got True"),
+        # A key given twice would silently mean its last value (seed 2 here): refused, named.
+        (
+            '{"format": "semsim-case/1", "seed": 1, "seed": 2}',
+            "case.json: key 'seed' given twice at the top level; each key may appear once",
+        ),
+        (
+            '{"format": "semsim-case/1", "seed": 1, "config": {"holder": {"limit": 1, "limit": 9}}}',
+            "key 'limit' given twice in config.holder",
+        ),
+        (
+            '{"format": "semsim-case/1", "seed": 1, "faults": {"cancels": [{"target": "a", "target": "b"}]}}',
+            "key 'target' given twice in faults.cancels[0]",
+        ),
     ],
 )
 def test_a_bad_case_file_exits_2_with_one_line(
@@ -292,6 +311,18 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("config", "client", "lease_capable", value=False), "lease_capable is set for each client"),
         (_set("seed", value=10**38), "seed must be an integer in [0, "),
         (_set("tolerated", value=["F9"]), "tolerated names 'F9', not a known finding"),
+        # expect is what a failed run wrote (docs/WIRE.md): all three fields, each of its kind.
+        (_set("expect", value={}), "expect: missing field 'invariant'"),
+        (_set("expect", value={"invariant": "x"}), "expect: missing field 'finding'"),
+        (_set("expect", value=None), '"finding", "outcome"}, got null'),
+        (_set("expect", value="violation"), "expect: must be an object"),
+        (_set("expect", "extra", value=1), "expect: unknown field 'extra'"),
+        (_set("expect", "outcome", value="nonsense"), "expect: outcome must be one of violation, crash,"),
+        (_set("expect", "outcome", value="completed"), "expect: outcome must be one of"),
+        (_set("expect", "finding", value="F9"), "expect: finding must be null or one of F1, F2"),
+        (_set("expect", "invariant", value=None), "expect: invariant must name the invariant"),
+        (_set("expect", "invariant", value=7), "expect: invariant must name the invariant"),
+        (_set("expect", "outcome", value="crash"), "invariant and finding must be null for outcome 'crash'"),
         (
             _set("faults", "evictions", value=[{"target": "nobody", "at_ms": 1}]),
             "names nothing in this world",
@@ -326,6 +357,12 @@ def test_a_case_value_of_the_wrong_type_or_range_exits_2_naming_it(
     assert message in captured.err
     assert len(captured.err.strip().splitlines()) == 1
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("outcome", ["crash", "deadlock", "time_limit", "step_limit"])
+def test_a_case_expecting_an_outcome_without_an_invariant_loads(tmp_path: Path, outcome: str) -> None:
+    expect = {"invariant": None, "finding": None, "outcome": outcome}
+    load_case(_f3_with(_set("expect", value=expect), tmp_path))
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/"])
@@ -380,7 +417,6 @@ def test_replay_refuses_what_it_cannot_honour(
         ["mutants", "--only", ","],
         ["run", "evicted-before-round", "--plot", "out.pgf"],
         ["run", "evicted-before-round", "--trace", "/dev/full"],
-        ["run", "evicted-before-round", "--trace", ""],
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(
@@ -400,6 +436,98 @@ def test_runs_out_of_range_is_a_usage_error(runs: str) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["fuzz", "--runs", runs])
     assert caught.value.code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # A number out of range says the range, not that it is no number.
+        (
+            ["fuzz", "--seed", "-1"],
+            "semsim fuzz: error: argument --seed: must be between 0 and 9223372036854775807: -1",
+        ),
+        (
+            ["fuzz", "--runs", "-3"],
+            "semsim fuzz: error: argument --runs: must be between 1 and 1,000,000: -3",
+        ),
+        (
+            ["fuzz", "--workers", "-2"],
+            "semsim fuzz: error: argument --workers: must be between 1 and 1024: -2",
+        ),
+        (
+            ["run", "evicted-before-round", "--seed", "-1"],
+            "semsim run: error: argument --seed: must be between 0",
+        ),
+        # An argument the command does not take: the command's usage and name, not semsim's.
+        (["run", "evicted-before-round", "extra"], "semsim run: error: unrecognized arguments: extra"),
+        (["fuzz", "--bogus"], "semsim fuzz: error: unrecognized arguments: --bogus"),
+        (["--bogus", "run", "evicted-before-round"], "semsim: error: unrecognized arguments: --bogus"),
+        # An empty path is not the current directory.
+        (
+            ["run", "evicted-before-round", "--plot", ""],
+            "semsim run: error: argument --plot: an empty path; give",
+        ),
+        (
+            ["run", "evicted-before-round", "--trace", ""],
+            "semsim run: error: argument --trace: an empty path;",
+        ),
+        (["replay", ""], "semsim replay: error: argument TRAFFIC.jsonl: an empty path; give a file name"),
+        (["fuzz", "--out", ""], "semsim fuzz: error: argument --out: an empty path; give a file name"),
+    ],
+)
+def test_an_argument_error_names_what_is_allowed_under_the_commands_usage(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    usage, *_, error = captured.err.strip().splitlines()
+    prog = message.split(":")[0]
+    assert usage.startswith(f"usage: {prog} [-h]")
+    assert error.startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fuzz", "--fixes", "all,nope"], "--fixes: unknown fix 'nope'; known: group-ceiling-counts-leases"),
+        (["fuzz", "--fixes", "nope,all"], "--fixes: unknown fix 'nope'"),
+        (
+            ["fuzz", "--fixes", "all,claims-respect-the-limit"],
+            "--fixes: 'all' turns on every fix and goes alone",
+        ),
+        (["fuzz", "--fixes", ""], "--fixes names no fix: give all or A,B, or leave it out"),
+        (["fuzz", "--fixes", " , "], "--fixes names no fix"),
+        (["fuzz", "--replay", str(F3), "--fixes", ""], "--fixes names no fix"),
+        (["run", "evicted-before-round", "--plot", "."], "--plot: needs a file name, got '.'"),
+    ],
+)
+def test_a_bad_option_value_is_named_in_one_line(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith(f"semsim {argv[0]}: error: {message}")
+    assert len(captured.err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fixes_all_alone_and_spaced_is_every_fix() -> None:
+    assert fixes_arg(" all ") == fixes_arg("all")
 
 
 # --- a violation is never lost -----------------------------------------------------------------

@@ -329,6 +329,7 @@ BAD_TRACES = {
     + "\n"
     + json.dumps({"t": 5, "kind": "group_limit", "holder": 7, "group": "g", "limit": 1}),
     "huge-number": _header_line() + "\n" + '{"t": ' + "9" * 5_000 + ', "kind": "round"}',
+    "repeated-key": _header_line() + "\n" + '{"t": 5, "t": 6, "kind": "round"}',
     "bad-provisioning": _header_line(
         config={"holder": {"limit": 3, "leases": {"provisioning": "sideways"}}, "workload": {"keys": ["k"]}}
     ),

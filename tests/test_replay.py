@@ -373,6 +373,15 @@ BAD_FILES: dict[str, tuple[str, str]] = {
         ":1: round_period_ms must be a positive integer, got 0",
     ),
     "empty": ("\n\n", ": empty: a traffic file starts with a config line"),
+    # JSON that names a key twice would mean its last value: refused, naming the key and line.
+    "repeated-config-key": (
+        '{"kind": "config", "key": "acct", "limit": 3, "limit": 30}\n',
+        ":1: key 'limit' given twice at the top level; each key may appear once",
+    ),
+    "repeated-nested-key": (
+        CONFIG + '\n{"t": 0, "kind": "request", "body": {"clientId": "a", "clientId": "b"}}\n',
+        ":2: key 'clientId' given twice in body;",
+    ),
 }
 
 

@@ -272,6 +272,28 @@ def test_run_with_a_seed_runs_that_seed(tmp_path: Path, capsys: pytest.CaptureFi
     assert read_trace(out)[0]["seed"] == 42
 
 
+@pytest.mark.parametrize(
+    ("name", "counted"),
+    [("reply-lost-after-commit", None), ("lease-lost-in-reply", "lease_lost_in_reply x1")],
+)
+def test_run_counts_documented_behaviour_only_when_it_happened(
+    capsys: pytest.CaptureFixture[str], name: str, counted: str | None
+) -> None:
+    assert main(["run", name]) == 0
+    out = capsys.readouterr().out
+    assert " x0" not in out
+    if counted is None:
+        assert "documented behaviour" not in out  # docs/CLI.md: "when there are any"
+    else:
+        assert f"  documented behaviour counted, not a violation: {counted}\n" in out
+
+
+def test_the_monitor_counts_no_documented_behaviour_zero_times() -> None:
+    result = run_scenario(SCENARIOS["reply-lost-after-commit"])
+    assert all(count > 0 for count in result.run.monitor.leaks.values())
+    assert all(count > 0 for count in result.run.monitor.documented.values())
+
+
 def test_run_writes_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sim.report.plot")
     out = tmp_path / "run.png"

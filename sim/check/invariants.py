@@ -1065,7 +1065,9 @@ class Monitor:
                 )
             granted, leased = _accounted(state.obj.storage, now)
             leaked = self._leaked(state, known)
-            self.leaks[DOCUMENTED_LEAK] += _leaked_count(state.obj.storage, known)
+            lost_in_replies = _leaked_count(state.obj.storage, known)
+            if lost_in_replies:  # no name counted zero times: reports list what happened
+                self.leaks[DOCUMENTED_LEAK] += lost_in_replies
             # A client whose items still wait (in a capped group, say) is still working: it
             # keeps its leases until the holder says contended, by design.
             held = _held_by_waiting_clients(state.obj.storage, clients, key, known)

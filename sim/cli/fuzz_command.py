@@ -80,6 +80,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         fixes = fixes_arg(args.fixes or "")
     except ValueError as error:
         raise UsageError(f"--fixes: {error}") from None
+    if args.fixes is not None and not fixes:
+        raise UsageError("--fixes names no fix: give all or A,B, or leave it out for the faithful reference")
     if args.replay is not None:
         return _replay(args, fixes)
     if args.trace is not None:

@@ -46,10 +46,19 @@ MAX_WORKERS: Final = 1024
 
 
 def _integer(text: str) -> int:
-    # Plain decimal digits: int() would also take " 5", "1_0" and other scripts' digits.
-    if not (text.isascii() and text.isdigit()):
+    # Plain decimal digits, perhaps negative (for the range check to name what is allowed):
+    # int() would also take " 5", "1_0" and other scripts' digits.
+    digits = text.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):
         raise argparse.ArgumentTypeError(f"not a decimal integer: {text!r}")
     return int(text, 10)
+
+
+def _path(text: str) -> Path:
+    """A file or directory argument; ``Path("")`` would quietly be ``.``, the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give a file name")
+    return Path(text)
 
 
 def seed_arg(text: str) -> int:
@@ -88,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a scripted allocation story on the core: lost reply, alarm, lowered limit",
         description="Run a scripted allocation story on the pure core and check every step.",
     )
-    demo.add_argument("--plot", type=Path, metavar="F.png", help="write a usage plot to this file")
+    demo.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot to this file")
 
     commands.add_parser(
         "list", help="the failure scenarios, one line each", description="List the failure scenarios."
@@ -101,8 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("name", metavar="NAME", help="a scenario name (see `semsim list`)")
     run.add_argument("--seed", type=seed_arg, help="override the scenario's seed")
-    run.add_argument("--trace", type=Path, metavar="F.jsonl", help="write the run's trace here")
-    run.add_argument("--plot", type=Path, metavar="F.png", help="write a usage plot here")
+    run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
+    run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
     run.add_argument(
         "--full-checks",
@@ -127,15 +136,15 @@ def _parser() -> argparse.ArgumentParser:
         help="opt-in fixes to run with ('all' for every known fix; default: the faithful reference); "
         "with --replay, turned on in the replayed case",
     )
-    fuzz.add_argument("--replay", type=Path, metavar="CASE.json", help="replay one recorded case")
-    fuzz.add_argument("--trace", type=Path, metavar="F.jsonl", help="with --replay: write the trace")
+    fuzz.add_argument("--replay", type=_path, metavar="CASE.json", help="replay one recorded case")
+    fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
         "--full-checks",
         action="store_true",
         help="with --replay: debug the checker, judging every commit from every row (slower)",
     )
     fuzz.add_argument(
-        "--out", type=Path, metavar="DIR", help="write the violating case here (default semsim-failures)"
+        "--out", type=_path, metavar="DIR", help="write the violating case here (default semsim-failures)"
     )
     fuzz.add_argument("--quiet", action="store_true", help="no progress lines")
     fuzz.add_argument(
@@ -153,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     fuzz.add_argument(
         "--db",
-        type=Path,
+        type=_path,
         metavar="F.sqlite",
         help="record the campaign in this results database (default semsim-results.sqlite)",
     )
@@ -165,10 +174,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Apply each catalogued mutant of semaphore_core and report which layers kill it.",
     )
     mutants.add_argument("--only", metavar="A,B", help="run only these mutants")
-    mutants.add_argument("--markdown", type=Path, metavar="F.md", help="write the table here")
+    mutants.add_argument("--markdown", type=_path, metavar="F.md", help="write the table here")
     mutants.add_argument(
         "--expected",
-        type=Path,
+        type=_path,
         metavar="F.md",
         help="the table to compare the verdicts with (default: docs/MUTANTS.md)",
     )
@@ -193,7 +202,7 @@ def _parser() -> argparse.ArgumentParser:
         help="recorded wire traffic through the holder model, invariants checked",
         description="Replay recorded wire traffic through the holder model and check invariants.",
     )
-    replay.add_argument("traffic", type=Path, metavar="TRAFFIC.jsonl")
+    replay.add_argument("traffic", type=_path, metavar="TRAFFIC.jsonl")
 
     report = commands.add_parser(
         "report",
@@ -203,10 +212,10 @@ def _parser() -> argparse.ArgumentParser:
             "With --merge, first copy into it the campaigns of other databases that it lacks."
         ),
     )
-    report.add_argument("db", type=Path, metavar="DB.sqlite")
+    report.add_argument("db", type=_path, metavar="DB.sqlite")
     report.add_argument(
         "--merge",
-        type=Path,
+        type=_path,
         nargs="+",
         metavar="OTHER.sqlite",
         help="copy these databases' campaigns into DB first (all or nothing; a campaign already there is "
@@ -214,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
     report.add_argument(
-        "--cases", type=Path, metavar="DIR", help="write each failure's shrunk case here, to replay anywhere"
+        "--cases", type=_path, metavar="DIR", help="write each failure's shrunk case here, to replay anywhere"
     )
 
     plot = commands.add_parser(
@@ -222,8 +231,8 @@ def _parser() -> argparse.ArgumentParser:
         help="plot usage over simulated time from a trace",
         description="Plot usage over simulated time from a trace file.",
     )
-    plot.add_argument("trace", type=Path, metavar="TRACE.jsonl")
-    plot.add_argument("-o", "--output", type=Path, metavar="F.png", required=True)
+    plot.add_argument("trace", type=_path, metavar="TRACE.jsonl")
+    plot.add_argument("-o", "--output", type=_path, metavar="F.png", required=True)
     plot.add_argument("--per-group", action="store_true", help="one panel per group")
     return parser
 
@@ -263,7 +272,14 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with standard output closed: the verdict still stands
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # What the command's own parser did not take goes with its usage and name, not semsim's;
+        # the top level takes nothing but the command, so anything before it is the top level's.
+        given = sys.argv[1:] if argv is None else list(argv)
+        owner = parser if given[0] != args.command else _command_parser(parser, args.command)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
     module_name, function_name = HANDLERS[args.command].split(":")
     try:
         handler = cast(
@@ -290,6 +306,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"\nsemsim {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of ``command`` (``semsim run``), for errors argparse leaves to the top level."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return cast(argparse.ArgumentParser, action.choices[command])
+    raise AssertionError("semsim's parser has its commands")
 
 
 def interrupted_by(error: BaseException) -> bool:

@@ -215,15 +215,10 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
             f"{path}: tolerated names {strange[0]!r}, not a known finding "
             f"({', '.join(sorted(KNOWN_FINDINGS))})"
         )
-    expect = data.get("expect")
-    if expect is not None and (
-        not isinstance(expect, dict)
-        or set(expect) - {"invariant", "finding", "outcome"}
-        or not all(value is None or isinstance(value, str) for value in expect.values())
-    ):
-        raise CaseFileError(
-            f"{path}: expect must be an object of invariant, finding and outcome, each a name or null"
-        )
+    if "expect" in data:
+        problem = _expect_problem(data["expect"])
+        if problem:
+            raise CaseFileError(f"{path}: expect: {problem}")
     try:
         config = WorldConfig.from_dict(data.get("config", {}))
         faults = FaultPlan.from_dict(data.get("faults", {}))
@@ -231,6 +226,37 @@ def load_case(path: Path) -> tuple[Case, frozenset[str]]:
     except ValueError as error:
         raise CaseFileError(f"{path}: {error}") from None
     return Case(config=config, faults=faults, seed=seed), frozenset(tolerated)
+
+
+#: What a saved case can have broken (``expect.outcome``): every outcome of a failed run.
+EXPECT_OUTCOMES: Final = ("violation", "crash", "deadlock", "time_limit", "step_limit")
+_EXPECT_FIELDS: Final = ("invariant", "finding", "outcome")
+
+
+def _expect_problem(expect: object) -> str | None:
+    """What is wrong with a case's ``expect`` (docs/WIRE.md), or None: it must be what
+    :func:`case_text` writes for a failed run, so a test comparing against it compares
+    against something a run can give."""
+    shape = 'an object {"invariant", "finding", "outcome"}'
+    if not isinstance(expect, dict):
+        return f"must be {shape}, got {json.dumps(expect)}"
+    unknown = sorted(set(expect) - set(_EXPECT_FIELDS))
+    if unknown:
+        return f"unknown field {unknown[0]!r}; it holds {shape}"
+    missing = [name for name in _EXPECT_FIELDS if name not in expect]
+    if missing:
+        return f"missing field {missing[0]!r}; it holds {shape}"
+    invariant, finding, outcome = (expect[name] for name in _EXPECT_FIELDS)
+    if outcome not in EXPECT_OUTCOMES:
+        return f"outcome must be one of {', '.join(EXPECT_OUTCOMES)}, got {outcome!r}"
+    if finding is not None and finding not in KNOWN_FINDINGS:
+        return f"finding must be null or one of {', '.join(sorted(KNOWN_FINDINGS))}, got {finding!r}"
+    if outcome == "violation":
+        if not isinstance(invariant, str) or not invariant:
+            return f"invariant must name the invariant a violation broke, got {invariant!r}"
+    elif invariant is not None or finding is not None:
+        return f"invariant and finding must be null for outcome {outcome!r}: only a violation breaks one"
+    return None
 
 
 def case_schedule(path: Path) -> int:
@@ -295,13 +321,15 @@ def _raise_failure(report: RunReport) -> NoReturn:
 
 
 def fixes_arg(text: str) -> tuple[str, ...]:
-    """``--fixes``: '' (the reference), 'all', or names from KNOWN_FIXES."""
-    if text == "all":
-        return tuple(sorted(ALL_FIXES))
+    """``--fixes``: '' (the reference; the command line refuses it), 'all', or names from KNOWN_FIXES."""
     names = tuple(name for name in (part.strip() for part in text.split(",")) if name)
-    unknown = [name for name in names if name not in KNOWN_FIXES]
+    if names == ("all",):
+        return tuple(sorted(ALL_FIXES))
+    unknown = [name for name in names if name not in KNOWN_FIXES and name != "all"]
     if unknown:
-        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}")
+        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}, or all")
+    if "all" in names:
+        raise ValueError("'all' turns on every fix and goes alone, not with other names")
     return names
 
 

@@ -78,18 +78,23 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
 
 
 def parse_json(text: str) -> Any:
-    """``text`` as strict JSON; InputError says what is wrong (the caller adds where).
+    """``text`` as strict JSON; InputError says what is wrong (the caller adds which file or line).
 
-    Strict: ``NaN`` and ``Infinity`` are not JSON. Bounded: an integer of more
-    digits than Python converts, or nesting deeper than its recursion limit, is
-    refused with a message rather than a traceback.
+    Strict: ``NaN`` and ``Infinity`` are not JSON, and an object may not name
+    a key twice (Python would keep the last value without a word, so a file
+    would not mean what it seems to say); the message names the key and the
+    object that repeats it. Bounded: an integer of more digits than Python
+    converts, or nesting deeper than its recursion limit, is refused with a
+    message rather than a traceback.
     """
     try:
-        return json.loads(text, parse_constant=_not_json)
+        return json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise InputError(f"not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
     except _NotJson as error:
         raise InputError(f"not JSON ({error})") from None
+    except _DuplicateKey:
+        raise InputError(_where_duplicated(text)) from None
     except ValueError:  # Python's bound on the digits of an integer it converts
         raise InputError(f"a number with more than {sys.get_int_max_str_digits()} digits") from None
     except RecursionError:
@@ -104,6 +109,72 @@ def _not_json(name: str) -> NoReturn:
     raise _NotJson(f"{name} is not a JSON value")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _DuplicateKey
+    return obj
+
+
+#: The most characters of a key or of its place that a message shows.
+_SHOWN_CHARS: Final = 100
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}..."
+
+
+class _Repeats(dict[str, Any]):
+    """An object as parsed a second time, to say where a key repeats: ``repeated`` is the first
+    key it names twice, if any."""
+
+    repeated: str | None = None
+
+
+def _keeping_repeats(pairs: list[tuple[str, Any]]) -> _Repeats:
+    obj = _Repeats()
+    for key, value in pairs:
+        if key in obj and obj.repeated is None:
+            obj.repeated = key
+        obj[key] = value
+    return obj
+
+
+def _where_duplicated(text: str) -> str:
+    """The message for JSON that names a key twice in an object: the key, and the object's
+    place (``config.holder``, ``faults.cancels[0]``) in the document.
+
+    Only called once the first parse failed on it, so a file's normal reading pays for one
+    parse; objects are searched in document order, outer ones first.
+    """
+
+    def find(value: Any, where: str) -> str | None:
+        if isinstance(value, _Repeats):
+            if value.repeated is not None:
+                place = f"in {_cut(where)}" if where else "at the top level"
+                return f"key {_cut(repr(value.repeated))} given twice {place}; each key may appear once"
+            for key, inner in value.items():
+                found = find(inner, f"{where}.{key}" if where else key)
+                if found:
+                    return found
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                found = find(inner, f"{where}[{index}]")
+                if found:
+                    return found
+        return None
+
+    try:
+        found = find(json.loads(text, parse_constant=_not_json, object_pairs_hook=_keeping_repeats), "")
+    except RecursionError:  # nested nearly as deep as Python allows: say what, if not where
+        found = None
+    return found or "an object gives a key twice; each key may appear once"
+
+
 def check_output_file(path: Path, option: str, formats: Iterable[str] | None = None) -> Path:
     """Fail now, before a long run, if ``path`` cannot be written; returns ``path``.
 
@@ -112,6 +183,8 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
     The check opens the file for appending, which changes no content, and
     removes it again if it did not exist.
     """
+    if str(path) in ("", "."):
+        raise InputError(f"{option}: needs a file name, got {str(path)!r}")
     if formats is not None:
         suffix = path.suffix.lower().lstrip(".")
         known = sorted(set(formats))
@@ -120,8 +193,6 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
             raise InputError(
                 f"{option} {path}: {shown} is not an image format; use one of: {', '.join(known)}"
             )
-    if str(path) in ("", "."):
-        raise InputError(f"{option}: needs a file name")
     if path.is_dir():
         raise InputError(f"{option} {path}: is a directory")
     if path.exists() and not path.is_file() and str(path) != os.devnull:
