@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -198,6 +199,60 @@ def test_the_counts_the_documents_state_are_the_code_s() -> None:
     assert findings == [f"F{n}" for n in range(1, len(findings) + 1)]
     assert wire.count(f"`F1`..`{findings[-1]}`") == 2
     assert not re.search(r"`F1`\.\.`F(?!" + findings[-1][1:] + r"`)\d+`", wire)
+
+
+#: What a value's comment must look like to be checked: a repr (``Usage(...)``, ``[Violation(...)]``).
+_SHOWN_REPR = re.compile(r"[(\[]*[A-Z][A-Za-z]*\(")
+
+
+def _python_examples() -> list[tuple[str, int, str]]:
+    """``(document, line, code)`` of every ```` ```python ```` block in README.md and docs/."""
+    found = []
+    for document in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = document.read_text(encoding="utf-8")
+        for block in re.finditer(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            found.append((document.name, text[: block.start()].count("\n") + 1, block.group(1)))
+    return found
+
+
+def test_the_documents_have_python_examples_to_run() -> None:
+    examples = _python_examples()
+    assert len(examples) >= 5
+    shown = [
+        line.partition("  # ")[2] for _, _, code in examples for line in code.splitlines() if "  # " in line
+    ]
+    assert sum(1 for comment in shown if _SHOWN_REPR.match(comment)) >= 5  # values the next test checks
+
+
+@pytest.mark.parametrize(("document", "line", "code"), _python_examples(), ids=lambda v: str(v)[:20])
+def test_every_python_example_runs_and_shows_what_it_returns(
+    document: str, line: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run the example a statement at a time; a value whose comment is a repr must match it.
+
+    ``...`` in a shown repr stands for anything. A fragment may use what the prose
+    around it names: ``run`` (a finished run) and ``path`` (where to write).
+    """
+    from sim.harness.run import WorldConfig, run_world
+    from sim.world.faults import FaultPlan
+    from sim.world.workload import Workload
+
+    monkeypatch.chdir(tmp_path)  # examples write files where they run
+    context: dict[str, object] = {"path": tmp_path / "run.jsonl"}
+    if re.search(r"\brun\b", code) and "run = run_world(" not in code:
+        context["run"] = run_world(
+            WorldConfig(workload=Workload(clients=1), duration_ms=10_000), FaultPlan(), 1
+        )
+    source = code.splitlines()
+    for statement in ast.parse(code).body:
+        shown = source[statement.lineno - 1].partition("  # ")[2]
+        where = f"{document}:{line + statement.lineno}"
+        if isinstance(statement, ast.Expr) and _SHOWN_REPR.match(shown):
+            value = eval(compile(ast.Expression(statement.value), where, "eval"), context)
+            pattern = ".*".join(re.escape(part) for part in shown.split("..."))
+            assert re.fullmatch(pattern, repr(value), re.DOTALL), f"{where}: shows {shown}, is {value!r}"
+        else:
+            exec(compile(ast.Module([statement], type_ignores=[]), where, "exec"), context)
 
 
 def json_blocks(path: Path) -> list[object]:
