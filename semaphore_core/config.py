@@ -153,7 +153,14 @@ class LeaseOptions:
 def _as_fixes(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
         raise SemaphoreConfigError(f"fixes must be a collection of fix names, got the string {value!r}")
-    return frozenset(value)
+    try:
+        names = frozenset(value)
+    except TypeError:  # not iterable, or holds something unhashable (a list)
+        raise SemaphoreConfigError(f"fixes must be a collection of fix names, got {value!r}") from None
+    odd = sorted(repr(name) for name in names if not isinstance(name, str))
+    if odd:
+        raise SemaphoreConfigError(f"fixes must be fix names (strings), got {', '.join(odd)}")
+    return names
 
 
 LimitSource: TypeAlias = int | Callable[[], int]

@@ -14,19 +14,21 @@ the simulator's job (``sim``); this class runs one round when told to.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
 from semaphore_core.config import HolderConfig, budgets
-from semaphore_core.errors import SemaphoreProtocolError
+from semaphore_core.errors import SemaphoreConfigError, SemaphoreProtocolError
 from semaphore_core.events import Event, GrantReclaimed, RoundEvent
 from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT
 from semaphore_core.grants import apply_grant_reports, claim_room, reclaim
 from semaphore_core.leases import apply_lease_reports
 from semaphore_core.migrations import LATEST, migrate, schema_version
+from semaphore_core.numbers import MAX_SAFE_INTEGER
 from semaphore_core.policy import GroupPolicy, group_policy, resolve_limit
 from semaphore_core.protocol import (
+    MAX_ID_LENGTH,
     PermitGrant,
     PermitRequest,
     PermitSync,
@@ -67,6 +69,8 @@ class Holder:
     ) -> None:
         if not isinstance(config, HolderConfig):
             raise TypeError(f"config must be a HolderConfig, got {config!r}")
+        if not callable(new_id):
+            raise TypeError(f"new_id must be a function returning a new id, got {new_id!r}")
         # Transactions are explicit (SAVEPOINTs); the driver must not open its own.
         conn.isolation_level = None
         if schema_version(conn) != LATEST:
@@ -101,6 +105,12 @@ class Holder:
         callback raises or resolves to a bad value, the round fails as a
         whole: no writes, the error propagates.
         """
+        _check_now(now)
+        if isinstance(requests, Mapping | str | bytes):
+            raise TypeError(
+                f"requests must be a list of request messages, got a {type(requests).__name__} "
+                "(one request goes in a list of one)"
+            )
         parsed = [_as_request(r) for r in requests]
         limit = resolve_limit(self.config)
         # Held leases are re-checked every round, not only when their group is
@@ -111,7 +121,7 @@ class Holder:
         policies = {group: group_policy(self.config, group) for group in groups}
 
         with transaction(self._conn):
-            result = allocate(self._store, self.config, parsed, limit, policies, now, self._new_id)
+            result = allocate(self._store, self.config, parsed, limit, policies, now, self._fresh_id)
             if self._before_commit is not None:
                 self._before_commit(self._conn)
 
@@ -144,6 +154,7 @@ class Holder:
 
     def sync_message(self, message: Wire | PermitSync, now: int) -> PermitSyncResult:
         """Like :meth:`sync` with typed messages."""
+        _check_now(now)
         sync = _as_sync(message)
         leases = self.config.leases
         # Fix F3 needs the current limit; the reference never resolves it for a sync.
@@ -168,6 +179,7 @@ class Holder:
 
     def reclaim_expired(self, now: int) -> list[GrantReclaimed]:
         """What the alarm runs: reclaim unclaimed permits past their deadline; events after commit."""
+        _check_now(now)
         with transaction(self._conn):
             events = reclaim(self._store, now)
             if self._before_commit is not None:
@@ -183,6 +195,7 @@ class Holder:
 
     def usage(self, now: int) -> Usage:
         """Limit, outstanding grant permits at ``now``, lease footprint, grant room, per-group grants."""
+        _check_now(now)
         limit = resolve_limit(self.config)
         unreclaimed = self._store.unreclaimed_by_group(now)
         groups: dict[str, int] = {
@@ -207,11 +220,26 @@ class Holder:
         budget = budgets(self.config.leases.provisioning, limit)
         return max(0, budget.grants - granted - (leased if budget.shared else 0))
 
+    def _fresh_id(self) -> str:
+        """``new_id()``, checked: a row's id goes on the wire, where clients must send it back."""
+        new = self._new_id()
+        if not isinstance(new, str) or not 0 < len(new) <= MAX_ID_LENGTH:
+            raise SemaphoreConfigError(
+                f"new_id must return a non-empty string of at most {MAX_ID_LENGTH} characters, got {new!r}"
+            )
+        return new
+
     def _emit(self, events: Iterable[Event]) -> None:
         hook = self.config.on_event
         if hook is not None:
             for event in events:
                 hook(event)
+
+
+def _check_now(now: int) -> None:
+    """Times are integer milliseconds that the wire can carry, as ``Date.now()`` gives them."""
+    if isinstance(now, bool) or not isinstance(now, int) or not 0 <= now <= MAX_SAFE_INTEGER:
+        raise ValueError(f"now must be an integer of milliseconds from 0 to {MAX_SAFE_INTEGER}, got {now!r}")
 
 
 def _as_request(message: Wire | PermitRequest) -> PermitRequest:

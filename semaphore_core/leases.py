@@ -20,6 +20,7 @@ import attrs
 
 from semaphore_core.collation import locale_key
 from semaphore_core.config import LeaseOptions
+from semaphore_core.errors import reused_id
 from semaphore_core.events import LeaseGranted, LeaseRetired
 from semaphore_core.policy import UNLIMITED, GroupPolicy, lease_eligible
 from semaphore_core.protocol import LeaseGrant, LeaseReport
@@ -255,7 +256,8 @@ def allocate_leases(
             expires_at=now + options.ttl_ms,
             retired=0,
         )
-        store.insert_lease(lease)
+        if store.insert_lease(lease) is None:
+            raise reused_id(lease.lease_id, "lease")
         footprint += permits
         group_footprint[candidate.group] = group_footprint.get(candidate.group, 0) + permits
         echo(candidate.client_id, to_lease_grant(lease, now))

@@ -15,6 +15,7 @@ import attrs
 
 from semaphore_core.collation import locale_key
 from semaphore_core.config import Budgets, HolderConfig, Under, budgets
+from semaphore_core.errors import reused_id
 from semaphore_core.events import BlockedEvent, GrantReclaimed, LeaseGranted, LeaseRetired
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
 from semaphore_core.grants import apply_grant_reports, claim_room, reclaim
@@ -147,7 +148,8 @@ def allocate(
                 created_at=now,
                 expires_at=now + config.grant_timeout_ms,
             )
-            store.insert(grant)
+            if not store.insert(grant):
+                raise reused_id(grant.grant_id, "grant")
             allocation.grants.append(
                 GrantedPermits(grant_id=grant.grant_id, group=demand.group, permits=give)
             )

@@ -34,6 +34,11 @@ from semaphore_core import (
         ({"limit": 1, "can_grant": True}, "can_grant"),
         ({"limit": 1, "leases": {"provisioning": "strict"}}, "leases"),
         ({"limit": 1, "fixes": {"no-such-fix"}}, "fixes"),
+        ({"limit": 1, "fixes": 5}, "fixes"),
+        ({"limit": 1, "fixes": None}, "fixes"),
+        ({"limit": 1, "fixes": [1, "group-ceiling-counts-leases"]}, "fixes"),
+        ({"limit": 1, "fixes": [["group-ceiling-counts-leases"]]}, "fixes"),
+        ({"limit": 1, "fixes": "group-ceiling-counts-leases"}, "fixes"),
     ],
 )
 def test_invalid_holder_config_names_the_field(kwargs: dict[str, Any], field: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 
 import pytest
@@ -13,6 +14,7 @@ from semaphore_core import (
     Holder,
     HolderConfig,
     LeaseOptions,
+    SemaphoreConfigError,
     SemaphoreProtocolError,
     Strict,
 )
@@ -123,3 +125,58 @@ def test_a_new_holder_on_the_same_storage_sees_every_committed_row() -> None:
 def test_the_holder_rejects_a_config_that_is_not_a_holder_config() -> None:
     with pytest.raises(TypeError):
         Holder(sqlite3.connect(":memory:"), {"limit": 3}, new_id=ids())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("config", "what"),
+    [
+        (HolderConfig(limit=8), "grant"),
+        (HolderConfig(limit=8, leases=LeaseOptions(provisioning=Strict(), permits_per_lease=2)), "lease"),
+    ],
+)
+def test_a_new_id_that_repeats_fails_the_round_and_writes_nothing(config: HolderConfig, what: str) -> None:
+    # The reference draws crypto.randomUUID() and inserts with ON CONFLICT DO NOTHING: a repeated
+    # id would go out in a reply while no row charged its permits.
+    conn = sqlite3.connect(":memory:")
+    # Each round draws a grant id, then (with leases) a lease id; the second round repeats one.
+    drawn = ["g-1", "l-1", "g-2", "l-1"] if what == "lease" else ["g-1", "g-1"]
+    holder = Holder(conn, config, new_id=iter(drawn).__next__)
+    holder.run_round([request("a", [("g", 1, 0)], leases=[] if what == "lease" else None)], now=0)
+    before = rows(conn)
+    with pytest.raises(SemaphoreConfigError, match=rf"new_id returned '\w-1', the id of a stored {what}"):
+        holder.run_round([request("b", [("g", 1, 0)], leases=[] if what == "lease" else None)], now=3_000)
+    assert rows(conn) == before
+
+
+@pytest.mark.parametrize("bad", [None, "", 5, "x" * 1_025])
+def test_new_id_must_return_an_id_the_wire_can_carry(bad: object) -> None:
+    holder = Holder(sqlite3.connect(":memory:"), HolderConfig(limit=8), new_id=lambda: bad)  # type: ignore[arg-type,return-value]
+    with pytest.raises(SemaphoreConfigError, match="new_id must return a non-empty string"):
+        holder.run_round([request("a", [("g", 1, 0)])], now=0)
+    assert holder.usage(0).granted == 0
+
+
+def test_new_id_must_be_a_function() -> None:
+    with pytest.raises(TypeError, match="new_id must be a function"):
+        Holder(sqlite3.connect(":memory:"), HolderConfig(limit=8), new_id="abc")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("now", [-5, 1.5, math.nan, 2**53, True, "0", None])
+def test_now_is_integer_milliseconds_the_wire_can_carry(now: object) -> None:
+    holder = Holder(sqlite3.connect(":memory:"), HolderConfig(limit=8), new_id=ids())
+    calls = [
+        lambda: holder.run_round([request("a", [("g", 1, 0)])], now=now),  # type: ignore[arg-type]
+        lambda: holder.sync(sync("a", [("x", 1, 0)]), now=now),  # type: ignore[arg-type]
+        lambda: holder.reclaim_expired(now),  # type: ignore[arg-type]
+        lambda: holder.usage(now),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="now must be an integer of milliseconds from 0 to"):
+            call()
+    assert holder.usage(0).granted == 0
+
+
+def test_a_round_takes_a_list_of_requests_not_one_request() -> None:
+    holder = Holder(sqlite3.connect(":memory:"), HolderConfig(limit=8), new_id=ids())
+    with pytest.raises(TypeError, match="requests must be a list of request messages, got a dict"):
+        holder.run_round(request("a", [("g", 1, 0)]), now=0)  # type: ignore[arg-type]
