@@ -115,8 +115,7 @@ def reports_duplicated() -> Scenario:
     Every message is delivered twice, the copy up to 15 s late, so each release report
     reaches the holder again, often long after the grant it releases was settled. The
     copies change nothing: while an item of client 0 runs, client 1 never holds more than
-    the one permit left (under the scenario's own seed, it gets one when client 0's first
-    item ends and the second only when its 25-second item ends).
+    the one permit left.
     """
 
     def judge(run: WorldRun, expect: Expect) -> None:

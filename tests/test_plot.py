@@ -384,6 +384,23 @@ def test_a_plot_over_its_own_trace_is_refused(tmp_path: Path, capsys: pytest.Cap
     assert trace.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("abc def ghi", 8, "abc def…"),  # the space just past "def" ends the word
+        ("abc def ghi", 7, "abc…"),
+        ("abc def ghi", 11, "abc def ghi"),
+        ("abcdefghijk", 5, "abcd…"),  # one word longer than the room: cut inside it
+        ("limit 3, got 12345678", 15, "limit 3, got…"),  # never half a number
+    ],
+)
+def test_a_shortened_detail_ends_at_a_word_within_its_limit(text: str, limit: int, shown: str) -> None:
+    from sim.report.plot import _shorten
+
+    assert _shorten(text, limit) == shown
+    assert len(_shorten(text, limit)) <= limit
+
+
 def test_plot_error_is_a_value_error() -> None:
     with pytest.raises(PlotError, match=r"config\.holder\.limit"):
         series({"config": {"holder": {"limit": "ten"}}}, [])

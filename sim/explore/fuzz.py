@@ -247,9 +247,9 @@ def _expect_problem(expect: object) -> str | None:
     if missing:
         return f"missing field {missing[0]!r}; it holds {shape}"
     invariant, finding, outcome = (expect[name] for name in _EXPECT_FIELDS)
-    if outcome not in EXPECT_OUTCOMES:
+    if not isinstance(outcome, str) or outcome not in EXPECT_OUTCOMES:
         return f"outcome must be one of {', '.join(EXPECT_OUTCOMES)}, got {outcome!r}"
-    if finding is not None and finding not in KNOWN_FINDINGS:
+    if finding is not None and (not isinstance(finding, str) or finding not in KNOWN_FINDINGS):
         return f"finding must be null or one of {', '.join(sorted(KNOWN_FINDINGS))}, got {finding!r}"
     if outcome == "violation":
         if not isinstance(invariant, str) or not invariant:

@@ -973,8 +973,8 @@ def _shorten(text: str, limit: int) -> str:
     """``text`` within ``limit`` characters, cut at a word so no number is left half-shown."""
     if len(text) <= limit:
         return text
-    cut = text[: limit - 1]
-    words = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    cut = text[:limit]  # a space just past the last word shown still ends it
+    words = cut.rsplit(" ", 1)[0] if " " in cut else cut[: limit - 1]
     return words.rstrip(" ,;:") + "…"
 
 
