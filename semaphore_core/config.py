@@ -183,6 +183,10 @@ class HolderConfig:
     round_period_ms: int = attrs.field(default=2_000, converter=_js_int)
     grant_timeout_ms: int = attrs.field(default=10_000, converter=_js_int)
     leases: LeaseOptions | None = None
+    #: ``onLifecycleEvent``: each lifecycle event of a round, sync or reclaim, in emission
+    #: order, after the commit it describes. The reference's emitter is best effort; here an
+    #: exception from the hook is not swallowed (a checker's hook may be judging the run): it
+    #: propagates after the commit, the rows stay, and the call's reply and later events are lost.
     on_event: Callable[[Event], None] | None = None
     fixes: frozenset[str] = attrs.field(default=frozenset(), converter=_as_fixes)
 
