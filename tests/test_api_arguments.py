@@ -4,18 +4,20 @@ what it may be, raised before anything runs (a new user's trial of ``run_world``
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sim.harness.run as harness
 from scenarios import SCENARIOS, run_scenario
-from sim.explore.fuzz import KNOWN_FINDINGS, campaign, run_case
+from sim.explore.fuzz import KNOWN_FINDINGS, campaign, load_case, run_case, save_case
 from sim.explore.strategies import Case
 from sim.harness.run import WorldConfig, run_world
 from sim.inputs.validation import MAX_SEED
+from sim.report.replay import read_traffic, record_traffic, write_traffic
 from sim.runtime.kernel import Sim, run
-from sim.runtime.trace import Trace
+from sim.runtime.trace import Trace, read_trace
 from sim.world.faults import FaultPlan
 from sim.world.workload import Workload
 
@@ -128,3 +130,19 @@ def test_the_runtime_takes_only_an_integer_seed() -> None:
     for seed in ("1", 1.0, True, -1, 2**63):
         with pytest.raises((TypeError, ValueError), match="seed must be an integer"):
             run(seed, main, Trace(1, {}, {}))  # type: ignore[arg-type]
+
+
+# --- files: a str path works wherever a Path does (README: ``run.trace.write(path)``) -------------
+
+
+def test_traces_traffic_and_cases_take_str_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = run_world(CONFIG, FaultPlan(), 1)
+    run.trace.write("t.jsonl")
+    assert (tmp_path / "t.jsonl").read_bytes() == run.trace.to_bytes()
+    header, events = read_trace("t.jsonl")
+    assert (header["seed"], len(events)) == (1, len(run.trace))
+    write_traffic(record_traffic(run), "traffic.jsonl")
+    assert read_traffic("traffic.jsonl").config.key == CONFIG.workload.keys[0]
+    save_case(Case(CONFIG, FaultPlan(), 1), frozenset({"F4"}), "case.json")
+    assert load_case("case.json") == (Case(CONFIG, FaultPlan(), 1), frozenset({"F4"}))

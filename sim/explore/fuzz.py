@@ -13,6 +13,7 @@ line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
 from __future__ import annotations
 
 import json
+import os
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -179,12 +180,14 @@ def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None =
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
-def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunReport | None = None) -> None:
-    """Write a case as JSON (see :func:`case_text`)."""
-    path.write_text(case_text(case, tolerated, failure), encoding="utf-8")
+def save_case(
+    case: Case, tolerated: frozenset[str], path: str | os.PathLike[str], failure: RunReport | None = None
+) -> None:
+    """Write a case as JSON (see :func:`case_text`) to ``path`` (a ``str`` or a path-like object)."""
+    Path(path).write_text(case_text(case, tolerated, failure), encoding="utf-8")
 
 
-def load_case(path: Path) -> tuple[Case, frozenset[str]]:
+def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
     """A case written by :func:`save_case` (or by hand) and the findings it tolerates."""
     try:
         text = read_text(path, MAX_CASE_BYTES, "a case file")

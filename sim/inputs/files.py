@@ -36,7 +36,7 @@ class InputError(ValueError):
     """A file semsim was asked to read or write cannot be used; the message names it."""
 
 
-def read_text(path: Path, max_bytes: int, what: str) -> str:
+def read_text(path: str | os.PathLike[str], max_bytes: int, what: str) -> str:
     """The UTF-8 text of the regular file ``path``, refusing anything larger than ``max_bytes``.
 
     ``what`` names the kind of file in messages ("a case file", "a trace").

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -383,8 +384,9 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
 _JSON_SPACE: Final = " \t\r"
 
 
-def read_traffic(path: Path) -> Traffic:
+def read_traffic(path: str | os.PathLike[str]) -> Traffic:
     """Parse and validate a whole traffic file; raises TrafficError naming the file and line."""
+    path = Path(path)
     try:
         # Refuses devices, pipes and directories unread, and stops reading past the bound
         # (``st_size`` is 0 for ``/dev/zero``, which once grew replay to 13 GB).
@@ -1145,10 +1147,13 @@ def _lease_record(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def write_traffic(records: Iterable[Mapping[str, Any]], path: Path) -> None:
-    """One compact JSON object per line, fields in recorded order (diff-friendly, deterministic)."""
+def write_traffic(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """One compact JSON object per line, fields in recorded order (diff-friendly, deterministic).
+
+    ``path``: a ``str`` or a path-like object.
+    """
     text = "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records)
-    path.write_text(text, encoding="utf-8")
+    Path(path).write_text(text, encoding="utf-8")
 
 
 # --- the shipped example ------------------------------------------------------------------

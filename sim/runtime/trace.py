@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -68,11 +69,12 @@ class Trace:
     def digest(self) -> str:
         return hashlib.sha256(self.to_bytes()).hexdigest()
 
-    def write(self, path: Path) -> None:
-        path.write_bytes(self.to_bytes())
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace's bytes to ``path`` (a ``str`` or a path-like object)."""
+        Path(path).write_bytes(self.to_bytes())
 
 
-def read_trace(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A trace file's header and events; raises TraceError naming the line that is wrong."""
     try:
         text = read_text(path, MAX_TRACE_BYTES, "a trace")
