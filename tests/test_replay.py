@@ -139,7 +139,7 @@ def test_the_summary_matches_a_direct_holder_run() -> None:
 # --- recording a simulation ------------------------------------------------------------------
 
 
-def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
+def test_a_recording_replays_to_the_simulated_holders_exact_state(tmp_path: Path) -> None:
     """Evictions, duplicates, reordering, lost replies, operator changes: the replayed holder
     issues the same ids and ends with the same rows, and finds the same holder-side violations
     (F2, tolerated in the run) that the simulation's monitor found."""
@@ -165,7 +165,7 @@ def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
     assert run.result.outcome == "completed"
     records = record_traffic(run)
     assert {"evict", "groupLimit", "limit", "round", "sync", "request"} <= {r["kind"] for r in records}
-    result = replay(read_traffic(_write_tmp(records)))
+    result = replay(read_traffic(_write(tmp_path, records)))
 
     store = HolderStore(run.world.holders["acct"].storage)
     assert result.grants == tuple(store.list_grants())
@@ -181,13 +181,6 @@ def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
     ]
     assert simulated  # the plan reaches F2
     assert [(v.t_ms, v.invariant, v.finding) for v in result.violations] == simulated
-
-
-def _write_tmp(records: list[dict[str, Any]]) -> Path:
-    import tempfile
-
-    directory = Path(tempfile.mkdtemp(prefix="semsim-replay-"))
-    return _write(directory, records)
 
 
 def test_a_trace_with_several_keys_needs_a_key() -> None:
