@@ -6,6 +6,8 @@ under ``TYPE_CHECKING`` too), no package's modules import each other in a
 cycle, ``semaphore_core`` imports neither ``sim`` nor ``scenarios``, and a
 run's own packages import no test or plotting library. A new package under
 ``sim/`` must take a place in the layers, or these tests fail.
+
+Also: no test, notebook or benchmark leaves a temporary directory behind.
 """
 
 from __future__ import annotations
@@ -82,3 +84,26 @@ def test_every_sim_path_and_module_a_document_names_exists(document: Path) -> No
             elif not hasattr(Sim, parts[0]):  # ``sim.event(...)``: a method of the run's Sim
                 stale.append(f"{number}: {match.group(0)}")
     assert not stale, f"{document.name} names what does not exist: {stale}"
+
+
+#: What leaves a directory behind in /tmp: ``mkdtemp`` is never removed by itself, and a
+#: ``TemporaryDirectory`` whose object is dropped at once deletes its directory then and there (so
+#: a ``mkdir`` after it makes one that nothing removes). Tests take pytest's ``tmp_path``; a
+#: notebook keeps its ``TemporaryDirectory`` object for as long as it needs the directory.
+_LEAKS_A_TEMPORARY_DIRECTORY = re.compile(r"\bmkdtemp\(|TemporaryDirectory\([^()]*\)\.name")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        [
+            *(ROOT / "tests").rglob("*.py"),
+            *(ROOT / "notebooks").glob("*.ipynb"),
+            *(ROOT / "benchmarks").glob("*.py"),
+        ]
+    ),
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_nothing_leaves_a_temporary_directory_behind(path: Path) -> None:
+    found = _LEAKS_A_TEMPORARY_DIRECTORY.findall(path.read_text(encoding="utf-8"))
+    assert not found, f"{path.relative_to(ROOT)}: {found}: use tmp_path, or keep the TemporaryDirectory"

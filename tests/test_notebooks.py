@@ -24,12 +24,17 @@ def test_the_notebook_is_committed_without_outputs(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_notebook_executes(path: Path) -> None:
+def test_the_notebook_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It runs, and leaves nothing in the temporary directory once its kernel has gone."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the kernel's tempfile.gettempdir()
     book = nbformat.read(path, as_version=4)
     client = NotebookClient(
         book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
     client.execute()  # raises CellExecutionError, naming the cell, if any cell fails
+    assert not list(scratch.iterdir()), "left behind in the temporary directory"
     images = [
         output
         for cell in book.cells

@@ -139,7 +139,7 @@ def test_the_summary_matches_a_direct_holder_run() -> None:
 # --- recording a simulation ------------------------------------------------------------------
 
 
-def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
+def test_a_recording_replays_to_the_simulated_holders_exact_state(tmp_path: Path) -> None:
     """Evictions, duplicates, reordering, lost replies, operator changes: the replayed holder
     issues the same ids and ends with the same rows, and finds the same holder-side violations
     (F2, tolerated in the run) that the simulation's monitor found."""
@@ -165,7 +165,7 @@ def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
     assert run.result.outcome == "completed"
     records = record_traffic(run)
     assert {"evict", "groupLimit", "limit", "round", "sync", "request"} <= {r["kind"] for r in records}
-    result = replay(read_traffic(_write_tmp(records)))
+    result = replay(read_traffic(_write(tmp_path, records)))
 
     store = HolderStore(run.world.holders["acct"].storage)
     assert result.grants == tuple(store.list_grants())
@@ -181,13 +181,6 @@ def test_a_recording_replays_to_the_simulated_holders_exact_state() -> None:
     ]
     assert simulated  # the plan reaches F2
     assert [(v.t_ms, v.invariant, v.finding) for v in result.violations] == simulated
-
-
-def _write_tmp(records: list[dict[str, Any]]) -> Path:
-    import tempfile
-
-    directory = Path(tempfile.mkdtemp(prefix="semsim-replay-"))
-    return _write(directory, records)
 
 
 def test_a_trace_with_several_keys_needs_a_key() -> None:
@@ -318,6 +311,35 @@ def test_an_explicit_schedule_runs_rounds_only_at_round_lines(tmp_path: Path) ->
     assert summary.peak_at_ms == 50_000
 
 
+def test_the_summary_counts_in_good_english(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``1 line``, ``1 waiting request lost``, ``1 permit``: a count of one takes the singular."""
+    assert main(["replay", str(_write(tmp_path, [{"kind": "config", "key": "acct", "limit": 3}]))]) == 0
+    alone = capsys.readouterr().out
+    assert ": 1 line for key 'acct'" in alone
+    assert "(0 waiting requests lost)" in alone
+    assert "peak usage 0 permits (" in alone
+    records = [
+        {"kind": "config", "key": "acct", "limit": 3},
+        _request(0, "c1", "g", 1),  # granted by the round at 1 s
+        _request(5_000, "c2", "g", 1),  # still waiting when the instance goes
+        {"t": 5_001, "kind": "evict"},
+    ]
+    assert main(["replay", str(_write(tmp_path, records))]) == 0
+    out = capsys.readouterr().out
+    assert ": 4 lines for key 'acct'" in out
+    assert "evictions 1 (1 waiting request lost)" in out
+    assert "peak usage 1 permit (1 granted + 0 leased)" in out
+
+
+def test_blank_lines_are_skipped_and_counted_as_in_a_trace(tmp_path: Path) -> None:
+    """Blank lines (JSON whitespace only) are skipped, as a trace's are; line numbers count them."""
+    path = tmp_path / "traffic.jsonl"
+    path.write_text("\n" + CONFIG + "\n \t\r\n" + REQUEST + "\n\n")
+    traffic = read_traffic(path)
+    assert [line.number for line in traffic.lines] == [4]
+    assert replay(traffic).summary.lines == 2
+
+
 # --- malformed files -------------------------------------------------------------------------
 
 CONFIG = json.dumps({"kind": "config", "key": "acct", "limit": 3})
@@ -331,13 +353,22 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     "unknown-kind": (CONFIG + '\n{"t": 0, "kind": "lunch"}\n', ':2: unknown kind "lunch"'),
     "unknown-field": (
         CONFIG + '\n{"t": 0, "kind": "evict", "why": 1}\n',
-        ":2: a evict line has no field 'why'",
+        ":2: an evict line has no field 'why'",
     ),
     "time-backwards": (
         CONFIG + "\n" + json.dumps(_request(500, "c", "g", 1)) + "\n" + REQUEST + "\n",
         ":3: time goes backwards (0 ms after 500 ms)",
     ),
-    "no-time": (CONFIG + '\n{"kind": "evict"}\n', ":2: t must be an integer >= 0"),
+    "no-time": (
+        CONFIG + '\n{"kind": "evict"}\n',
+        ":2: an evict line needs 't': its time in virtual milliseconds",
+    ),
+    "null-time": (CONFIG + '\n{"t": null, "kind": "evict"}\n', ":2: t must be an integer >= 0"),
+    "no-kind": (CONFIG + '\n{"t": 0}\n', ":2: a line needs 'kind': one of request, sync, round,"),
+    "no-limit": (CONFIG + '\n{"t": 0, "kind": "limit"}\n', ":2: a limit line needs 'limit': an integer >= 0"),
+    "no-key": (json.dumps({"kind": "config", "limit": 3}), ":1: config needs 'key': the holder's key"),
+    # Blank lines are skipped, and counted: the error names the line an editor shows.
+    "after-blank-lines": (CONFIG + "\n\n \t\n{not json\n", ":4: not JSON"),
     "float-time": (CONFIG + '\n{"t": 1.5, "kind": "evict"}\n', ":2: t must be an integer >= 0"),
     "malformed-body": (
         CONFIG + '\n{"t": 0, "kind": "request", "body": {"type": "request", "v": 1, "clientId": "c"}}\n',
@@ -421,7 +452,7 @@ def test_oversized_files_are_refused(
     path.write_text(CONFIG + "\n" + "\n".join(json.dumps({"t": i, "kind": "reclaim"}) for i in range(10)))
     monkeypatch.setattr(replay_module, "MAX_TRAFFIC_LINES", 5)
     assert main(["replay", str(path)]) == 2
-    assert "11 lines is more than the 5 replay reads" in capsys.readouterr().err
+    assert "11 lines (blank ones not counted); replay reads at most 5" in capsys.readouterr().err
     monkeypatch.setattr(replay_module, "MAX_TRAFFIC_BYTES", 100)
     assert main(["replay", str(path)]) == 2
     assert "larger than the 100 bytes a traffic file may hold" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import trio
 from trio._core import _run as trio_run
 
 from sim.runtime.kernel import Limits, Sim, run
-from sim.runtime.trace import Trace
+from sim.runtime.trace import Trace, TraceError, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -432,3 +432,29 @@ def test_a_run_makes_no_full_collection_and_restores_the_collectors_thresholds()
     assert result.outcome == "completed"
     assert full == []
     assert gc.get_threshold() == before
+
+
+# --- reading a trace back (docs/WIRE.md, "Reading a trace back") -------------------------------
+
+
+def test_a_trace_s_blank_lines_are_skipped_and_line_numbers_count_them(tmp_path: Path) -> None:
+    t = trace()
+    t.event(5, "tick", {})
+    path = tmp_path / "t.jsonl"
+    header, event = t.to_bytes().decode().splitlines()
+    path.write_text(f"\n{header}\n \t\r\n{event}\n\n")
+    assert read_trace(path) == (t.header, list(t.events()))
+    path.write_text(f"{header}\n\n\n{event}\n{{not json\n")
+    with pytest.raises(TraceError, match=r"t\.jsonl:5: not JSON"):
+        read_trace(path)
+    path.write_text(f'{header}\n\n{{"kind": "tick"}}\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl:3: an event needs an integer time"):
+        read_trace(path)
+
+
+def test_a_trace_reads_back_whatever_text_its_strings_hold(tmp_path: Path) -> None:
+    """Lines end at ``\\n`` only: U+2028 or a form feed in a name is part of its string."""
+    t = Trace(seed=0, config={"key": "a\u2028b\x0cc\x1cd"}, faults={})
+    t.event(1, "tick", {"who": "x\u2029y\x85z"})
+    t.write(tmp_path / "t.jsonl")
+    assert read_trace(tmp_path / "t.jsonl") == (t.header, list(t.events()))

@@ -72,6 +72,9 @@ INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
 #: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.
 DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
+#: The reference's known findings (docs/FINDINGS.md): what a violation may be attributed to, and
+#: what a run may tolerate (``run_world``'s ``tolerated``, a case file's ``tolerated``).
+KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
 #: ``progress`` fails when items wait while permits sit unused for this long.
 PROGRESS_WINDOW_MS: Final = 30_000
 

@@ -37,7 +37,8 @@ from sim.inputs.commands import (
     output_file,
 )
 
-#: The largest seed accepted on the command line (seeds feed ``random.Random``).
+#: The largest seed accepted on the command line: ``sim.inputs.validation.MAX_SEED``, the largest a
+#: run takes (not imported from there, so ``semsim --help`` loads neither attrs nor the core).
 MAX_SEED: Final = 2**63 - 1
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000

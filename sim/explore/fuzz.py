@@ -13,6 +13,7 @@ line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
 from __future__ import annotations
 
 import json
+import os
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -28,14 +29,14 @@ from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from sim.check.coverage import coverage, missing
+from sim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
 from sim.explore.strategies import Case, cases
-from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world
+from sim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
 from sim.inputs.files import InputError, parse_json, read_text
+from sim.inputs.validation import MAX_SEED, check_seed
 from sim.runtime.kernel import SCHEDULE
 from sim.world.faults import FaultPlan
 
-#: Findings of the faithful reference that a campaign on it expects and counts by name.
-KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
 #: Where failing cases are written unless told otherwise.
 DEFAULT_OUT: Final = Path("semsim-failures")
 CASE_FORMAT: Final = "semsim-case/1"
@@ -46,8 +47,8 @@ CASE_FORMAT: Final = "semsim-case/1"
 #: two minutes at most (docs/BENCHMARKS.md).
 SHRINK_BUDGET_EVENTS: Final = 1_000_000
 MAX_CASE_BYTES: Final = 1_000_000
-#: A case's seed feeds ``random.Random`` by string; the command line's bound.
-MAX_CASE_SEED: Final = 2**63 - 1
+#: A case's seed: any seed a run takes (``sim.inputs.validation.MAX_SEED``).
+MAX_CASE_SEED: Final = MAX_SEED
 
 
 @attrs.frozen
@@ -84,8 +85,11 @@ def run_case(
 ) -> tuple[RunReport, WorldRun | None]:
     """Run one case; an exception out of the model (an internal assertion) is a ``crash``.
 
-    ``full_checks``: the checker's debug mode (``run_world``'s), same verdict.
+    ``full_checks``: the checker's debug mode (``run_world``'s), same verdict. A seed or
+    ``tolerated`` that no run takes is refused here, not reported as the case's crash.
     """
+    check_seed(case.seed, "case.seed")
+    check_tolerated(tolerated)
     try:
         run = run_world(case.config, case.faults, case.seed, tolerated=tolerated, full_checks=full_checks)
     except Exception as error:  # a crash is a finding, reported with its message
@@ -176,12 +180,14 @@ def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None =
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
-def save_case(case: Case, tolerated: frozenset[str], path: Path, failure: RunReport | None = None) -> None:
-    """Write a case as JSON (see :func:`case_text`)."""
-    path.write_text(case_text(case, tolerated, failure), encoding="utf-8")
+def save_case(
+    case: Case, tolerated: frozenset[str], path: str | os.PathLike[str], failure: RunReport | None = None
+) -> None:
+    """Write a case as JSON (see :func:`case_text`) to ``path`` (a ``str`` or a path-like object)."""
+    Path(path).write_text(case_text(case, tolerated, failure), encoding="utf-8")
 
 
-def load_case(path: Path) -> tuple[Case, frozenset[str]]:
+def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
     """A case written by :func:`save_case` (or by hand) and the findings it tolerates."""
     try:
         text = read_text(path, MAX_CASE_BYTES, "a case file")
@@ -416,6 +422,9 @@ def campaign(
     """
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
+    check_seed(seed)
+    if tolerated is not None:
+        check_tolerated(tolerated)
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
     run = runner if runner is not None else _run_here
     result = Campaign()

@@ -18,13 +18,14 @@ import trio
 from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
-from sim.check.invariants import PROGRESS_WINDOW_MS, Monitor
+from sim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor
 from sim.inputs.validation import (
     array,
     boolean,
     build,
     check_int,
     check_number,
+    check_seed,
     fields_of,
     integer,
     js_int,
@@ -292,8 +293,15 @@ def run_world(
     every row and every client's storage rather than from what changed, and
     the incremental state is asserted to agree (the verdicts are the same;
     the run is slower, more so the more clients it has).
+
+    Arguments are checked before anything runs (:func:`check_run`): TypeError or ValueError
+    naming the argument and what it may be.
     """
-    check_plan(config, faults)
+    check_run(config, faults, seed, tolerated)
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a sim.runtime.kernel.Limits or None, got {limits!r}")
+    if not isinstance(full_checks, bool):
+        raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = SEMSIM_VERSION
     trace.header["schedule"] = SCHEDULE
@@ -313,6 +321,36 @@ def run_world(
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
     result = run(seed, main, trace, bound)
     return WorldRun(trace=trace, result=result, world=built[0])
+
+
+def check_run(config: object, faults: object, seed: object, tolerated: object = frozenset()) -> None:
+    """What :func:`run_world` checks before it runs: TypeError or ValueError naming the argument.
+
+    ``config`` a :class:`WorldConfig`; ``faults`` a :class:`~sim.world.faults.FaultPlan` that
+    fits it (:func:`check_plan`); ``seed`` an ``int`` in ``[0, MAX_SEED]`` (``1.0`` and ``True``
+    are not seed 1); ``tolerated`` a set or frozenset of known finding names (a string is not
+    one: ``"F4"`` is not ``{"F4"}``).
+    """
+    if not isinstance(config, WorldConfig):
+        raise TypeError(f"config must be a sim.harness.run.WorldConfig, got {config!r}")
+    if not isinstance(faults, FaultPlan):
+        raise TypeError(f"faults must be a sim.world.faults.FaultPlan (FaultPlan() for none), got {faults!r}")
+    check_seed(seed)
+    check_tolerated(tolerated)
+    check_plan(config, faults)
+
+
+def check_tolerated(tolerated: object, name: str = "tolerated") -> None:
+    """A set or frozenset of known finding names (docs/FINDINGS.md): TypeError or ValueError otherwise."""
+    known = ", ".join(sorted(KNOWN_FINDINGS))
+    if not isinstance(tolerated, set | frozenset):
+        raise TypeError(
+            f"{name} must be a set or frozenset of known finding names ({known}), "
+            f'e.g. frozenset({{"F4"}}), got {tolerated!r}'
+        )
+    strange = sorted((item for item in tolerated if item not in KNOWN_FINDINGS), key=repr)
+    if strange:
+        raise ValueError(f"{name} names {strange[0]!r}, not a known finding ({known})")
 
 
 def check_plan(config: WorldConfig, faults: FaultPlan) -> None:

@@ -36,7 +36,7 @@ class InputError(ValueError):
     """A file semsim was asked to read or write cannot be used; the message names it."""
 
 
-def read_text(path: Path, max_bytes: int, what: str) -> str:
+def read_text(path: str | os.PathLike[str], max_bytes: int, what: str) -> str:
     """The UTF-8 text of the regular file ``path``, refusing anything larger than ``max_bytes``.
 
     ``what`` names the kind of file in messages ("a case file", "a trace").
@@ -75,6 +75,24 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
         return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+
+
+#: JSON's whitespace (``str.strip()`` would also strip what a JSON parser refuses).
+_JSON_SPACE: Final = " \t\r"
+
+
+def json_lines(text: str) -> list[tuple[int, str]]:
+    """The lines of a JSON-lines file (a trace, a traffic file) with their line numbers, blank ones
+    left out.
+
+    Lines end at ``"\n"`` only: a JSON string may hold U+2028 or a form feed, which
+    ``str.splitlines()`` would split at (traces are written UTF-8, not ASCII-escaped). A line
+    holding only JSON whitespace is blank and skipped; numbers count every line of the file,
+    blank ones included, so a message's ``path:line`` is where an editor puts it.
+    """
+    return [
+        (number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip(_JSON_SPACE)
+    ]
 
 
 def parse_json(text: str) -> Any:

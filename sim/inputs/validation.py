@@ -31,6 +31,9 @@ MAX_TIME_MS: Final = 7 * 24 * 3_600_000
 #: The longest name (a key, a group, an object) and the most entries in a list.
 MAX_NAME_CHARS: Final = 200
 MAX_LIST: Final = 10_000
+#: The largest seed a run takes (seeds feed ``random.Random`` by string): the bound case files
+#: and ``--seed`` state (docs/WIRE.md, "Case files").
+MAX_SEED: Final = 2**63 - 1
 
 
 def js_int(value: object) -> object:
@@ -47,6 +50,18 @@ def check_int(name: str, value: object, low: int = 0, high: int = MAX_SAFE_INTEG
         raise ValueError(f"{name} must be {shown}, got {value!r}")
     if value > high:
         raise ValueError(f"{name} must be at most {high}, got {value!r}")
+
+
+def check_seed(value: object, name: str = "seed") -> None:
+    """A run's seed: an ``int`` in ``[0, MAX_SEED]``.
+
+    Unlike the settings above, ``1.0`` and ``True`` are not seeds: the seed names the run's random
+    streams by its text, so each would give a run of its own, not seed 1's.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer in [0, {MAX_SEED}], got {value!r}")
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}], got {value!r}")
 
 
 def check_number(name: str, value: object, low: float, high: float) -> None:

@@ -33,7 +33,8 @@ now), ``limit`` (``limit``), ``groupLimit`` (``group``, ``limit`` or null),
 ``evict``. With ``schedule: auto`` rounds are batched as the holder object
 batches them and the alarm reclaims at every claim deadline; with
 ``explicit`` only ``round``/``reclaim`` lines run them (what a recording
-uses, since it knows when they ran).
+uses, since it knows when they ran). Blank lines are skipped, as in a trace
+(``sim.inputs.files.json_lines``); messages' line numbers count them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -66,7 +68,7 @@ from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
 from sim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
 from sim.check.invariants import ceiling_rule, group_ceiling_rule
-from sim.inputs.files import InputError, parse_json, read_text
+from sim.inputs.files import InputError, json_lines, parse_json, read_text
 
 if TYPE_CHECKING:
     from sim.harness.run import WorldRun
@@ -303,7 +305,9 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
     unknown = sorted(set(record) - _CONFIG_FIELDS)
     if unknown:
         raise ValueError(f"config: unknown field {unknown[0]!r} (known: {', '.join(sorted(_CONFIG_FIELDS))})")
-    key = record.get("key")
+    if "key" not in record:
+        raise ValueError("config needs 'key': the holder's key, a non-empty string")
+    key = record["key"]
     if not isinstance(key, str) or not key:
         raise ValueError(f"config.key must be a non-empty string, got {json.dumps(key)}")
     if "limit" not in record:
@@ -340,30 +344,38 @@ def _config(record: Mapping[str, Any]) -> TrafficConfig:
 
 
 def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> TrafficLine:
-    kind = record.get("kind")
+    if "kind" not in record:
+        raise ValueError(f"a line needs 'kind': one of {', '.join(LINE_KINDS)}")
+    kind = record["kind"]
     if kind == "config":
         raise ValueError("only the first line is a config line")
     if not isinstance(kind, str) or kind not in _LINE_FIELDS:
         raise ValueError(f"unknown kind {json.dumps(kind)} (known: {', '.join(LINE_KINDS)})")
+    a_kind = f"{_article(kind)} {kind} line"
     unknown = sorted(set(record) - {"t", "kind"} - _LINE_FIELDS[kind])
     if unknown:
-        raise ValueError(f"a {kind} line has no field {unknown[0]!r}")
-    t_ms = _safe_int(record.get("t"), "t")
+        raise ValueError(f"{a_kind} has no field {unknown[0]!r}")
+    if "t" not in record:
+        raise ValueError(
+            f"{a_kind} needs 't': its time in virtual milliseconds, an integer >= 0 and at most "
+            f"{MAX_SAFE_INTEGER}"
+        )
+    t_ms = _safe_int(record["t"], "t")
     if kind == "round" and schedule != "explicit":
         raise ValueError(
             'round lines need "schedule": "explicit" in the config (auto schedules rounds itself)'
         )
     if kind in ("request", "sync"):
         if "body" not in record:
-            raise ValueError(f"a {kind} line needs a 'body': the wire message")
+            raise ValueError(f"{a_kind} needs a 'body': the wire message")
         message = parse_request(record["body"])
         if (kind == "request") != isinstance(message, PermitRequest):
-            raise ValueError(
-                f"a {kind} line's body must be a wire {kind}, got type {record['body']['type']!r}"
-            )
+            raise ValueError(f"{a_kind}'s body must be a wire {kind}, got type {record['body']['type']!r}")
         return TrafficLine(number, t_ms, kind, message=message)
     if kind == "limit":
-        return TrafficLine(number, t_ms, kind, limit=_safe_int(record.get("limit"), "limit"))
+        if "limit" not in record:
+            raise ValueError(f"a limit line needs 'limit': an integer >= 0 and at most {MAX_SAFE_INTEGER}")
+        return TrafficLine(number, t_ms, kind, limit=_safe_int(record["limit"], "limit"))
     if kind == "groupLimit":
         group = record.get("group")
         if not isinstance(group, str):
@@ -379,26 +391,25 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
     return TrafficLine(number, t_ms, kind)
 
 
-#: JSON's whitespace (str.strip() would also strip what a JSON parser refuses).
-_JSON_SPACE: Final = " \t\r"
-
-
-def read_traffic(path: Path) -> Traffic:
+def read_traffic(path: str | os.PathLike[str]) -> Traffic:
     """Parse and validate a whole traffic file; raises TrafficError naming the file and line."""
+    path = Path(path)
     try:
         # Refuses devices, pipes and directories unread, and stops reading past the bound
         # (``st_size`` is 0 for ``/dev/zero``, which once grew replay to 13 GB).
         text = read_text(path, MAX_TRAFFIC_BYTES, "a traffic file")
     except InputError as error:
         raise TrafficError(str(error)) from None
-    # JSON lines end at "\n" only: a string may hold U+2028 or a form feed, which splitlines() splits at.
-    numbered = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip(_JSON_SPACE)]
+    numbered = json_lines(text)  # blank lines skipped, as in a trace; numbers count every line
     if not numbered:
         raise TrafficError(
             f'{path}: empty: a traffic file starts with a config line ({{"kind": "config", ...}})'
         )
     if len(numbered) > MAX_TRAFFIC_LINES:
-        raise TrafficError(f"{path}: {len(numbered)} lines is more than the {MAX_TRAFFIC_LINES} replay reads")
+        raise TrafficError(
+            f"{path}: {len(numbered)} lines (blank ones not counted); "
+            f"replay reads at most {MAX_TRAFFIC_LINES}"
+        )
     config: TrafficConfig | None = None
     lines: list[TrafficLine] = []
     last_t, last_number = 0, 1
@@ -488,6 +499,11 @@ class ReplayResult:
     #: The holder's grant and lease rows at the end, oldest first.
     grants: tuple[GrantRow, ...] = ()
     leases: tuple[LeaseRow, ...] = ()
+
+
+def _article(word: str) -> str:
+    """``a`` or ``an`` before ``word`` (a line's kind: ``an evict line``, ``a request line``)."""
+    return "an" if word[:1].lower() in ("a", "e", "i", "o", "u") else "a"
 
 
 def _plural(n: int, noun: str) -> str:
@@ -670,7 +686,7 @@ class _Replayer:
         events = self.holder.reclaim_expired(t_ms)
         self.counts["reclaim_passes"] += 1
         self.counts["reclaimed_permits"] += sum(event.permits for event in events)
-        self._check(t_ms, where, f"{what} reclaimed {sum(e.permits for e in events)} permits")
+        self._check(t_ms, where, f"{what} reclaimed {_plural(sum(e.permits for e in events), 'permit')}")
 
     def _evict(self, t_ms: int, number: int) -> None:
         """The instance goes: requests waiting for a round fail, the schedule and ``contended`` go."""
@@ -840,14 +856,15 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
         return ", ".join(f"{n} {name}" for name, n in pairs) or "none"
 
     lines = [
-        f"replayed {path}: {s.lines} lines for key {s.key!r}, t={s.first_ms}..{s.last_ms} ms",
+        f"replayed {path}: {_plural(s.lines, 'line')} for key {s.key!r}, t={s.first_ms}..{s.last_ms} ms",
         f"  requests {s.requests}, syncs {s.syncs}, rounds {s.rounds}, reclaim passes {s.reclaim_passes}, "
-        f"evictions {s.evictions} ({s.requests_lost} waiting requests lost), limit changes {s.limit_changes}",
+        f"evictions {s.evictions} ({_plural(s.requests_lost, 'waiting request')} lost), "
+        f"limit changes {s.limit_changes}",
         f"  grants {s.grants} ({_plural(s.granted_permits, 'permit')}), "
         f"leases {s.leases} ({_plural(s.leased_permits, 'permit')}), "
         f"reclaimed {_plural(s.reclaimed_permits, 'unclaimed permit')}",
         f"  report results: {counted(s.report_results)}; blocked: {counted(s.blocked)}",
-        f"  peak usage {s.peak_usage} permits ({s.peak_granted} granted + {s.peak_leased} leased) "
+        f"  peak usage {_plural(s.peak_usage, 'permit')} ({s.peak_granted} granted + {s.peak_leased} leased) "
         f"at t={s.peak_at_ms} ms; at the end {s.final_granted} granted + {s.final_leased} leased",
     ]
     if not result.violations:
@@ -1145,10 +1162,13 @@ def _lease_record(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def write_traffic(records: Iterable[Mapping[str, Any]], path: Path) -> None:
-    """One compact JSON object per line, fields in recorded order (diff-friendly, deterministic)."""
+def write_traffic(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """One compact JSON object per line, fields in recorded order (diff-friendly, deterministic).
+
+    ``path``: a ``str`` or a path-like object.
+    """
     text = "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records)
-    path.write_text(text, encoding="utf-8")
+    Path(path).write_text(text, encoding="utf-8")
 
 
 # --- the shipped example ------------------------------------------------------------------

@@ -38,6 +38,7 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
+from sim.inputs.validation import check_seed
 from sim.runtime.timers import Entry, Signal, Tie, Timers
 from sim.runtime.trace import Trace
 
@@ -284,7 +285,12 @@ def run(
     trace: Trace,
     limits: Limits = Limits(),
 ) -> RunResult:
-    """Run ``main`` under the virtual clock with Trio's scheduling seeded by ``seed``."""
+    """Run ``main`` under the virtual clock with Trio's scheduling seeded by ``seed``.
+
+    ``seed``: an integer in ``[0, MAX_SEED]`` (``sim.inputs.validation``); anything else is
+    refused before the run starts.
+    """
+    check_seed(seed)
     sim = Sim(seed, trace, limits)
     result: list[RunResult] = []
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from sim.inputs.files import InputError, parse_json, read_text
+from sim.inputs.files import InputError, json_lines, parse_json, read_text
 
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.
@@ -68,21 +69,22 @@ class Trace:
     def digest(self) -> str:
         return hashlib.sha256(self.to_bytes()).hexdigest()
 
-    def write(self, path: Path) -> None:
-        path.write_bytes(self.to_bytes())
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace's bytes to ``path`` (a ``str`` or a path-like object)."""
+        Path(path).write_bytes(self.to_bytes())
 
 
-def read_trace(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A trace file's header and events; raises TraceError naming the line that is wrong."""
     try:
         text = read_text(path, MAX_TRACE_BYTES, "a trace")
     except InputError as error:
         raise TraceError(str(error)) from None
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = json_lines(text)
     if not lines:
         raise TraceError(f"{path}: empty: a trace starts with a header line")
     records = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in lines:
         try:
             record = parse_json(line)
         except InputError as error:
@@ -91,13 +93,14 @@ def read_trace(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise TraceError(f"{path}:{number}: each line must be a JSON object")
         records.append(record)
     header, events = records[0], records[1:]
+    first = lines[0][0]
     if header.get("kind") != "header":
-        raise TraceError(f'{path}:1: the first line must be the header ({{"kind": "header", ...}})')
+        raise TraceError(f'{path}:{first}: the first line must be the header ({{"kind": "header", ...}})')
     if header.get("version") != TRACE_VERSION:
         raise TraceError(
-            f"{path}:1: trace version {header.get('version')!r}; this semsim reads {TRACE_VERSION}"
+            f"{path}:{first}: trace version {header.get('version')!r}; this semsim reads {TRACE_VERSION}"
         )
-    for number, event in enumerate(events, start=2):
+    for (number, _), event in zip(lines[1:], events, strict=True):
         t, kind = event.get("t"), event.get("kind")
         if isinstance(t, bool) or not isinstance(t, int) or t < 0:
             raise TraceError(f"{path}:{number}: an event needs an integer time 't' >= 0")
