@@ -709,3 +709,9 @@ def test_a_campaign_draws_the_same_cases_whatever_modules_are_loaded() -> None:
     }
     assert outputs["none"] == outputs["all"]
     assert outputs["none"].startswith("25 ")
+
+
+def test_counts_in_messages_agree_with_their_number() -> None:
+    from sim.inputs.commands import plural
+
+    assert [plural(n, "plan step") for n in (0, 1, 2)] == ["0 plan steps", "1 plan step", "2 plan steps"]

@@ -64,6 +64,7 @@ from sim.inputs.commands import (
     distinct_files,
     output_dir,
     output_file,
+    plural,
     wall_clock,
 )
 from sim.runtime.kernel import SCHEDULE
@@ -201,16 +202,20 @@ def _report_violation(failure: RunReport, result: Campaign, named: Mapping[Case,
     if scenario is not None:
         # Hypothesis runs explicit examples as they are: a named scenario's case is never shrunk.
         print(
-            f"in the named scenario {scenario} ({steps} plan steps, run as it is: named scenarios are "
-            f"not shrunk; `semsim run {scenario}` tells its story)"
+            f"in the named scenario {scenario} ({plural(steps, 'plan step')}, run as it is: named "
+            f"scenarios are not shrunk; `semsim run {scenario}` tells its story)"
         )
     elif result.shrink_cut_short:
         print(
-            f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs; shrinking was cut "
+            f"shrunk to {plural(steps, 'plan step')} after {plural(result.shrink_runs, 'shrink run')}; "
+            "shrinking was cut "
             "short (its budget ran out, or it was interrupted), so a smaller case may exist"
         )
     else:
-        print(f"shrunk to {steps} plan steps after {result.shrink_runs} shrink runs (shrinking finished)")
+        print(
+            f"shrunk to {plural(steps, 'plan step')} after {plural(result.shrink_runs, 'shrink run')} "
+            "(shrinking finished)"
+        )
 
 
 def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
@@ -351,7 +356,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
     print(
-        f"replayed {args.replay}: seed {case.seed}, {case_length(case)} plan steps{on}, "
+        f"replayed {args.replay}: seed {case.seed}, {plural(case_length(case), 'plan step')}{on}, "
         f"outcome {report.outcome}"
     )
     if args.trace is not None:

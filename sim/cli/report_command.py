@@ -31,7 +31,7 @@ import attrs
 
 from sim.check.coverage import EXPECTED
 from sim.explore.results import ResultsError, Summary, check_distinct, merge, open_db, read_db, summary
-from sim.inputs.commands import EXIT_OK, UsageError, output_dir
+from sim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -117,7 +117,7 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
         for failure in found.failures:
             print(
                 f"  #{failure.campaign_id} {failure.failure_name} (campaign seed {failure.seed}, "
-                f"{failure.steps} plan steps): {failure.detail}",
+                f"{plural(failure.steps, 'plan step')}): {failure.detail}",
                 file=out,
             )
             print(f"    {_replay(failure.replay, written.get(failure.campaign_id))}", file=out)

@@ -65,6 +65,11 @@ def output_file(path: Path, option: str, image: bool = False) -> Path:
         raise UsageError(str(error)) from None
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 run``, ``2 runs``: a count and its noun, as a sentence needs them."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file: the same path once resolved, or one file under two names."""
     if a.resolve() == b.resolve():

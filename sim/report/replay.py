@@ -68,6 +68,7 @@ from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
 from sim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
 from sim.check.invariants import ceiling_rule, group_ceiling_rule
+from sim.inputs.commands import plural
 from sim.inputs.files import InputError, json_lines, parse_json, read_text
 
 if TYPE_CHECKING:
@@ -506,10 +507,6 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in ("a", "e", "i", "o", "u") else "a"
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _line_list(numbers: Sequence[int]) -> str:
     if len(numbers) == 1:
         return str(numbers[0])
@@ -667,7 +664,7 @@ class _Replayer:
         numbers = tuple(line.number for line, _ in pending)
         if explicit_line is not None:
             numbers += (explicit_line,)
-        self._check(t_ms, numbers, f"a round of {_plural(len(pending), 'request')}")
+        self._check(t_ms, numbers, f"a round of {plural(len(pending), 'request')}")
         leases_after = {row[0]: tuple(row) for row in self.conn.execute(_LEASE_ROWS)}
         self.allocation.committed(
             self.config.key,
@@ -680,13 +677,13 @@ class _Replayer:
         for name, detail in self.allocation.round(
             self.config.key, self.config.leases, self.config.fixes, requests, outcome.replies, t_ms
         ):
-            self._fail(name, t_ms, numbers, f"a round of {_plural(len(pending), 'request')}", detail)
+            self._fail(name, t_ms, numbers, f"a round of {plural(len(pending), 'request')}", detail)
 
     def _reclaim(self, t_ms: int, where: tuple[int, ...], what: str) -> None:
         events = self.holder.reclaim_expired(t_ms)
         self.counts["reclaim_passes"] += 1
         self.counts["reclaimed_permits"] += sum(event.permits for event in events)
-        self._check(t_ms, where, f"{what} reclaimed {_plural(sum(e.permits for e in events), 'permit')}")
+        self._check(t_ms, where, f"{what} reclaimed {plural(sum(e.permits for e in events), 'permit')}")
 
     def _evict(self, t_ms: int, number: int) -> None:
         """The instance goes: requests waiting for a round fail, the schedule and ``contended`` go."""
@@ -856,15 +853,15 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
         return ", ".join(f"{n} {name}" for name, n in pairs) or "none"
 
     lines = [
-        f"replayed {path}: {_plural(s.lines, 'line')} for key {s.key!r}, t={s.first_ms}..{s.last_ms} ms",
+        f"replayed {path}: {plural(s.lines, 'line')} for key {s.key!r}, t={s.first_ms}..{s.last_ms} ms",
         f"  requests {s.requests}, syncs {s.syncs}, rounds {s.rounds}, reclaim passes {s.reclaim_passes}, "
-        f"evictions {s.evictions} ({_plural(s.requests_lost, 'waiting request')} lost), "
+        f"evictions {s.evictions} ({plural(s.requests_lost, 'waiting request')} lost), "
         f"limit changes {s.limit_changes}",
-        f"  grants {s.grants} ({_plural(s.granted_permits, 'permit')}), "
-        f"leases {s.leases} ({_plural(s.leased_permits, 'permit')}), "
-        f"reclaimed {_plural(s.reclaimed_permits, 'unclaimed permit')}",
+        f"  grants {s.grants} ({plural(s.granted_permits, 'permit')}), "
+        f"leases {s.leases} ({plural(s.leased_permits, 'permit')}), "
+        f"reclaimed {plural(s.reclaimed_permits, 'unclaimed permit')}",
         f"  report results: {counted(s.report_results)}; blocked: {counted(s.blocked)}",
-        f"  peak usage {_plural(s.peak_usage, 'permit')} ({s.peak_granted} granted + {s.peak_leased} leased) "
+        f"  peak usage {plural(s.peak_usage, 'permit')} ({s.peak_granted} granted + {s.peak_leased} leased) "
         f"at t={s.peak_at_ms} ms; at the end {s.final_granted} granted + {s.final_leased} leased",
     ]
     if not result.violations:
@@ -877,7 +874,7 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
         v.invariant if v.finding is None else f"{v.invariant} (finding {v.finding})"
         for v in result.violations
     )
-    lines.append(f"{_plural(len(result.violations), 'violation')}: {counted(sorted(by_name.items()))}")
+    lines.append(f"{plural(len(result.violations), 'violation')}: {counted(sorted(by_name.items()))}")
     for violation in result.violations[:MAX_PRINTED_VIOLATIONS]:
         lines.append(violation.describe(path))
     if len(result.violations) > MAX_PRINTED_VIOLATIONS:
