@@ -146,3 +146,38 @@ def test_traces_traffic_and_cases_take_str_paths(tmp_path: Path, monkeypatch: py
     assert read_traffic("traffic.jsonl").config.key == CONFIG.workload.keys[0]
     save_case(Case(CONFIG, FaultPlan(), 1), frozenset({"F4"}), "case.json")
     assert load_case("case.json") == (Case(CONFIG, FaultPlan(), 1), frozenset({"F4"}))
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: WorldConfig(holder=None),  # type: ignore[arg-type]
+            "holder must be a HolderSpec, got None",
+        ),
+        (
+            lambda: WorldConfig(workload={"clients": 2}),  # type: ignore[arg-type]
+            "workload must be a Workload, got {'clients': 2}",
+        ),
+        (
+            lambda: WorldConfig(client=3),  # type: ignore[arg-type]
+            "client must be a ClientSettings, got 3",
+        ),
+        (
+            lambda: WorldConfig(operations="yes"),  # type: ignore[arg-type]
+            "operations must be an OperationsSpec, got 'yes'",
+        ),
+        (lambda: harness.HolderSpec(fixes={"a"}), "fixes must be a tuple, got {'a'}"),
+    ],
+)
+def test_a_world_config_of_the_wrong_parts_is_one_readable_line(build: Any, message: str) -> None:
+    # attrs' own instance_of check put its whole Attribute(...) in the message.
+    with pytest.raises(TypeError) as caught:
+        build()
+    assert str(caught.value) == message
+
+
+def test_a_holder_spec_takes_its_fixes_as_a_list_too() -> None:
+    # As Workload's keys and the fault plan's lists do; the order given is kept.
+    spec = harness.HolderSpec(fixes=["under-shares-the-limit", "group-ceiling-counts-leases"])
+    assert spec.fixes == ("under-shares-the-limit", "group-ceiling-counts-leases")

@@ -27,9 +27,12 @@ from sim.inputs.validation import (
     check_number,
     check_seed,
     fields_of,
+    instance,
     integer,
     js_int,
+    list_as_tuple,
     one_of,
+    optional,
     time_ms,
 )
 from sim.runtime.durable import DurableObject, Factory
@@ -125,7 +128,7 @@ class HolderSpec:
     round_period_ms: int = attrs.field(default=2_000, converter=js_int)
     grant_timeout_ms: int = attrs.field(default=10_000, converter=js_int)
     leases: LeaseSpec | None = attrs.field(default=LeaseSpec(), validator=_lease_spec)
-    fixes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+    fixes: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=instance(tuple))
     #: The engine's bounds (seed 002's ``alarmMinDelayMs``): checked here so a case file says so.
     alarm_min_delay_ms: int = attrs.field(
         default=MAX_ALARM_DELAY_MS,
@@ -167,11 +170,9 @@ class HolderSpec:
 
 @attrs.frozen
 class WorldConfig:
-    holder: HolderSpec = attrs.field(factory=HolderSpec, validator=attrs.validators.instance_of(HolderSpec))
-    workload: Workload = attrs.field(factory=Workload, validator=attrs.validators.instance_of(Workload))
-    client: ClientSettings = attrs.field(
-        factory=ClientSettings, validator=attrs.validators.instance_of(ClientSettings)
-    )
+    holder: HolderSpec = attrs.field(factory=HolderSpec, validator=instance(HolderSpec))
+    workload: Workload = attrs.field(factory=Workload, validator=instance(Workload))
+    client: ClientSettings = attrs.field(factory=ClientSettings, validator=instance(ClientSettings))
     #: How long the story lasts: arrivals stop here, and so do faults the plan does not stop
     #: sooner. The run goes on past it until it settles, for liveness (see ``run_world``).
     duration_ms: int = attrs.field(default=3_600_000, converter=js_int, validator=time_ms(1))
@@ -181,7 +182,7 @@ class WorldConfig:
     #: The account-concurrency world (seed 000's example): admitted items run as durable
     #: operations calling the external API. None: they run on the job service.
     operations: OperationsSpec | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(OperationsSpec))
+        default=None, validator=optional(instance(OperationsSpec))
     )
 
     def __attrs_post_init__(self) -> None:

@@ -120,6 +120,25 @@ def time_ms(low: int = 0) -> Validator:
     return integer(low, MAX_TIME_MS)
 
 
+def instance(cls: type) -> Validator:
+    """The value is a ``cls``; if not, a one-line TypeError naming the field.
+
+    (attrs' own ``instance_of`` puts its whole ``Attribute`` in the message.)
+    """
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, cls):
+            article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+            raise TypeError(f"{attribute.name} must be {article} {cls.__name__}, got {value!r}")
+
+    return check
+
+
+def list_as_tuple(value: Any) -> Any:
+    """A list (a JSON array, or a caller's list) becomes a tuple; anything else is left for the check."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def optional(validator: Validator) -> Validator:
     def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None:

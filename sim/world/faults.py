@@ -26,6 +26,7 @@ from sim.inputs.validation import (
     fields_of,
     integer,
     js_int,
+    list_as_tuple,
     named,
     one_of,
     optional,
@@ -172,11 +173,6 @@ class Cancel:
     count: int = attrs.field(default=1, converter=js_int, validator=integer(1, 10_000))
 
 
-def _as_tuple(value: Any) -> Any:
-    """A JSON array read from a case file becomes a tuple; anything else is left for the check."""
-    return tuple(value) if isinstance(value, list) else value
-
-
 def _lies(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     check_list(f"faults.{attribute.name}", value)
     for index, lie in enumerate(value):
@@ -214,7 +210,7 @@ class FaultPlan:
     #: A forging client (``sim.world.forger``) sends reports that lie with this probability (0: none).
     forged_reports: float = 0.0
     #: The lies the forger tells (empty: every one of ``FORGED_LIES``).
-    forged_lies: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple, validator=_lies)
+    forged_lies: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=_lies)
     #: The operator's changes during the run.
     limit_changes: tuple[LimitChange, ...] = ()
     group_limit_changes: tuple[GroupLimitChange, ...] = ()
