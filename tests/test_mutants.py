@@ -7,6 +7,7 @@ quiet on the reference, in a short scripted world.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -16,13 +17,13 @@ import attrs
 import pytest
 
 import sim.check.lockstep
-import sim.explore.mutant_plugin
+import sim.explore.mutant_layers
 import sim.explore.mutants
 from scenarios import SCENARIOS
 from sim.cli.main import main
 from sim.explore.fuzz import Campaign
 from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.explore.mutant_plugin import NOT_RUN, SURVIVED, LayerVerdict
+from sim.explore.mutant_layers import NOT_RUN, SURVIVED, LayerVerdict
 from sim.explore.mutants import FuzzResult, MutantResult
 from sim.harness.run import HolderSpec, WorldConfig, run_world
 from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError
@@ -139,7 +140,7 @@ def test_the_plugin_applies_a_mutant_for_the_whole_session_and_refuses_an_unknow
         "tests/test_mutant_catalog.py::"
         "test_the_mutant_changes_what_it_claims_and_the_original_comes_back[limit-off-by-one]"
     ]
-    root = sim.explore.mutant_plugin.ROOT
+    root = sim.explore.mutant_layers.ROOT
     # The catalog's own test pins the faithful behaviour outside a patch block: under a
     # session-wide mutant it must fail, and it passes without one.
     assert subprocess.run([*base, *target], cwd=root, capture_output=True, check=False).returncode == 0
@@ -155,18 +156,60 @@ def test_the_plugin_applies_a_mutant_for_the_whole_session_and_refuses_an_unknow
     assert "unknown mutant 'no-such-mutant'" in unknown.stderr
 
 
+def test_the_pytest_layers_say_what_they_lack_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A pytest that cannot start exits 1 too: without this check it would look like a kill.
+    monkeypatch.setattr(sim.explore.mutant_layers, "ROOT", tmp_path)  # an install without tests/
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "unit"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "the unit and state-machine layers run the repository's tests" in err
+    assert "--layers scenarios,fuzz" in err
+    monkeypatch.undo()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "pytest_trio" else real(name)
+    )
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "state-machine"]) == EXIT_USAGE
+    assert (
+        "the unit and state-machine layers need pytest_trio: pip install -e '.[test]'"
+        in capsys.readouterr().err
+    )
+
+
+def test_semsim_mutants_runs_without_pytest_installed() -> None:
+    # pytest is the test extra's, not a dependency: only the plugin needs it. A process in
+    # which it cannot be imported still loads the command and says what the layers lack.
+    script = (
+        "import sys, importlib.abc\n"
+        "class Absent(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pytest', '_pytest', 'pytest_trio'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "import importlib.util\n"
+        "importlib.util.find_spec = lambda name: None if name in ('pytest', 'pytest_trio') else 1\n"
+        "import sim.cli.main, sim.explore.mutants\n"
+        "from sim.explore.mutant_layers import pytest_layers_missing\n"
+        "print(pytest_layers_missing())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    need = "the unit and state-machine layers need pytest and pytest_trio: pip install -e '.[test]'"
+    assert out.strip() == f"{need} in the clone"
+
+
 def test_a_pytest_layer_names_the_first_failing_test_or_survives(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sim.explore.mutant_plugin.PYTEST_LAYERS, "unit", ("tests/test_holder.py",))
-    killed = sim.explore.mutant_plugin.run_pytest_layer("limit-off-by-one", "unit")
+    monkeypatch.setitem(sim.explore.mutant_layers.PYTEST_LAYERS, "unit", ("tests/test_holder.py",))
+    killed = sim.explore.mutant_layers.run_pytest_layer("limit-off-by-one", "unit")
     assert killed.status == "killed"
     assert killed.caught_by is not None
     assert killed.caught_by.startswith("test_holder.py::")
     # The engine is not the holder's: test_holder.py cannot see this one.
-    assert sim.explore.mutant_plugin.run_pytest_layer("engine-pushes-alarm-later", "unit") == SURVIVED
+    assert sim.explore.mutant_layers.run_pytest_layer("engine-pushes-alarm-later", "unit") == SURVIVED
 
 
 def test_a_pytest_layer_over_its_cpu_budget_is_timed_out_not_waited_on() -> None:
-    verdict = sim.explore.mutant_plugin.run_pytest_layer("limit-off-by-one", "state-machine", cpu_budget_s=1)
+    verdict = sim.explore.mutant_layers.run_pytest_layer("limit-off-by-one", "state-machine", cpu_budget_s=1)
     assert verdict == LayerVerdict("timed out")
 
 
@@ -174,9 +217,9 @@ def test_the_scenarios_layer_names_the_scenario_whose_outcome_fails(monkeypatch:
     import scenarios
 
     monkeypatch.setattr(scenarios, "SCENARIOS", {"late-claim-expired": SCENARIOS["late-claim-expired"]})
-    killed = sim.explore.mutant_plugin.run_scenarios_layer("claim-window-not-enforced")
+    killed = sim.explore.mutant_layers.run_scenarios_layer("claim-window-not-enforced")
     assert killed == LayerVerdict("killed", "late-claim-expired")
-    assert sim.explore.mutant_plugin.run_scenarios_layer("parse-accepts-negative-counts") == SURVIVED
+    assert sim.explore.mutant_layers.run_scenarios_layer("parse-accepts-negative-counts") == SURVIVED
 
 
 def test_workers_give_the_verdicts_of_a_serial_run_in_catalog_order(
@@ -310,7 +353,7 @@ def _as_in_the_committed_table() -> list[MutantResult]:
 def test_the_committed_table_reads_back_as_one_verdict_per_catalogued_mutant_and_layer() -> None:
     table = sim.explore.mutants.read_table(sim.explore.mutants.COMMITTED_TABLE)
     assert list(table) == [m.name for m in MUTANTS]
-    assert all(list(verdicts) == list(sim.explore.mutant_plugin.LAYERS) for verdicts in table.values())
+    assert all(list(verdicts) == list(sim.explore.mutant_layers.LAYERS) for verdicts in table.values())
     assert str(table["limit-off-by-one"]["fuzz"]) == "killed by exact_accounting"
 
 

@@ -50,13 +50,14 @@ from scenarios import fuzz_examples
 from semaphore_core.fixes import ALL_FIXES
 from sim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length
 from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.explore.mutant_plugin import (
+from sim.explore.mutant_layers import (
     DEFAULT_CPU_BUDGET_S,
     LAYERS,
     NOT_RUN,
     PYTEST_LAYERS,
     SURVIVED,
     LayerVerdict,
+    pytest_layers_missing,
     run_pytest_layer,
     run_scenarios_layer,
 )
@@ -550,6 +551,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
             expected = read_table(table)
         except (InputError, TableError) as error:
             raise UsageError(f"expected table: {error}") from None
+    if any(layer in PYTEST_LAYERS for layer in layers):
+        missing = pytest_layers_missing()
+        if missing is not None:  # a pytest that cannot start would look like a kill
+            raise UsageError(f"{missing}; or leave those layers out (--layers scenarios,fuzz)")
     # Every pytest layer must pass on the clean code first: a layer that fails anyway
     # (a stale doc, a broken test) would "kill" every mutant and report nothing.
     for layer in layers:
