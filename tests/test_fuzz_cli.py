@@ -576,6 +576,23 @@ def test_a_closed_output_pipe_ends_quietly() -> None:
     assert err == ""
 
 
+def test_a_reader_that_goes_away_does_not_cost_the_campaign_its_record(tmp_path: Path) -> None:
+    # `semsim fuzz | head -1`: the summary's first write past the header fails, after the runs.
+    db = tmp_path / "r.sqlite"
+    process = subprocess.Popen(
+        _semsim("fuzz", "--runs", "1", "--workers", "1", "--quiet", "--db", str(db)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith(b"semsim fuzz: ")
+    process.stdout.close()  # head -1 has its line and goes
+    assert process.wait(timeout=300) == EXIT_BROKEN_PIPE
+    report = subprocess.run(_semsim("report", str(db)), cwd=ROOT, capture_output=True, text=True, check=True)
+    assert ": passed, " in report.stdout, report.stdout  # a verdict, not "unfinished"
+
+
 def test_a_closed_or_full_standard_output_gives_no_traceback() -> None:
     closed = subprocess.run(
         [

@@ -140,7 +140,7 @@ def test_merge_copies_other_machines_campaigns_once(
     capsys.readouterr()
     assert main(["report", str(here), "--merge", str(there)]) == EXIT_OK
     merged = capsys.readouterr()
-    assert "merged 1 campaigns from 1 files" in merged.err
+    assert "merged 1 campaign from 1 file" in merged.err
     assert merged.out.startswith("campaigns: 2, ")
     runs_there = _rows(there, "SELECT case_json, outcome, coverage FROM runs ORDER BY idx")
     assert _rows(

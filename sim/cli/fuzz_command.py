@@ -147,24 +147,30 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                     raise
                 result = attrs.evolve(progress.state, interrupted=True)  # a second Ctrl-C, mid-run
         progress.done()
-        print_summary(result, wall_clock() - started)
         failure = result.failure
+        if failure is not None:
+            path = out_dir / f"case-{seed}-{failure.failure_name}.json"
+            case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
+            replay = f"semsim fuzz --replay {case} --trace {trace}"
+        # The verdict is recorded before anything is printed: a reader that goes away
+        # (`| head`) ends the command at its next write, and must not cost the record.
+        if recorder is not None:
+            if failure is None:
+                recorder.finish(result)
+            else:
+                recorder.finish(result, case_text(failure.case, tolerated, failure), replay)
+        print_summary(result, wall_clock() - started)
         if failure is None:
             if recorder is not None:
-                recorder.finish(result)
                 print(f"recorded in {db_path}")
             if result.interrupted:
                 print(f"\ninterrupted after {result.runs} of {total} runs: no violation so far")
                 return EXIT_INTERRUPTED
             return EXIT_OK
-        path = out_dir / f"case-{seed}-{failure.failure_name}.json"
         _report_violation(failure, result, named=dict(zip(examples, SCENARIOS, strict=True)))
-        case, trace = shlex.quote(str(path)), shlex.quote(str(path.with_suffix(".jsonl")))
-        replay = f"semsim fuzz --replay {case} --trace {trace}"
         print(f"replay: {replay}", flush=True)
         _save(failure, tolerated, path)
         if recorder is not None:
-            recorder.finish(result, case_text(failure.case, tolerated, failure), replay)
             print(f"recorded in {db_path}")
         return EXIT_VIOLATION
 

@@ -46,7 +46,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             check_distinct(db_path, args.merge)  # not DB itself (SQLite would lock), nor one file twice
             with closing(open_db(db_path, "DB")) as db:
                 copied = merge(db, args.merge)
-            print(f"merged {copied} campaigns from {len(args.merge)} files into {db_path}", file=sys.stderr)
+            print(
+                f"merged {plural(copied, 'campaign')} from {plural(len(args.merge), 'file')} into {db_path}",
+                file=sys.stderr,
+            )
         with closing(read_db(db_path)) as db:
             found = summary(db)
     except ResultsError as error:
