@@ -43,3 +43,13 @@ def test_the_notebook_executes(path: Path, tmp_path: Path, monkeypatch: pytest.M
         if "image/png" in output.get("data", {})
     ]
     assert images, "each notebook shows at least one plot"
+    # A newcomer reads the notebook's output: no warnings in it (a log axis's mathtext labels
+    # once printed a findfont warning per label).
+    errors = [
+        output.get("text", "")
+        for cell in book.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.get("name") == "stderr"
+    ]
+    assert not errors, errors[0][:300]
