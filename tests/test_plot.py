@@ -296,6 +296,13 @@ def test_a_trace_of_a_quiet_run_is_a_valid_plot(tmp_path: Path) -> None:
     trace.write_text(json.dumps(_header()) + "\n")
     assert main(["plot", str(trace), "-o", str(out)]) == 0
     assert _png_size(out)[0] > 0
+    # The demand panel counts whole items, none here: 0 to 1, not 0.000 to 0.045.
+    from sim.report.plot import plot_trace
+
+    fig = plot_trace(_header(), [], tmp_path / "again.png")
+    [demand] = [ax for ax in fig.axes if "demand" in ax.get_title(loc="left")]
+    assert demand.get_ylim() == (0.0, 1.0)
+    assert all(float(tick).is_integer() for tick in demand.get_yticks())
 
 
 def test_a_run_stopped_by_a_violation_ends_at_it() -> None:

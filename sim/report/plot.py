@@ -801,7 +801,8 @@ def build_figure(
             ax.fill_between(xs, ys, step="post", color=_WAITING, alpha=0.25, lw=0)
             ax.step(xs, ys, where="post", color=_WAITING, lw=1.2, label="items waiting")
             ax.set_ylabel("items")
-            ax.set_ylim(bottom=0)
+            # Nothing ever waited: 0 to 1 item, not matplotlib's 0 to 0.05 in fractions of one.
+            ax.set_ylim(0, None if max(ys, default=0) > 0 else 1)
             ax.set_title(f"{prefix}demand: items enqueued and not yet admitted", loc="left", fontsize=10)
             ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
         elif kind == "marks":
