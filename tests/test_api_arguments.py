@@ -167,7 +167,10 @@ def test_traces_traffic_and_cases_take_str_paths(tmp_path: Path, monkeypatch: py
             lambda: WorldConfig(operations="yes"),  # type: ignore[arg-type]
             "operations must be an OperationsSpec, got 'yes'",
         ),
-        (lambda: harness.HolderSpec(fixes={"a"}), "fixes must be a tuple, got {'a'}"),
+        (
+            lambda: harness.HolderSpec(fixes={"a"}),
+            "fixes must be a list or tuple of fix names (a set has no order to keep), got {'a'}",
+        ),
     ],
 )
 def test_a_world_config_of_the_wrong_parts_is_one_readable_line(build: Any, message: str) -> None:

@@ -370,6 +370,11 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     # Blank lines are skipped, and counted: the error names the line an editor shows.
     "after-blank-lines": (CONFIG + "\n\n \t\n{not json\n", ":4: not JSON"),
     "float-time": (CONFIG + '\n{"t": 1.5, "kind": "evict"}\n', ":2: t must be an integer >= 0"),
+    # A round's wait or a claim deadline later would be past 2^53: the holder could not take it.
+    "time-near-2^53": (
+        CONFIG + "\n" + json.dumps(_request(2**53 - 10, "c", "g", 1)) + "\n",
+        f":2: t must be an integer >= 0 and at most {2**52}",
+    ),
     "malformed-body": (
         CONFIG + '\n{"t": 0, "kind": "request", "body": {"type": "request", "v": 1, "clientId": "c"}}\n',
         ":2: Malformed semaphore message",

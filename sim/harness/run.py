@@ -128,7 +128,11 @@ class HolderSpec:
     round_period_ms: int = attrs.field(default=2_000, converter=js_int)
     grant_timeout_ms: int = attrs.field(default=10_000, converter=js_int)
     leases: LeaseSpec | None = attrs.field(default=LeaseSpec(), validator=_lease_spec)
-    fixes: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=instance(tuple))
+    fixes: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=list_as_tuple,
+        validator=instance(tuple, "a list or tuple of fix names (a set has no order to keep)"),
+    )
     #: The engine's bounds (seed 002's ``alarmMinDelayMs``): checked here so a case file says so.
     alarm_min_delay_ms: int = attrs.field(
         default=MAX_ALARM_DELAY_MS,

@@ -120,16 +120,17 @@ def time_ms(low: int = 0) -> Validator:
     return integer(low, MAX_TIME_MS)
 
 
-def instance(cls: type) -> Validator:
-    """The value is a ``cls``; if not, a one-line TypeError naming the field.
+def instance(cls: type, what: str | None = None) -> Validator:
+    """The value is a ``cls``; if not, a one-line TypeError naming the field (and ``what`` it may be).
 
     (attrs' own ``instance_of`` puts its whole ``Attribute`` in the message.)
     """
+    article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+    allowed = what or f"{article} {cls.__name__}"
 
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, cls):
-            article = "an" if cls.__name__[:1] in "AEIOU" else "a"
-            raise TypeError(f"{attribute.name} must be {article} {cls.__name__}, got {value!r}")
+            raise TypeError(f"{attribute.name} must be {allowed}, got {value!r}")
 
     return check
 

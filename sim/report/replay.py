@@ -194,13 +194,19 @@ class Traffic:
     lines: tuple[TrafficLine, ...]
 
 
-def _safe_int(value: object, what: str, minimum: int = 0) -> int:
+#: A line's latest time: half the safe integers, so the times the replay derives from it (a
+#: round's wait, a claim deadline, a lease's expiry, each under 2^31 ms) stay safe integers,
+#: which is what the holder takes as ``now``.
+MAX_T_MS: Final = 2**52
+
+
+def _safe_int(value: object, what: str, minimum: int = 0, maximum: int = MAX_SAFE_INTEGER) -> int:
     """``value`` as an int if it is a safe integer >= ``minimum`` by JavaScript's rules, as the
     wire and ``HolderConfig`` judge numbers: ``3.0`` is 3; ``true``, ``2.5`` and ``1e23`` are not."""
     as_int = as_safe_int(value)
-    if as_int is None or as_int < minimum:
+    if as_int is None or not minimum <= as_int <= maximum:
         raise ValueError(
-            f"{what} must be an integer >= {minimum} and at most {MAX_SAFE_INTEGER}, got {json.dumps(value)}"
+            f"{what} must be an integer >= {minimum} and at most {maximum}, got {json.dumps(value)}"
         )
     return as_int
 
@@ -358,10 +364,9 @@ def _line(number: int, record: Mapping[str, Any], schedule: Schedule) -> Traffic
         raise ValueError(f"{a_kind} has no field {unknown[0]!r}")
     if "t" not in record:
         raise ValueError(
-            f"{a_kind} needs 't': its time in virtual milliseconds, an integer >= 0 and at most "
-            f"{MAX_SAFE_INTEGER}"
+            f"{a_kind} needs 't': its time in virtual milliseconds, an integer >= 0 and at most {MAX_T_MS}"
         )
-    t_ms = _safe_int(record["t"], "t")
+    t_ms = _safe_int(record["t"], "t", maximum=MAX_T_MS)
     if kind == "round" and schedule != "explicit":
         raise ValueError(
             'round lines need "schedule": "explicit" in the config (auto schedules rounds itself)'
