@@ -67,6 +67,8 @@ class Holder:
         *,
         before_commit: BeforeCommit | None = None,
     ) -> None:
+        if not isinstance(conn, sqlite3.Connection):
+            raise TypeError(f"conn must be a sqlite3.Connection, got {conn!r}")
         if not isinstance(config, HolderConfig):
             raise TypeError(f"config must be a HolderConfig, got {config!r}")
         if not callable(new_id):

@@ -156,6 +156,11 @@ def test_new_id_must_return_an_id_the_wire_can_carry(bad: object) -> None:
     assert holder.usage(0).granted == 0
 
 
+def test_the_holder_keeps_its_rows_in_a_sqlite_connection() -> None:
+    with pytest.raises(TypeError, match=r"conn must be a sqlite3\.Connection, got None"):
+        Holder(None, HolderConfig(limit=8), new_id=ids())  # type: ignore[arg-type]
+
+
 def test_new_id_must_be_a_function() -> None:
     with pytest.raises(TypeError, match="new_id must be a function"):
         Holder(sqlite3.connect(":memory:"), HolderConfig(limit=8), new_id="abc")  # type: ignore[arg-type]
