@@ -30,7 +30,7 @@ from typing import Any, TextIO
 import attrs
 
 from sim.check.coverage import EXPECTED
-from sim.explore.results import ResultsError, Summary, check_distinct, merge, open_db, read_db, summary
+from sim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
 from sim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
 
 
@@ -43,7 +43,6 @@ def cmd_report(args: argparse.Namespace) -> int:
                 raise ResultsError(f"DB {db_path}: no such file (merge into an existing results database)")
             for path in (db_path, *args.merge):  # ours and readable, before anything is written
                 read_db(path, "DB" if path == db_path else "--merge").close()
-            check_distinct(db_path, args.merge)  # not DB itself (SQLite would lock), nor one file twice
             with closing(open_db(db_path, "DB")) as db:
                 copied = merge(db, args.merge)
             print(

@@ -55,7 +55,7 @@ from typing import Any, Final
 import attrs
 
 from sim.explore.fuzz import Campaign, RunReport, case_length
-from sim.inputs.files import InputError, check_output_file
+from sim.inputs.files import InputError, check_output_file, same_file
 
 #: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
 APPLICATION_ID: Final = 0x53656D53
@@ -394,24 +394,18 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
 def check_distinct(target: Path | None, others: Sequence[Path]) -> None:
     """Fail unless each file of ``others`` is neither ``target`` nor another of ``others``.
 
-    The same file is found however it is named (``./x``, a symlink, a hard link):
-    by device and inode. Merging a database into itself would deadlock SQLite on
-    its own lock; a file given twice is a slip (the second time would add nothing).
+    The same file is found however it is named (``./x``, a symlink, a hard link:
+    :func:`~sim.inputs.files.same_file`). Merging a database into itself would
+    deadlock SQLite on its own lock; a file given twice is a slip (the second time
+    would add nothing).
     """
-    seen: dict[tuple[int, int], str] = {}
-    if target is not None:
-        status = target.stat()
-        seen[(status.st_dev, status.st_ino)] = f"DB {target}"
+    named: list[tuple[str, Path]] = [] if target is None else [(f"DB {target}", target)]
     for other in others:
-        try:
-            status = other.stat()
-        except OSError as error:
-            raise ResultsError(f"--merge {other}: {error.strerror or error}") from None
-        key = (status.st_dev, status.st_ino)
-        if key in seen:
-            why = "a database cannot be merged into itself" if seen[key].startswith("DB ") else "given twice"
-            raise ResultsError(f"--merge {other}: the same file as {seen[key]} ({why})")
-        seen[key] = f"--merge {other}"
+        for label, earlier in named:
+            if same_file(other, earlier):
+                why = "a database cannot be merged into itself" if label.startswith("DB ") else "given twice"
+                raise ResultsError(f"--merge {other}: the same file as {label} ({why})")
+        named.append((f"--merge {other}", other))
 
 
 def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:

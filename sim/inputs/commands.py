@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from sim.inputs.files import InputError, check_output_dir, check_output_file
+from sim.inputs.files import InputError, check_output_dir, check_output_file, same_file
 
 EXIT_OK: Final = 0
 EXIT_VIOLATION: Final = 1
@@ -70,16 +70,6 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file: the same path once resolved, or one file under two names."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False  # one of them does not exist (yet): only equal paths could collide
-
-
 def distinct_files(inputs: Sequence[tuple[str, Path]], outputs: Sequence[tuple[str, Path]]) -> None:
     """Refuse outputs that would overwrite an input or each other, before any work starts.
 
@@ -90,10 +80,10 @@ def distinct_files(inputs: Sequence[tuple[str, Path]], outputs: Sequence[tuple[s
     """
     for index, (option, path) in enumerate(outputs):
         for what, other in inputs:
-            if _same_file(path, other):
+            if same_file(path, other):
                 raise UsageError(f"{option} {path} is {what}, which it would overwrite: choose another path")
         for other_option, other in outputs[:index]:
-            if _same_file(path, other):
+            if same_file(path, other):
                 raise UsageError(
                     f"{other_option} and {option} both name {path}: one would overwrite the other; "
                     "choose two paths"

@@ -193,6 +193,17 @@ def _where_duplicated(text: str) -> str:
     return found or "an object gives a key twice; each key may appear once"
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same path once resolved (``./x``, a symbolic link),
+    or one file under two names (a hard link)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False  # one of them does not exist (yet): only equal paths could collide
+
+
 def check_output_file(path: Path, option: str, formats: Iterable[str] | None = None) -> Path:
     """Fail now, before a long run, if ``path`` cannot be written; returns ``path``.
 
