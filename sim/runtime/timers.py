@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 import trio
 import trio.lowlevel
 import trio.testing
+from trio._core import _run as trio_run
 
 Tie = Literal["first", "fifo", "last"]
 #: Sequence offsets: a run schedules far fewer than 2**60 entries.
@@ -136,8 +137,9 @@ class Timers:
                 idle()
             due = heap[0][0] if heap else math.inf
             if due > now:
-                # Where Trio's own next deadline is, exactly: both are integers below 2**53.
-                deadline = now + trio.lowlevel.current_statistics().seconds_to_next_deadline
+                # Trio's own next deadline, as ``current_statistics()`` would give it less
+                # ``now``, without building its statistics (of the I/O backend too) every step.
+                deadline = trio_run.GLOBAL_RUN_CONTEXT.runner.deadlines.next_deadline()
                 if deadline <= due:
                     if deadline != math.inf:  # else nothing will ever happen: as Trio would
                         clock.jump(deadline - now)
