@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import HOUR_MS, standard
+from sim.cli.main import seed_arg
 from sim.harness.run import run_world
 from sim.inputs.commands import run_printing
 from sim.runtime.trace import Trace
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument(
         "--report", type=_report, default=None, help="hours to compare, e.g. 1,4,24 (default: every hour)"
     )
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_arg, default=7)
     args = parser.parse_args()
     report = args.report or list(range(1, args.hours + 1))
     if report[-1] > args.hours:

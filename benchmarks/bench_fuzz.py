@@ -14,13 +14,14 @@ import argparse
 import time
 
 from semaphore_core.fixes import ALL_FIXES
+from sim.cli.main import runs_arg
 from sim.explore.fuzz import KNOWN_FINDINGS, campaign
 from sim.explore.mutants import CI_RUNS, CI_SEED
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=CI_RUNS)
+    parser.add_argument("--runs", type=runs_arg, default=CI_RUNS)
     args = parser.parse_args()
     variants = {
         "reference": ((), KNOWN_FINDINGS),

@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import standard
+from sim.cli.main import seed_arg
 from sim.explore.fuzz import KNOWN_FINDINGS
 from sim.harness.run import run_world
 from sim.inputs.commands import run_printing
@@ -64,7 +65,7 @@ def main() -> None:
     parser.add_argument("--clients", type=_list_of("--clients", MAX_CLIENTS), default=[16, 64, 256])
     parser.add_argument("--keys", type=_list_of("--keys", MAX_KEYS), default=[1, 4])
     parser.add_argument("--minutes", type=_minutes, default=5, help="simulated minutes per run (default 5)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_arg, default=7)
     args = parser.parse_args()
 
     print(f"{'clients':>7} {'keys':>4} {'CPU s':>8} {'events':>9} {'us/event':>9} {'us/sim s':>9}  outcome")

@@ -3,6 +3,7 @@
     python benchmarks/bench_sim.py             # one simulated hour
     python benchmarks/bench_sim.py --hours 0.25
     python benchmarks/bench_sim.py --without-model   # no literal model in lockstep (its cost)
+    python benchmarks/bench_sim.py --without-checks  # no checking at all (what checking costs)
     python benchmarks/bench_sim.py --operations      # the account-concurrency world (issue 11)
 
 One holder, 16 lease-capable clients, strict leases, 5% reply loss, one
@@ -33,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import semaphore_core.holder as holder_module
 import semaphore_core.queue as queue_module
+import sim.check.invariants
+from sim.cli.main import seed_arg
 from sim.explore.fuzz import KNOWN_FINDINGS
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from sim.world.faults import FaultPlan
@@ -40,6 +43,23 @@ from sim.world.operations import OperationsSpec
 from sim.world.workload import Workload
 
 HOUR_MS = 3_600_000
+MAX_HOURS = 168
+#: The monitor's hooks that judge a run (``--without-checks`` makes them no-ops): after every
+#: holder commit and round, every request, release, admission, operation event, API change and
+#: lease expiry, and the end's judgement once settled or stuck. What is left is the run itself,
+#: and the progress samples that tell when it has settled: the same run, to the same end.
+JUDGING_HOOKS = (
+    "finish",
+    "unsettled",
+    "committed",
+    "round_served",
+    "requesting",
+    "released",
+    "admitted",
+    "operation_event",
+    "api_changed",
+    "lease_expired",
+)
 
 
 def standard(hours: float, clients: int = 16, keys: int = 1) -> tuple[WorldConfig, FaultPlan]:
@@ -98,14 +118,39 @@ class _NoLockstep:
         return lambda *args, **kwargs: None
 
 
+def _hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of hours, got {text!r}") from None
+    if not 0 < hours <= MAX_HOURS:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most {MAX_HOURS}, got {text}")
+    if int(hours * HOUR_MS) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least a simulated millisecond, got {text}")
+    return hours
+
+
+def _without_checks() -> None:
+    """``--without-checks``: the monitor judges nothing as the run goes (the literal model is off too)."""
+    for name in JUDGING_HOOKS:
+        assert callable(getattr(sim.check.invariants.Monitor, name)), name
+        setattr(sim.check.invariants.Monitor, name, lambda *_, **__: None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hours", type=float, default=1.0, help="simulated hours (default 1)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--hours", type=_hours, default=1.0, help="simulated hours (default 1)")
+    parser.add_argument("--seed", type=seed_arg, default=7)
     parser.add_argument(
         "--without-model",
         action="store_true",
         help="run without the literal model in lockstep (exact_accounting), to measure what it costs",
+    )
+    parser.add_argument(
+        "--without-checks",
+        action="store_true",
+        help="judge no invariant while the run goes, the literal model off too: what checking costs "
+        "(the outcome is then no verdict)",
     )
     parser.add_argument(
         "--operations",
@@ -113,7 +158,9 @@ def main() -> None:
         help="items run as durable operations calling the external API (the account-concurrency world)",
     )
     args = parser.parse_args()
-    if args.without_model:
+    if args.without_checks:
+        _without_checks()
+    if args.without_model or args.without_checks:
         import sim.check.lockstep
 
         sim.check.lockstep.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
@@ -143,11 +190,17 @@ def main() -> None:
     tolerated = sorted({str(violation.finding) for violation in run.monitor.violations})
     print(
         f"outcome: {run.result.outcome}"
+        + (" (no invariant judged: --without-checks)" if args.without_checks else "")
         + (f" (known findings tolerated: {', '.join(tolerated)})" if tolerated else "")
         + f", simulated {simulated_s:.0f} s in {wall:.1f} s of wall time"
     )
     print(f"simulated seconds per wall second: {simulated_s / wall:.0f}")
-    print(f"CPU time: {cpu:.2f} s (literal model in lockstep: {'off' if args.without_model else 'on'})")
+    model = "off" if args.without_model or args.without_checks else "on"
+    checks = "off: no verdict" if args.without_checks else "on"
+    print(
+        f"CPU time: {cpu:.2f} s, {simulated_s / cpu:.0f} simulated seconds per CPU second "
+        f"(literal model in lockstep: {model}; other checks: {checks})"
+    )
     print(
         f"RPCs: {kinds['send']} ({kinds['send'] / wall:.0f} per wall second), trace events: {len(run.trace)}"
     )

@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_sim import HOUR_MS, standard
+from sim.cli.main import seed_arg
 from sim.harness.run import run_world
 from sim.inputs.commands import run_printing
 from sim.runtime.trace import Trace
@@ -129,7 +130,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=_two_hours, default=None, help="two hours to cProfile instead, e.g. 2,8"
     )
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_arg, default=7)
     parser.add_argument("--top", type=_count(1, 1_000), default=25, help="statements to list (default 25)")
     args = parser.parse_args()
     for option in ("compare", "profile"):

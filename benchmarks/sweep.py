@@ -26,7 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from sim.cli.main import seed_arg
 from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
+from sim.inputs.validation import MAX_SEED
 
 
 def one(job: tuple[int, int, tuple[str, ...], str]) -> dict[str, Any]:
@@ -54,7 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixes", default="", help="'all', names, or '' for the faithful reference")
     parser.add_argument("--seeds", type=int, default=10, help="how many seeds (default 10)")
-    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--first-seed", type=seed_arg, default=0)
     parser.add_argument("--runs", type=int, default=300, help="runs per seed (default 300)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("semsim-sweep"), help="failing cases go here")
@@ -62,6 +64,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.seeds < 1 or args.runs < 1 or args.workers < 1:
         parser.error("--seeds, --runs and --workers must be at least 1")
+    if args.first_seed + args.seeds - 1 > MAX_SEED:
+        parser.error(
+            f"--first-seed {args.first_seed} and --seeds {args.seeds} go past the last seed ({MAX_SEED})"
+        )
     fixes = fixes_arg(args.fixes)
     jobs = [
         (seed, args.runs, fixes, str(args.out))

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sim.inputs.commands import EXIT_BROKEN_PIPE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +31,7 @@ def test_a_benchmark_whose_reader_goes_away_stops_quietly() -> None:
 
 
 def test_the_standard_benchmark_runs_with_and_without_the_literal_model_and_with_operations() -> None:
-    # Both ways, the run must complete, the known findings tolerated as the documented figures are.
+    # Every way, the run must complete, the known findings tolerated as the documented figures are.
     script = ROOT / "benchmarks" / "bench_sim.py"
     for extra in ([], ["--without-model"], ["--operations"]):
         done = subprocess.run(
@@ -42,7 +44,11 @@ def test_the_standard_benchmark_runs_with_and_without_the_literal_model_and_with
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("outcome: completed"), done.stdout
-        assert f"literal model in lockstep: {'off' if '--without-model' in extra else 'on'}" in done.stdout
+        assert (
+            f"literal model in lockstep: {'off' if '--without-model' in extra else 'on'}; other checks: on"
+            in (done.stdout)
+        )
+        assert "known findings tolerated: F4" in done.stdout, done.stdout
         where = "as durable operations" if "--operations" in extra else "on the job service"
         assert f"items admitted and run {where}" in done.stdout
 
@@ -62,3 +68,52 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         assert says in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr, (args, done.stderr)
         assert done.stdout == "", args
+
+
+def test_the_standard_benchmark_without_checks_judges_nothing_and_says_so() -> None:
+    # Without the monitor's judging hooks the same run completes, and no verdict is claimed: the
+    # known finding that the checked run tolerates is not even seen (it would end the run else).
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_sim.py"), "--hours", "0.02", "--without-checks"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("outcome: completed (no invariant judged: --without-checks)"), done.stdout
+    assert "known findings tolerated" not in done.stdout
+    assert "literal model in lockstep: off; other checks: off: no verdict" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "says"),
+    [
+        ("bench_sim.py", ["--hours", "0"], "--hours: must be more than 0 and at most 168, got 0"),
+        ("bench_sim.py", ["--hours", "nan"], "--hours: must be more than 0 and at most 168, got nan"),
+        ("bench_sim.py", ["--hours", "1e-9"], "--hours: must be at least a simulated millisecond"),
+        ("bench_sim.py", ["--hours", "x"], "--hours: must be a number of hours, got 'x'"),
+        ("bench_sim.py", ["--seed", "-3"], "--seed: must be between 0 and"),
+        ("bench_flat.py", ["--seed", "-1"], "--seed: must be between 0 and"),
+        ("bench_scale.py", ["--seed", "x"], "--seed:"),
+        ("probe_sql.py", ["--seed", "-1"], "--seed: must be between 0 and"),
+        ("bench_fuzz.py", ["--runs", "0"], "--runs: must be between 1 and"),
+        ("sweep.py", ["--first-seed", "-1"], "--first-seed: must be between 0 and"),
+        ("sweep.py", ["--first-seed", str(2**63 - 1), "--seeds", "2"], "go past the last seed"),
+    ],
+)
+def test_a_benchmarks_bad_arguments_are_one_line_before_it_runs_anything(
+    script: str, args: list[str], says: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2, (args, done.stderr)
+    assert says in done.stderr, (args, done.stderr)
+    assert "Traceback" not in done.stderr, (args, done.stderr)
+    assert done.stdout == "", args
