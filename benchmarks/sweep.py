@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sim.cli.main import seed_arg
+from sim.cli.main import runs_arg, seed_arg, workers_arg
 from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
 from sim.inputs.validation import MAX_SEED
 
@@ -55,20 +55,21 @@ def one(job: tuple[int, int, tuple[str, ...], str]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixes", default="", help="'all', names, or '' for the faithful reference")
-    parser.add_argument("--seeds", type=int, default=10, help="how many seeds (default 10)")
+    parser.add_argument("--seeds", type=runs_arg, default=10, help="how many seeds (default 10)")
     parser.add_argument("--first-seed", type=seed_arg, default=0)
-    parser.add_argument("--runs", type=int, default=300, help="runs per seed (default 300)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=runs_arg, default=300, help="runs per seed (default 300)")
+    parser.add_argument("--workers", type=workers_arg, default=2)
     parser.add_argument("--out", type=Path, default=Path("semsim-sweep"), help="failing cases go here")
     parser.add_argument("--json", action="store_true", help="one JSON object per seed instead of a table")
     args = parser.parse_args()
-    if args.seeds < 1 or args.runs < 1 or args.workers < 1:
-        parser.error("--seeds, --runs and --workers must be at least 1")
     if args.first_seed + args.seeds - 1 > MAX_SEED:
         parser.error(
             f"--first-seed {args.first_seed} and --seeds {args.seeds} go past the last seed ({MAX_SEED})"
         )
-    fixes = fixes_arg(args.fixes)
+    try:
+        fixes = fixes_arg(args.fixes)
+    except ValueError as error:
+        parser.error(f"--fixes: {error}")
     jobs = [
         (seed, args.runs, fixes, str(args.out))
         for seed in range(args.first_seed, args.first_seed + args.seeds)
