@@ -175,6 +175,11 @@ def test_the_pytest_layers_say_what_they_lack_before_anything_runs(
         "the unit and state-machine layers need pytest_trio: pip install -e '.[test]'"
         in capsys.readouterr().err
     )
+    # The repository's pytest configuration passes --dist: without pytest-xdist pytest would stop
+    # at its arguments (exit 4), after the command had started; say so before anything runs.
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "xdist" else real(name))
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "unit"]) == EXIT_USAGE
+    assert "the unit and state-machine layers need xdist: pip install -e '.[test]'" in capsys.readouterr().err
 
 
 def test_semsim_mutants_runs_without_pytest_installed() -> None:

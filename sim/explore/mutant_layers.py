@@ -93,12 +93,11 @@ def pytest_layers_missing() -> str | None:
         return (
             f"the unit and state-machine layers run the repository's tests, and {ROOT} has none (use a clone)"
         )
-    missing = [name for name in ("pytest", "pytest_trio") if importlib.util.find_spec(name) is None]
+    # xdist too: the repository's pytest configuration passes --dist (pyproject.toml, addopts).
+    missing = [name for name in ("pytest", "pytest_trio", "xdist") if importlib.util.find_spec(name) is None]
     if missing:
-        return (
-            f"the unit and state-machine layers need {' and '.join(missing)}: "
-            "pip install -e '.[test]' in the clone"
-        )
+        named = " and ".join(missing) if len(missing) < 3 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        return f"the unit and state-machine layers need {named}: pip install -e '.[test]' in the clone"
     return None
 
 
