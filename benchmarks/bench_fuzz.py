@@ -17,6 +17,7 @@ from semaphore_core.fixes import ALL_FIXES
 from sim.cli.main import runs_arg
 from sim.explore.fuzz import KNOWN_FINDINGS, campaign
 from sim.explore.mutants import CI_RUNS, CI_SEED
+from sim.inputs.commands import run_printing
 
 
 def main() -> None:
@@ -27,7 +28,10 @@ def main() -> None:
         "reference": ((), KNOWN_FINDINGS),
         "every fix": (tuple(sorted(ALL_FIXES)), frozenset()),
     }
-    print(f"{'variant':<10} {'runs':>5} {'sim h':>7} {'cpu s':>7} {'runs/s':>7} {'sim s / cpu s':>14}")
+    print(
+        f"{'variant':<10} {'runs':>5} {'sim h':>7} {'cpu s':>7} {'runs/s':>7} {'sim s / cpu s':>14}",
+        flush=True,
+    )
     for name, (fixes, tolerated) in variants.items():
         started = time.process_time()
         result = campaign(args.runs, CI_SEED, fixes=fixes, tolerated=tolerated, shrink=False)
@@ -35,9 +39,10 @@ def main() -> None:
         sim_s = result.sim_ms / 1000
         print(
             f"{name:<10} {result.runs:>5} {sim_s / 3600:>7.2f} {cpu:>7.1f} "
-            f"{result.runs / cpu:>7.2f} {sim_s / cpu:>14,.0f}"
+            f"{result.runs / cpu:>7.2f} {sim_s / cpu:>14,.0f}",
+            flush=True,
         )
 
 
 if __name__ == "__main__":
-    main()
+    run_printing(main)

@@ -28,6 +28,7 @@ from typing import Any
 
 from sim.cli.main import runs_arg, seed_arg, workers_arg
 from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
+from sim.inputs.commands import run_printing
 from sim.inputs.validation import MAX_SEED
 
 
@@ -110,4 +111,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status: list[int] = []
+    run_printing(lambda: status.append(main()))  # a closed pipe (| head) ends it quietly
+    sys.exit(status[0])

@@ -13,17 +13,26 @@ from sim.inputs.commands import EXIT_BROKEN_PIPE
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_benchmark_whose_reader_goes_away_stops_quietly() -> None:
-    script = ROOT / "benchmarks" / "bench_scale.py"
+@pytest.mark.parametrize(
+    ("script", "args", "first"),
+    [
+        ("bench_scale.py", ["--clients", "16", "--keys", "1,4", "--minutes", "1"], b"clients"),
+        ("bench_fuzz.py", ["--runs", "2"], b"variant"),
+        ("sweep.py", ["--seeds", "2", "--runs", "2", "--workers", "1", "--json"], b"sweep:"),
+    ],
+)
+def test_a_benchmark_whose_reader_goes_away_stops_quietly(
+    script: str, args: list[str], first: bytes, tmp_path: Path
+) -> None:
     process = subprocess.Popen(
-        [sys.executable, str(script), "--clients", "16", "--keys", "1,4", "--minutes", "1"],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=ROOT,
+        cwd=tmp_path,  # sweep writes failing cases under its working directory
     )
     assert process.stdout is not None
     assert process.stderr is not None
-    assert process.stdout.readline().startswith(b"clients")
+    assert process.stdout.readline().startswith(first)
     process.stdout.close()  # the reader (``| head -1``) goes away
     error = process.stderr.read()
     assert process.wait(timeout=120) == EXIT_BROKEN_PIPE
