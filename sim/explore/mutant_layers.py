@@ -96,7 +96,7 @@ def pytest_layers_missing() -> str | None:
     # xdist too: the repository's pytest configuration passes --dist (pyproject.toml, addopts).
     missing = [name for name in ("pytest", "pytest_trio", "xdist") if importlib.util.find_spec(name) is None]
     if missing:
-        named = " and ".join(missing) if len(missing) < 3 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        named = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
         return f"the unit and state-machine layers need {named}: pip install -e '.[test]' in the clone"
     return None
 
