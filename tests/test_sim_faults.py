@@ -74,6 +74,42 @@ def test_a_lost_request_never_reaches_the_callee_and_the_caller_times_out() -> N
     assert timeout["t"] == 1_000
 
 
+def test_the_network_counts_what_is_on_the_wire_until_it_is_taken_in() -> None:
+    """A request is on the wire until it lands; its reply until the caller resumes with it.
+    A handler still working on its answer (a ``Later``) has nothing on the wire. The liveness
+    checks do not judge a run settled while anything is (docs/INVARIANTS.md)."""
+    seen: list[tuple[int, int, int]] = []
+
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        async def look(at_ms: int) -> None:
+            await sim.sleep_until(at_ms)
+            seen.append((at_ms, network.on_wire, network.lands_by_ms))
+
+        async with trio.open_nursery() as nursery:
+            for at_ms in (1, 50, 104):
+                nursery.start_soon(look, at_ms)
+            await network.call("client", "server", "ping", 1, timeout_ms=1_000)
+            seen.append((sim.now(), network.on_wire, network.lands_by_ms))
+
+    with_network(FaultPlan(), body, work_ms=100)
+    # Sent at 0, lands at 5; the handler works until 105; the reply lands at 110.
+    assert seen == [(1, 1, 5), (50, 0, 5), (104, 0, 5), (110, 0, 110)]
+
+
+def test_a_reply_whose_caller_gave_up_leaves_the_wire_when_it_lands() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        with pytest.raises(RpcTimeout):
+            await network.call("client", "server", "ping", 1, timeout_ms=50)
+        assert network.on_wire == 0  # the handler is still working: nothing is on the wire
+        await sim.sleep_until(107)
+        assert (network.on_wire, network.lands_by_ms) == (1, 110)
+        await sim.sleep_until(111)
+        assert network.on_wire == 0
+
+    t, _ = with_network(FaultPlan(), body, work_ms=100)
+    assert [e["t"] for e in t.of_kind("reply")] == [110]
+
+
 def test_a_lost_reply_means_the_callee_did_the_work() -> None:
     async def body(sim: Sim, network: Network, echo: Echo) -> None:
         with pytest.raises(RpcTimeout):

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from sim.check.reads import select
 from sim.runtime.durable import DurableObject
 
 LEASE_IN_USE_BY_KEY: Final = (
@@ -151,8 +152,5 @@ class AcrossClients:
 
 
 def _select(conn: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]]:
-    """Rows of a query, or none if the table does not exist yet (a client never built)."""
-    try:
-        return conn.execute(sql).fetchall()
-    except sqlite3.OperationalError:
-        return []
+    """Rows of a query; none only for a client never built (:mod:`sim.check.reads`)."""
+    return select(conn, sql)

@@ -22,10 +22,11 @@ on.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
@@ -38,12 +39,14 @@ from sim.check import lockstep as lockstep_module
 from sim.check.across_clients import AcrossClients
 from sim.check.allocation_checks import NAMES as ALLOCATION
 from sim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
+from sim.check.reads import CheckerReadError, never_built, select
 from sim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from sim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
     from sim.runtime.durable import DurableObject
     from sim.runtime.kernel import Sim
+    from sim.runtime.network import Network
     from sim.world.external_api import ApiCall, Change, ExternalApi
     from sim.world.holder_object import Env, HolderObject
 
@@ -179,6 +182,40 @@ def group_ceiling_rule(
 # --- the monitor ------------------------------------------------------------------------
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reads_storage(
+    method: Callable[Concatenate[Monitor, _P], _R],
+) -> Callable[Concatenate[Monitor, _P], _R]:
+    """A query failing on built storage stops the run as the ``checker`` verdict (:mod:`sim.check.reads`)."""
+
+    def reading(self: Monitor, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except CheckerReadError as error:
+            self.fail("checker", str(error))
+            raise AssertionError("fail() raises") from error  # pragma: no cover
+
+    functools.update_wrapper(reading, method)
+    return reading
+
+
+@attrs.frozen
+class _Room:
+    """What one key has waiting that its holder could serve, and the room it has for it."""
+
+    #: Per servable group with items waiting: (how many, the oldest one's arrival).
+    waiting: dict[str, tuple[int, int]]
+    #: Permits in use or charged (see ``Monitor._busy``), the leak included.
+    busy: int
+    #: The permits the mode offers waiting demand (``_capacity``).
+    capacity: int
+    #: The documented leak's footprint (leases no client knows).
+    leaked: int
+
+
 @attrs.define
 class _HolderState:
     obj: DurableObject
@@ -228,14 +265,17 @@ class Monitor:
         self.documented: Counter[str] = Counter()
         self._holders: dict[str, _HolderState] = {}
         self._evicted_rows: dict[str, Rows] = {}
-        self._starved_since: dict[str, int] = {}
+        #: Per key, per group with items starved: when its open ``progress`` window began.
+        self._starved_since: dict[str, dict[str, int]] = {}
         self._leaked_seen: dict[str, int] = {}
         self._dropped_alarms: set[str] = set()
         #: When a client last admitted or released an item (a run that settles slowly still moves).
         self.last_moved_ms = 0
-        #: Per key, for the open starvation window: [its start, rounds full but for idle lease
-        #: headroom, rounds short even counting it].
-        self._window_rounds: dict[str, list[int]] = {}
+        #: Per (key, group), for its open starvation window: [its start, rounds full but for idle
+        #: lease headroom, rounds short even counting it].
+        self._window_rounds: dict[tuple[str, str], list[int]] = {}
+        #: The run's network: what is on the wire is not settled (set by the world as it builds it).
+        self.network: Network | None = None
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
         self.allocation = AllocationChecks(full=full)
         #: The external API of the account-concurrency world (None in other worlds).
@@ -409,6 +449,7 @@ class Monitor:
 
     # --- what clients do -------------------------------------------------------------------
 
+    @_reads_storage
     def admitted(
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None:
@@ -432,7 +473,7 @@ class Monitor:
         if key in self._starved_since and self.clients is not None:
             running = self._lease_in_use(self.clients, key)
             if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
-                del self._starved_since[key]  # every permit in use at this moment: not starved
+                del self._starved_since[key]  # every permit in use at this moment: no group starved
         # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
         if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
             if lease is not None:
@@ -541,6 +582,7 @@ class Monitor:
             return call.attempt < self._latest_attempt.get(call.key, call.attempt)
         return call.started_at < self._attempt_started_at.get(call.key, call.started_at)
 
+    @_reads_storage
     def round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
     ) -> None:
@@ -783,45 +825,56 @@ class Monitor:
 
     # --- liveness, once the faults stopped and the system was quiet -----------------------
 
+    @_reads_storage
     def sample_progress(self, clients: Mapping[str, DurableObject]) -> None:
-        """During the quiet period: note, per key, whether items wait while permits sit unused.
+        """During the quiet period: note, per key and group, whether items wait while permits sit unused.
 
         Unused means not actually in use (the oracle) and not leaked as the
-        reference documents. ``progress`` fails only when that lasted a whole
-        ``PROGRESS_WINDOW_MS`` without a single moment at which every permit was
-        in use (an admission reaching the limit resets it): a permit in transit
-        between a release and the next claim is latency, not starvation.
+        reference documents. ``progress`` fails only when a group's items
+        waited a whole ``PROGRESS_WINDOW_MS`` without a single moment at which
+        there was no room for them (an admission reaching the limit, or a
+        round that left the key full or the group at its cap, closes the
+        window): a permit in transit between a release and the next round is
+        latency, not starvation. Windows are per group, so a capped group's
+        long backlog and another group's fresh arrivals do not make one
+        window between them.
         """
         now = self.sim.now()
         if _expiry_due(clients, now):
             self.last_moved_ms = now  # a client is about to retire a lease and report it
         known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            waiting, busy, capacity, leaked, oldest = self._starvation(key, state, clients, known, now)
-            self._leaked_seen[key] = leaked
-            if not (waiting > 0 and busy < capacity):
-                self._starved_since.pop(key, None)
-                continue
-            # Starved since the stretch began, or since the oldest item still waiting came:
-            # items that keep arriving and being served within the window are not starved.
-            since = max(self._starved_since.setdefault(key, now), oldest)
-            if now - since >= PROGRESS_WINDOW_MS:
+            room = self._starvation(key, state, clients, known, now)
+            self._leaked_seen[key] = room.leaked
+            starved = room.waiting if room.busy < room.capacity else {}
+            windows = self._starved_since.get(key, {})
+            for group in [group for group in windows if group not in starved]:
+                del windows[group]
+            for group, (count, oldest) in starved.items():
+                # Starved since the stretch began, or since the oldest item still waiting came:
+                # items that keep arriving and being served within the window are not starved.
+                since = max(self._starved_since.setdefault(key, {}).setdefault(group, now), oldest)
+                if now - since < PROGRESS_WINDOW_MS:
+                    continue
                 idle = _idle_headroom(clients, key, now)
                 # F4: the unused permits are live leases' undrawn headroom on clients with
                 # nothing queued in those groups: they never hear ``contended``, so it
                 # comes back only when the leases expire (their ``ttlMs``). Either
                 # now, or at every round of the window (permits released between rounds
                 # then wait for the next one, which idle headroom keeps from filling).
-                held_by_idle = busy + idle >= capacity or self._only_idle_headroom_kept_rounds_short(key)
+                held_by_idle = room.busy + idle >= room.capacity
+                held_by_idle = held_by_idle or self._only_idle_headroom_kept_rounds_short(key, group)
                 finding = "F4" if idle and held_by_idle else None
                 self._starved_since.pop(key, None)
                 self.fail(
                     "progress",
-                    f"{key}: {waiting} items have waited {now - since} ms while only "
-                    f"{self.in_use[key]} of {capacity} permits were in use ({busy} busy or reported busy, "
-                    f"{leaked} leaked, {idle} idle lease headroom)",
+                    f"{key}: {count} items of group {group} have waited {now - since} ms while only "
+                    f"{self.in_use[key]} of {room.capacity} permits were in use ({room.busy} busy or "
+                    f"reported busy, {room.leaked} leaked, {idle} idle lease headroom)",
                     finding,
                 )
+            if not self._starved_since.get(key, True):
+                del self._starved_since[key]
 
     def _starvation(
         self,
@@ -830,9 +883,8 @@ class Monitor:
         clients: Mapping[str, DurableObject],
         known: Container[str],
         now: int,
-    ) -> tuple[int, int, int, int, int]:
-        """Now: (items waiting that the holder could serve, permits busy, capacity, permits leaked,
-        when the oldest of those waiting items arrived)."""
+    ) -> _Room:
+        """Now, for ``key``: what waits that the holder could serve, and the room it has."""
         caps = _caps(state.obj)
         # A capped group is servable while neither the clients nor what the holder
         # charges against the cap (grants with releases not yet reported and, where
@@ -843,18 +895,17 @@ class Monitor:
             for group, entry in sorted(self._waiting_by_group(clients, key).items())
             if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
         }
-        waiting = sum(count for count, _ in servable.values())
-        oldest = min((at for _, at in servable.values()), default=0)
         leaked = self._leaked(state, known)
         capacity = _capacity(state.env, self._lease_in_use(clients, key))
         # Busy: what the holder still counts for grants (a release not yet reported,
         # a grant on its way to be claimed: latency, not starvation), what leases
         # actually run, and the documented leak. Idle lease headroom is not busy.
         busy = self._busy(key, state, clients, leaked)
-        return waiting, busy, capacity, leaked, oldest
+        return _Room(servable, busy, capacity, leaked)
 
     # --- settling, once the story is over -------------------------------------------------
 
+    @_reads_storage
     def outstanding(self, clients: Mapping[str, DurableObject]) -> int:
         """Items queued, being claimed or running on any client, for any key."""
         return sum(
@@ -867,15 +918,27 @@ class Monitor:
             )
         )
 
+    @_reads_storage
     def settled(self, clients: Mapping[str, DurableObject]) -> bool:
         """Whether nothing more can happen: liveness can be judged.
 
         No client runs or is claiming anything, has changes the holder has not
-        acknowledged or a lease past its expiry it has yet to retire, and no key
-        has items waiting that the holder could serve: what stays queued waits on
+        acknowledged or a lease past its expiry it has yet to retire; no
+        message is on the wire (a round's reply may carry a grant or a lease
+        the holder has committed and its client not yet heard of) and no call
+        is still working at the external API (a zombie); no grant has
+        unclaimed permits that may still be claimed, or that the alarm has yet
+        to take back (until its deadline plus the alarm's delay); and no key has
+        items waiting that the holder could serve: what stays queued waits on
         a capped group, or on a limit the documented leak fills (or that is 0),
         with no grant outstanding that could serve it.
         """
+        return self.unsettled_until(clients) is None
+
+    @_reads_storage
+    def unsettled_until(self, clients: Mapping[str, DurableObject]) -> int | None:
+        """None when :meth:`settled`; otherwise, when what keeps the run unsettled may be over
+        at the earliest (a message landing, a claim deadline), or now when that cannot be told."""
         now = self.sim.now()
         if (
             any(self.in_use.values())
@@ -883,14 +946,27 @@ class Monitor:
             or _claiming(clients)
             or _expiry_due(clients, now)
         ):
-            return False
+            return now
+        if self.network is not None and self.network.on_wire:
+            # A reply that landed is still on the wire until its caller's task resumes with it,
+            # later in this millisecond: look again a millisecond on at the earliest.
+            return max(self.network.lands_by_ms, now + 1)
+        if self.api is not None and self.api.running:
+            # A call still working at the external API (a zombie whose caller gave up) has yet to
+            # take effect and end: ``effect_once`` and ``external_ceiling`` judge it then.
+            return min(call.ends_at for call in self.api.running.values())
         known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
-            waiting, _, capacity, leaked, _ = self._starvation(key, state, clients, known, now)
-            if waiting and (_accounted(state.obj.storage, now)[0] or capacity > leaked):
-                return False
-        return True
+            pending = _claimable_until(state, now)
+            if pending is not None:
+                return pending + 1
+            room = self._starvation(key, state, clients, known, now)
+            waiting = sum(count for count, _ in room.waiting.values())
+            if waiting and (_accounted(state.obj.storage, now)[0] or room.capacity > room.leaked):
+                return now
+        return None
 
+    @_reads_storage
     def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
         """The run is stuck, or too slow, after the faults stopped: ``progress`` fails.
 
@@ -903,10 +979,10 @@ class Monitor:
         finding = None
         held_up = []
         for key, state in sorted(self._holders.items()):
-            waiting, busy, capacity, _, _ = self._starvation(key, state, clients, known, now)
-            if waiting:
+            room = self._starvation(key, state, clients, known, now)
+            if room.waiting:
                 idle = _idle_headroom(clients, key, now)
-                held_up.append(bool(idle) and busy + idle >= capacity)
+                held_up.append(bool(idle) and room.busy + idle >= room.capacity)
         if held_up and all(held_up) and not any(self.in_use.values()):
             finding = "F4"
         self.sim.event("liveness_cut_short", finding=finding)
@@ -922,24 +998,26 @@ class Monitor:
         )
 
     def _note_round(self, key: str) -> None:
-        since = self._starved_since.get(key)
-        if since is None or self.clients is None:
+        windows = self._starved_since.get(key)
+        if not windows or self.clients is None:
             return
         state = self._holders[key]
         busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
         capacity = _capacity(state.env, self._lease_in_use(self.clients, key))
         if busy >= capacity:
-            return  # a full round: ``_round_was_full`` closed the window already
-        window = self._window_rounds.get(key)
-        if window is None or window[0] != since:
-            window = self._window_rounds[key] = [since, 0, 0]
+            return  # a full round: ``_round_was_full`` closed the windows already
         full_but_idle = busy + _idle_headroom(self.clients, key, self.sim.now()) >= capacity
-        window[1 if full_but_idle else 2] += 1
+        for group, since in windows.items():
+            window = self._window_rounds.get((key, group))
+            if window is None or window[0] != since:
+                window = self._window_rounds[key, group] = [since, 0, 0]
+            window[1 if full_but_idle else 2] += 1
 
-    def _only_idle_headroom_kept_rounds_short(self, key: str) -> bool:
-        """Whether every round of the open window was full but for idle lease headroom (F4)."""
-        window = self._window_rounds.get(key)
-        return window is not None and window[0] == self._starved_since.get(key) and window[1] > 0 == window[2]
+    def _only_idle_headroom_kept_rounds_short(self, key: str, group: str) -> bool:
+        """Whether every round of the group's open window was full but for idle lease headroom (F4)."""
+        window = self._window_rounds.get((key, group))
+        since = self._starved_since.get(key, {}).get(group)
+        return window is not None and window[0] == since and window[1] > 0 == window[2]
 
     def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
         """Per group, the permits the holder's grant pass counts against a group limit.
@@ -998,19 +1076,24 @@ class Monitor:
         return known
 
     def _round_was_full(self, key: str, state: _HolderState) -> None:
-        """A commit that left no room for what waits (idle lease headroom aside) ends a window.
+        """A commit that left no room for what waits (idle lease headroom aside) ends its windows.
 
         The holder allocates once per round: permits released between rounds wait
         for the next one. That is the protocol's cadence, not starvation. No room
-        means every permit busy, or every group with items waiting at its cap.
+        means every permit busy (every window of the key closes), or, for one
+        group, the group at its cap (a capped group's window closes at every
+        round that fills the cap, however long its backlog).
         """
-        if key in self._starved_since and self.clients is not None:
+        windows = self._starved_since.get(key)
+        if windows and self.clients is not None:
             clients = self.clients
-            waiting, busy, capacity, _, _ = self._starvation(
-                key, state, clients, self._known_leases(clients), self.sim.now()
-            )
-            # No room for what waits: every permit busy, or every waiting group at its cap.
-            if not waiting or busy >= capacity:
+            room = self._starvation(key, state, clients, self._known_leases(clients), self.sim.now())
+            if room.busy >= room.capacity:
+                del self._starved_since[key]
+                return
+            for group in [group for group in windows if group not in room.waiting]:
+                del windows[group]
+            if not windows:
                 del self._starved_since[key]
 
     def _operations_finished(self, clients: Mapping[str, DurableObject]) -> None:
@@ -1034,6 +1117,7 @@ class Monitor:
                 + (" ..." if len(pending) > 5 else ""),
             )
 
+    @_reads_storage
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
         """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
 
@@ -1166,12 +1250,29 @@ def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
     )
 
 
+def _claimable_until(state: _HolderState, now: int) -> int | None:
+    """The earliest time by which some grant's unclaimed permits are claimed or taken back, or None.
+
+    Until its deadline a grant's unclaimed permits may still be claimed; the alarm
+    takes them back within ``alarm_min_delay_ms`` after it (``reclaimed``).
+    """
+    bounds = [
+        int(expires_at) + state.env.alarm_min_delay_ms
+        for _, _, _, permits, claimed, _, _, expires_at in state.mirror.rows["grants"].values()
+        if claimed < permits and now <= int(expires_at) + state.env.alarm_min_delay_ms
+    ]
+    return min(bounds, default=None)
+
+
 def _built(conn: Any) -> bool:
-    """Whether a holder's schema exists (an object nobody ever called has none)."""
-    try:
-        conn.execute("SELECT 1 FROM durability_semaphore_grants LIMIT 0")
-    except sqlite3.OperationalError:
+    """Whether a holder's schema exists (an object nobody ever called has none).
+
+    Storage with tables but no readable grants table (a variant that renamed
+    it, say) is not "never built": it raises :class:`CheckerReadError`.
+    """
+    if never_built(conn, "durability_semaphore_grants"):
         return False
+    select(conn, "SELECT 1 FROM durability_semaphore_grants LIMIT 0")
     return True
 
 
@@ -1216,10 +1317,12 @@ def _leaked_count(conn: Any, known: Container[str]) -> int:
 
 
 def _leases(conn: Any) -> list[Any]:
+    if not _built(conn):
+        return []
     try:
         return HolderStore(conn).list_leases()
-    except sqlite3.OperationalError:
-        return []
+    except sqlite3.OperationalError as error:
+        raise CheckerReadError(f"a checker could not list a holder's leases: {error}") from error
 
 
 def _capacity(env: Env, leases_running: int) -> int:
@@ -1316,11 +1419,8 @@ def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tu
 
 
 def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of a query, or none if the table does not exist yet (an object never built)."""
-    try:
-        return list(conn.execute(sql, params))
-    except sqlite3.OperationalError:
-        return []
+    """Rows of a query; none only for an object never built (:mod:`sim.check.reads`)."""
+    return select(conn, sql, params)
 
 
 def _record_claims(

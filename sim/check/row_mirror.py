@@ -33,6 +33,8 @@ from typing import Any, Final
 
 import attrs
 
+from sim.check.reads import select
+
 #: Per table name (``grants``, ``leases``), each row by id, as ``SELECT *`` returns it.
 Rows = dict[str, dict[str, tuple[Any, ...]]]
 
@@ -55,10 +57,7 @@ def read_rows(conn: sqlite3.Connection) -> Rows:
 
 
 def _select_all(conn: sqlite3.Connection, table: str) -> dict[str, tuple[Any, ...]]:
-    try:
-        return {row[0]: tuple(row) for row in conn.execute(f"SELECT * FROM {table}")}
-    except sqlite3.OperationalError:
-        return {}
+    return {row[0]: tuple(row) for row in select(conn, f"SELECT * FROM {table}")}
 
 
 def grant_outstanding(row: tuple[Any, ...], now: int) -> int:

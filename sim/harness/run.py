@@ -423,6 +423,7 @@ def _build(
     sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery, monitor: Monitor
 ) -> World:
     network = Network(sim, faults, nursery, config.latency_ms)
+    monitor.network = network
     network.extra_loss["release"] = faults.release_loss
     jobs = Jobs(sim, network, nursery)
     world = World(sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients={}, envs={})
@@ -524,7 +525,8 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
     while True:
         now = sim.now()
         monitor.sample_progress(world.clients)
-        if now >= judge_from and monitor.settled(world.clients):
+        until = monitor.unsettled_until(world.clients) if now >= judge_from else now
+        if until is None:
             monitor.finish(world.clients)
             return
         if give_up_at is None and now >= config.duration_ms:
@@ -538,7 +540,9 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
             monitor.unsettled(world.clients, quiet_from_ms, moved)
             return
         wake = now + PROGRESS_SAMPLE_MS
-        for at in (config.duration_ms, judge_from):
+        # What keeps it from settling may be over before the next sample (a reply landing, a
+        # claim deadline): look again then, so when it settles does not hang on the sampler.
+        for at in (config.duration_ms, judge_from, until):
             if now < at < wake:
                 wake = at
         await sim.sleep_until(wake)

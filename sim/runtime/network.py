@@ -10,6 +10,15 @@ call); the callee may still finish and commit.
 
 Every message sent, delivered, dropped or duplicated is a trace event.
 
+The network also knows what is *on the wire*: requests and replies sent and
+not yet taken in (a duplicate is one more). A request is taken in when it
+lands (its handler runs there and then); a reply when its caller's task
+resumes with it, which may be after other tasks woken at the same
+millisecond have run. A checker that judges "nothing more can happen" must
+not judge while one is on the wire: a round's reply carrying a grant or a
+lease, say, has been committed by the holder and not yet heard by its
+client (:attr:`Network.on_wire`, :attr:`Network.lands_by_ms`).
+
 A delivered request is handled at once, inside the delivery: most handlers
 answer synchronously (a sync, a submit, a usage read), and such an answer
 costs no task, no cancel scope and no scheduler pass; its reply leaves in
@@ -101,12 +110,16 @@ class Endpoint(Protocol):
 class _Reply:
     """Where a call's answer lands; the first delivered reply wins."""
 
-    __slots__ = ("error", "signal", "value")
+    __slots__ = ("error", "held", "signal", "value", "waiting")
 
-    def __init__(self, signal: Signal) -> None:
+    def __init__(self, signal: Signal, waiting: bool) -> None:
         self.signal = signal
         self.value: Any = None
         self.error: RemoteError | None = None
+        #: A caller waits for it (a ``call``, not a ``notify``) and has not given up.
+        self.waiting = waiting
+        #: It landed and its caller has not resumed with it yet: still on the wire.
+        self.held = False
 
 
 @attrs.frozen
@@ -136,6 +149,29 @@ class Network:
         self._no_duplicates: set[str] = set()
         #: Extra reply-side loss hook (jobs' completion notices), by method name.
         self.extra_loss: dict[str, float] = {}
+        self._on_wire = 0
+        self._lands_by_ms = 0
+
+    @property
+    def on_wire(self) -> int:
+        """Messages sent and not yet taken in (see the module docstring).
+
+        A request that was delivered and waits for its answer (a :class:`Later`)
+        is not on the wire; its reply will be once the answer leaves, until its
+        caller has resumed with it (or it was dropped or ignored).
+        """
+        return self._on_wire
+
+    @property
+    def lands_by_ms(self) -> int:
+        """When the last message now on the wire lands (meaningful while :attr:`on_wire`)."""
+        return self._lands_by_ms
+
+    def _put_on_wire(self, at_ms: int, land: Callable[[], None]) -> None:
+        """Schedule ``land`` (``_arrive`` or ``_answer``, which take it off) at ``at_ms``."""
+        self._on_wire += 1
+        self._lands_by_ms = max(self._lands_by_ms, at_ms) if self._on_wire > 1 else at_ms
+        self._sim.call_at(at_ms, land)
 
     def register(self, name: str, endpoint: Endpoint, *, duplicates: bool = True) -> None:
         """Route calls to ``name``; with ``duplicates=False`` its requests are never duplicated.
@@ -187,8 +223,15 @@ class Network:
     ) -> Any:
         """Send ``payload`` to ``dst.method`` and wait for the reply, at most ``timeout_ms``."""
         sim = self._sim
-        msg, reply = self._send(src, dst, method, payload)
-        if not await reply.signal.wait(sim.now() + timeout_ms):
+        msg, reply = self._send(src, dst, method, payload, waiting=True)
+        try:
+            arrived = await reply.signal.wait(sim.now() + timeout_ms)
+        finally:  # also when cancelled (an eviction): nobody will take the reply in after this
+            reply.waiting = False
+            if reply.held:
+                reply.held = False
+                self._on_wire -= 1
+        if not arrived:
             sim.event("timeout", msg=msg, src=src, dst=dst, method=method)
             raise RpcTimeout(f"{src} -> {dst}.{method}: no reply within {timeout_ms} ms")
         if reply.error is not None:
@@ -199,21 +242,23 @@ class Network:
         """A call nobody waits for: same faults, the reply (if any) is simply not awaited."""
         self._send(src, dst, method, payload)
 
-    def _send(self, src: str, dst: str, method: str, payload: Any) -> tuple[str, _Reply]:
+    def _send(
+        self, src: str, dst: str, method: str, payload: Any, waiting: bool = False
+    ) -> tuple[str, _Reply]:
         sim = self._sim
         msg = sim.next_id("msg")
         sim.event("send", msg=msg, src=src, dst=dst, method=method, body=payload)
-        reply = _Reply(sim.signal())
+        reply = _Reply(sim.signal(), waiting)
         fate = self._fate(self._plan.request_loss + self.extra_loss.get(method, 0.0))
         reason = self._loss(fate.lost, "request", src, dst, method, src)
         if reason is not None:
             sim.event("drop", msg=msg, leg="request", reason=reason)
             return msg, reply
         now = sim.now()
-        sim.call_at(now + fate.delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply))
+        self._put_on_wire(now + fate.delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply))
         if fate.duplicate_delay_ms is not None and dst not in self._no_duplicates:
             sim.event("duplicate", msg=msg, leg="request")
-            sim.call_at(
+            self._put_on_wire(
                 now + fate.duplicate_delay_ms, lambda: self._arrive(msg, src, dst, method, payload, reply)
             )
         return msg, reply
@@ -221,6 +266,7 @@ class Network:
     def _arrive(self, msg: str, src: str, dst: str, method: str, payload: Any, reply: _Reply) -> None:
         """A request reaches ``dst``: the endpoint handles it here and now (see the module docstring)."""
         sim = self._sim
+        self._on_wire -= 1
         if self._plan.partitioned(dst, sim.now()):
             sim.event("drop", msg=msg, leg="request", reason="partitioned")
             return
@@ -263,11 +309,12 @@ class Network:
         if reason is not None:
             sim.event("drop", msg=msg, leg="reply", reason=reason)
             return
-        sim.call_at(sim.now() + fate.delay_ms, lambda: self._answer(msg, src, reply, value, error))
+        self._put_on_wire(sim.now() + fate.delay_ms, lambda: self._answer(msg, src, reply, value, error))
 
     def _answer(self, msg: str, src: str, reply: _Reply, value: Any, error: RemoteError | None) -> None:
         """The reply reaches the caller (who may have given up already)."""
         sim = self._sim
+        self._on_wire -= 1
         if self._plan.partitioned(src, sim.now()):
             sim.event("drop", msg=msg, leg="reply", reason="partitioned")
             return
@@ -279,4 +326,7 @@ class Network:
         else:
             sim.event("reply", msg=msg, body=value)
         reply.value, reply.error = value, error
+        if reply.waiting:  # on the wire until the caller's task resumes with it
+            reply.held = True
+            self._on_wire += 1
         reply.signal.set()
