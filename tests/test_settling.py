@@ -10,6 +10,7 @@ flight a leak (issue 23). Each test here failed before the fix.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -20,7 +21,9 @@ import sim.runtime.kernel
 from semaphore_core.store import HolderStore
 from sim.explore.fuzz import load_case, run_case
 from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from sim.world.external_api import ExternalApi
 from sim.world.faults import Cancel, FaultPlan, GroupLimitChange
+from sim.world.operations import OperationsSpec
 from sim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
@@ -172,3 +175,53 @@ def test_a_reclaim_a_minute_late_is_judged_even_when_the_run_is_quiet_sooner(
     run = run_world(claimed_in_part(20_000), CLAIMED_IN_PART, seed=1)
     assert (run.result.outcome, run.result.invariant) == ("violation", "reclaimed"), run.result
     assert 31_010 + 15_000 < run.result.end_ms < 31_010 + 60_000
+
+
+# Attempt 1's call is slowed 100-fold (the API's faults stop at 3 s): it times out, attempt 2's
+# call (1.5 s) completes the operation and the item is released at 6,535, while call 1, a
+# zombie, works at the API until 152,030.
+ZOMBIE = WorldConfig(
+    holder=HolderSpec(limit=4, leases=None),
+    workload=Workload(
+        clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=1, duration_ms=1_500),)
+    ),
+    duration_ms=40_000,
+    operations=OperationsSpec(idempotent_api=False, max_attempts=2, attempt_timeout_ms=2_000),
+)
+ZOMBIE_PLAN = FaultPlan(api_slow=1.0, api_slow_factor=100, faults_until_ms=3_000)
+
+
+def test_a_call_still_working_at_the_api_is_waited_for() -> None:
+    """Judged at 40,000 the run looked quiet and ended with the zombie still working: what
+    its end does (an effect, ``effect_once``) was never seen."""
+    run = run_world(ZOMBIE, ZOMBIE_PLAN, seed=1)
+    assert run.result.outcome == "completed", run.result
+    ends = [e["t"] for e in run.trace.of_kind("api_end")]
+    [settled] = run.trace.of_kind("settled")
+    assert ends == [6_530, 152_030]
+    assert settled["t"] > ends[-1]
+
+
+def test_a_zombies_second_effect_at_an_idempotent_api_is_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted bug: an API that claims idempotency but lets a second call of a key that is
+    still running in. The zombie's effect comes at its end, long after the run looked quiet."""
+
+    class NothingRunning(dict[str, str]):
+        def __contains__(self, key: object) -> bool:
+            return False
+
+        def __delitem__(self, key: str) -> None:
+            self.pop(key, None)
+
+    real_init = ExternalApi.__init__
+
+    def leaky_init(self: ExternalApi, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self._running_key = NothingRunning()
+
+    monkeypatch.setattr(ExternalApi, "__init__", leaky_init)
+    idempotent = OperationsSpec(idempotent_api=True, max_attempts=2, attempt_timeout_ms=2_000)
+    config = attrs.evolve(ZOMBIE, operations=idempotent)
+    run = run_world(config, ZOMBIE_PLAN, seed=1)
+    assert (run.result.outcome, run.result.invariant) == ("violation", "effect_once"), run.result
+    assert run.result.end_ms == 152_030
