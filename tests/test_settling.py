@@ -225,3 +225,42 @@ def test_a_zombies_second_effect_at_an_idempotent_api_is_judged(monkeypatch: pyt
     run = run_world(config, ZOMBIE_PLAN, seed=1)
     assert (run.result.outcome, run.result.invariant) == ("violation", "effect_once"), run.result
     assert run.result.end_ms == 152_030
+
+
+def test_a_zombie_that_outlasts_the_stall_window_is_waited_for_not_called_stuck() -> None:
+    """Waiting on an end already known is not being stuck. The sweep of the reference that
+    first waited for zombies found runs failing "the run did not settle" with nothing queued:
+    a call slowed past the stall window kept them unsettled while nothing else moved."""
+    config = attrs.evolve(
+        ZOMBIE,
+        workload=Workload(
+            clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=1, duration_ms=50_000),)
+        ),
+        operations=OperationsSpec(idempotent_api=False, max_attempts=2, attempt_timeout_ms=60_000),
+    )
+    assert sim.harness.run.stall_ms(config) < 50_000 * 100
+    run = run_world(config, ZOMBIE_PLAN, seed=1)
+    assert run.result.outcome == "completed", run.result
+    zombie_end = max(e["t"] for e in run.trace.of_kind("api_end"))
+    [settled] = run.trace.of_kind("settled")
+    assert zombie_end == 2_030 + 50_000 * 100 <= settled["t"]
+    assert len(run.trace.of_kind("api_end")) == len(run.trace.of_kind("api_start"))
+
+
+def test_a_client_asking_in_vain_every_round_does_not_keep_the_run_from_settling() -> None:
+    """A group capped at 0: its client asks every round and hears nothing. With a latency of
+    2 s its request or its empty reply is on the wire four fifths of the time, and a sample
+    every 5 s saw one every time. The judge looks again when they have landed (while the
+    request waits for its round), so the run settles with the item still waiting."""
+    config = WorldConfig(
+        holder=HolderSpec(limit=4, leases=None),
+        workload=Workload(clients=1, plain_clients=1, script=(Arrival(at_ms=1_000, client=0, count=1),)),
+        duration_ms=30_000,
+        latency_ms=2_000,
+    )
+    plan = FaultPlan(group_limit_changes=(GroupLimitChange(0, "acct", "wf-1", 0),))
+    run = run_world(config, plan, seed=1)
+    assert run.result.outcome == "completed", run.result
+    [settled] = run.trace.of_kind("settled")
+    assert settled["waiting"] == 1
+    assert settled["t"] < 60_000

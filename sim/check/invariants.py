@@ -216,6 +216,20 @@ class _Room:
     leaked: int
 
 
+@attrs.frozen
+class Pending:
+    """What keeps a run from settling: when to look again, and whether the run waits on an end
+    already known (a call at the external API, a grant's unclaimed permits coming back).
+
+    Waiting on a known end is not being stuck: ``run_world`` does not fail ``progress`` for
+    a run that waits on one, however long since anything moved.
+    """
+
+    #: When what keeps the run unsettled may be over, at the earliest (now when it cannot be told).
+    at_ms: int
+    known_end: bool = False
+
+
 @attrs.define
 class _HolderState:
     obj: DurableObject
@@ -933,12 +947,11 @@ class Monitor:
         a capped group, or on a limit the documented leak fills (or that is 0),
         with no grant outstanding that could serve it.
         """
-        return self.unsettled_until(clients) is None
+        return self.pending(clients) is None
 
     @_reads_storage
-    def unsettled_until(self, clients: Mapping[str, DurableObject]) -> int | None:
-        """None when :meth:`settled`; otherwise, when what keeps the run unsettled may be over
-        at the earliest (a message landing, a claim deadline), or now when that cannot be told."""
+    def pending(self, clients: Mapping[str, DurableObject]) -> Pending | None:
+        """What the run still waits on before it settles (None: it has settled), and when to look again."""
         now = self.sim.now()
         if (
             any(self.in_use.values())
@@ -946,24 +959,26 @@ class Monitor:
             or _claiming(clients)
             or _expiry_due(clients, now)
         ):
-            return now
-        if self.network is not None and self.network.on_wire:
-            # A reply that landed is still on the wire until its caller's task resumes with it,
-            # later in this millisecond: look again a millisecond on at the earliest.
-            return max(self.network.lands_by_ms, now + 1)
-        if self.api is not None and self.api.running:
-            # A call still working at the external API (a zombie whose caller gave up) has yet to
-            # take effect and end: ``effect_once`` and ``external_ceiling`` judge it then.
-            return min(call.ends_at for call in self.api.running.values())
+            return Pending(now)
         known = self._known_leases(clients)
-        for key, state in sorted(self._holders.items()):
-            pending = _claimable_until(state, now)
-            if pending is not None:
-                return pending + 1
+        holders = sorted(self._holders.items())
+        for key, state in holders:
             room = self._starvation(key, state, clients, known, now)
             waiting = sum(count for count, _ in room.waiting.values())
             if waiting and (_accounted(state.obj.storage, now)[0] or room.capacity > room.leaked):
-                return now
+                return Pending(now)
+        network = self.network
+        if network is not None and network.on_wire:
+            # A reply that landed is still on the wire until its caller's task resumes with it,
+            # later in this millisecond: look again a millisecond on at the earliest.
+            return Pending(max(network.lands_by_ms, now + 1))
+        if self.api is not None and self.api.running:
+            # A call still working at the external API (a zombie whose caller gave up) has yet to
+            # take effect and end: ``effect_once`` and ``external_ceiling`` judge it then.
+            return Pending(min(call.ends_at for call in self.api.running.values()), known_end=True)
+        claimable = [bound for _, state in holders if (bound := _claimable_until(state, now)) is not None]
+        if claimable:
+            return Pending(min(claimable) + 1, known_end=True)
         return None
 
     @_reads_storage

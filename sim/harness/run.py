@@ -18,7 +18,7 @@ import trio
 from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
-from sim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor
+from sim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
 from sim.inputs.validation import (
     array,
     boolean,
@@ -525,8 +525,8 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
     while True:
         now = sim.now()
         monitor.sample_progress(world.clients)
-        until = monitor.unsettled_until(world.clients) if now >= judge_from else now
-        if until is None:
+        pending = monitor.pending(world.clients) if now >= judge_from else Pending(now)
+        if pending is None:
             monitor.finish(world.clients)
             return
         if give_up_at is None and now >= config.duration_ms:
@@ -535,14 +535,17 @@ async def _judge_liveness(sim: Sim, world: World, config: WorldConfig, quiet_fro
             left = monitor.outstanding(world.clients)
             give_up_at = now + min(MAX_SETTLE_MS, max(MIN_SETTLE_MS, left * stall))
         moved = max(monitor.last_moved_ms, quiet_from_ms)
-        if give_up_at is not None and (now - moved >= stall or now >= give_up_at):
+        # Waiting on an end already known (a zombie call at the API, permits the alarm will take
+        # back) is not being stuck, as long as that end comes within the run's bound.
+        waits = pending.known_end and pending.at_ms <= config.duration_ms + MAX_SETTLE_MS
+        if give_up_at is not None and not waits and (now - moved >= stall or now >= give_up_at):
             # Raises, unless a finding this run tolerates explains it: then the run ends here.
             monitor.unsettled(world.clients, quiet_from_ms, moved)
             return
         wake = now + PROGRESS_SAMPLE_MS
         # What keeps it from settling may be over before the next sample (a reply landing, a
         # claim deadline): look again then, so when it settles does not hang on the sampler.
-        for at in (config.duration_ms, judge_from, until):
+        for at in (config.duration_ms, judge_from, pending.at_ms):
             if now < at < wake:
                 wake = at
         await sim.sleep_until(wake)

@@ -154,7 +154,7 @@ class Network:
 
     @property
     def on_wire(self) -> int:
-        """Messages sent and not yet taken in (see the module docstring).
+        """How many messages are on the wire: sent and not yet taken in (see the module docstring).
 
         A request that was delivered and waits for its answer (a :class:`Later`)
         is not on the wire; its reply will be once the answer leaves, until its
@@ -168,9 +168,9 @@ class Network:
         return self._lands_by_ms
 
     def _put_on_wire(self, at_ms: int, land: Callable[[], None]) -> None:
-        """Schedule ``land`` (``_arrive`` or ``_answer``, which take it off) at ``at_ms``."""
+        """Schedule ``land`` (``_arrive`` or ``_answer``, which take the message off) at ``at_ms``."""
+        self._lands_by_ms = max(self._lands_by_ms, at_ms) if self._on_wire else at_ms
         self._on_wire += 1
-        self._lands_by_ms = max(self._lands_by_ms, at_ms) if self._on_wire > 1 else at_ms
         self._sim.call_at(at_ms, land)
 
     def register(self, name: str, endpoint: Endpoint, *, duplicates: bool = True) -> None:
@@ -314,11 +314,12 @@ class Network:
     def _answer(self, msg: str, src: str, reply: _Reply, value: Any, error: RemoteError | None) -> None:
         """The reply reaches the caller (who may have given up already)."""
         sim = self._sim
-        self._on_wire -= 1
         if self._plan.partitioned(src, sim.now()):
+            self._on_wire -= 1
             sim.event("drop", msg=msg, leg="reply", reason="partitioned")
             return
         if reply.signal.is_set:
+            self._on_wire -= 1
             sim.event("reply", msg=msg, ignored=True)
             return
         if error is not None:
@@ -326,7 +327,8 @@ class Network:
         else:
             sim.event("reply", msg=msg, body=value)
         reply.value, reply.error = value, error
-        if reply.waiting:  # on the wire until the caller's task resumes with it
-            reply.held = True
-            self._on_wire += 1
+        if reply.waiting:
+            reply.held = True  # on the wire until the caller's task resumes with it
+        else:
+            self._on_wire -= 1  # nobody waits: a notify, or a caller that gave up
         reply.signal.set()
