@@ -222,7 +222,8 @@ class Pending:
     already known (a call at the external API, a grant's unclaimed permits coming back).
 
     Waiting on a known end is not being stuck: ``run_world`` does not fail ``progress`` for
-    a run that waits on one, however long since anything moved.
+    a run that waits on one, however long since anything moved (whatever else is also under
+    way, a reply on its way to a zombie's caller, say).
     """
 
     #: When what keeps the run unsettled may be over, at the earliest (now when it cannot be told).
@@ -554,6 +555,8 @@ class Monitor:
         api = self.api
         assert api is not None
         if change == "end":
+            # A call ending is work moving: a run that waited on a zombie's end is not stuck at it.
+            self.last_moved_ms = self.sim.now()
             if api.idempotent and api.effects.get(call.key, 0) > 1:
                 self.fail(
                     "effect_once",
@@ -967,19 +970,27 @@ class Monitor:
             waiting = sum(count for count, _ in room.waiting.values())
             if waiting and (_accounted(state.obj.storage, now)[0] or room.capacity > room.leaked):
                 return Pending(now)
+        # Then what is under way, each with when it may be over: the run settles when none is.
+        under_way: list[Pending] = []
         network = self.network
         if network is not None and network.on_wire:
             # A reply that landed is still on the wire until its caller's task resumes with it,
             # later in this millisecond: look again a millisecond on at the earliest.
-            return Pending(max(network.lands_by_ms, now + 1))
+            under_way.append(Pending(max(network.lands_by_ms, now + 1)))
         if self.api is not None and self.api.running:
             # A call still working at the external API (a zombie whose caller gave up) has yet to
             # take effect and end: ``effect_once`` and ``external_ceiling`` judge it then.
-            return Pending(min(call.ends_at for call in self.api.running.values()), known_end=True)
-        claimable = [bound for _, state in holders if (bound := _claimable_until(state, now)) is not None]
-        if claimable:
-            return Pending(min(claimable) + 1, known_end=True)
-        return None
+            ends_at = min(call.ends_at for call in self.api.running.values())
+            under_way.append(Pending(ends_at, known_end=True))
+        for _, state in holders:
+            bound = _claimable_until(state, now)
+            if bound is not None:
+                under_way.append(Pending(bound + 1, known_end=True))
+        if not under_way:
+            return None
+        return Pending(
+            min(pending.at_ms for pending in under_way), known_end=any(p.known_end for p in under_way)
+        )
 
     @_reads_storage
     def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
