@@ -1296,9 +1296,12 @@ def _built(conn: Any) -> bool:
     Storage with tables but no readable grants table (a variant that renamed
     it, say) is not "never built": it raises :class:`CheckerReadError`.
     """
-    if never_built(conn, "durability_semaphore_grants"):
-        return False
-    select(conn, "SELECT 1 FROM durability_semaphore_grants LIMIT 0")
+    try:
+        conn.execute("SELECT 1 FROM durability_semaphore_grants LIMIT 0")
+    except sqlite3.OperationalError as error:
+        if never_built(conn, "durability_semaphore_grants"):
+            return False
+        raise CheckerReadError(f"a checker could not read a holder's grants: {error}") from error
     return True
 
 
