@@ -29,6 +29,7 @@ from typing import Any
 from sim.cli.main import runs_arg, seed_arg, workers_arg
 from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
 from sim.inputs.commands import run_printing
+from sim.inputs.files import write_text_whole
 from sim.inputs.validation import MAX_SEED
 
 
@@ -48,7 +49,7 @@ def one(job: tuple[int, int, tuple[str, ...], str]) -> dict[str, Any]:
     if failure is not None:
         path = Path(out) / f"sweep-{seed}-{failure.failure_name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(case_text(failure.case, tolerated_for(fixes), failure), encoding="utf-8")
+        write_text_whole(path, case_text(failure.case, tolerated_for(fixes), failure))
         line |= {"violation": failure.failure_name, "detail": failure.detail, "case": str(path)}
     return line
 

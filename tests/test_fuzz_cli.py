@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import sim.cli.fuzz_command
+import sim.inputs.files
 from scenarios import fuzz_examples
 from sim.check.coverage import EXPECTED, coverage, missing
 from sim.cli.main import main
@@ -545,10 +546,10 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
     monkeypatch.setattr(sim.cli.fuzz_command, "campaign", lambda *args, **kwargs: found)
     monkeypatch.setattr(sim.cli.fuzz_command, "fuzz_examples", lambda fixes: [], raising=False)
 
-    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+    def refuse(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", refuse)
+    monkeypatch.setattr(sim.inputs.files, "_write_all", refuse)
     argv = ["fuzz", "--runs", "1", "--quiet", "--out", str(tmp_path), "--workers", "1", "--no-db"]
     assert main(argv) == EXIT_VIOLATION
     captured = capsys.readouterr()

@@ -156,6 +156,8 @@ def plot(result: DemoResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from sim.report.plot import save_figure
+
     # Hold the last state for a second so the final step has width.
     times = [m.t_ms / 1000 for m in result.moments] + [result.moments[-1].t_ms / 1000 + 1]
     granted = [m.usage.granted for m in result.moments] + [result.moments[-1].usage.granted]
@@ -178,5 +180,5 @@ def plot(result: DemoResult, path: Path) -> None:
     ax.set_title("semsim demo: one holder, a lost reply, the alarm, a lowered limit")
     ax.legend(loc="lower left", framealpha=0.95)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -67,6 +67,7 @@ from sim.inputs.commands import (
     plural,
     wall_clock,
 )
+from sim.inputs.files import write_text_whole
 from sim.runtime.kernel import SCHEDULE
 
 DEFAULT_RUNS: Final = 100
@@ -105,6 +106,21 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         except ResultsError as error:
             raise UsageError(str(error)) from None
     tolerated = tolerated_for(fixes)
+    try:
+        return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path)
+    except ResultsError as error:  # the results file failed: a full disk, a locked file
+        raise UsageError(str(error)) from None
+
+
+def _campaign(
+    args: argparse.Namespace,
+    runs: int,
+    seed: int,
+    fixes: tuple[str, ...],
+    tolerated: frozenset[str],
+    out_dir: Path,
+    db_path: Path | None,
+) -> int:
     from scenarios import SCENARIOS, fuzz_examples
 
     examples = fuzz_examples(fixes)
@@ -118,6 +134,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             db = resources.enter_context(closing(open_db(db_path)))
             recorder = Recorder.begin(
                 db,
+                db_path,
                 seed=seed,
                 runs=runs,
                 examples=len(examples),
@@ -229,7 +246,7 @@ def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
     text = case_text(failure.case, tolerated, failure)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text_whole(path, text)
     except OSError as error:
         print(f"could not save the case to {path}: {error.strerror or error}; here it is:", file=sys.stderr)
         print(text, end="")

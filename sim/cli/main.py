@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -295,6 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         discard_stdout()
         return EXIT_BROKEN_PIPE
+    except sqlite3.Error as error:  # a database the command could not use (each names its file first)
+        print(f"semsim {args.command}: error: SQLite: {error}", file=sys.stderr)
+        discard_stdout()
+        return EXIT_USAGE
     except OSError as error:  # writing a result failed: a full disk, a device that refuses
         where = f" {error.filename}" if error.filename else ""
         print(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sqlite3
 import sys
 from contextlib import closing
 from pathlib import Path
@@ -32,6 +33,7 @@ import attrs
 from sim.check.coverage import EXPECTED
 from sim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
 from sim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
+from sim.inputs.files import write_text_whole
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -53,6 +55,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             found = summary(db)
     except ResultsError as error:
         raise UsageError(str(error)) from None
+    except sqlite3.Error as error:  # a file damaged after it was checked, say
+        raise UsageError(f"DB {db_path}: cannot read it: {error}") from None
     written = _write_cases(found, cases_dir) if cases_dir is not None else {}
     if args.json:
         print(json.dumps(_as_json(found, written), indent=1))
@@ -68,7 +72,7 @@ def _write_cases(found: Summary, directory: Path) -> dict[int, Path]:
         directory.mkdir(parents=True, exist_ok=True)
     for failure in found.failures:
         path = directory / f"campaign-{failure.campaign_id}-{failure.failure_name}.json"
-        path.write_text(failure.case_text, encoding="utf-8")
+        write_text_whole(path, failure.case_text)
         written[failure.campaign_id] = path
     return written
 

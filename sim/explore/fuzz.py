@@ -32,7 +32,7 @@ from sim.check.coverage import coverage, missing
 from sim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
 from sim.explore.strategies import Case, cases
 from sim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
-from sim.inputs.files import InputError, parse_json, read_text
+from sim.inputs.files import InputError, parse_json, read_text, write_text_whole
 from sim.inputs.validation import check_seed
 from sim.runtime.kernel import SCHEDULE
 from sim.world.faults import FaultPlan
@@ -181,8 +181,9 @@ def case_text(case: Case, tolerated: frozenset[str], failure: RunReport | None =
 def save_case(
     case: Case, tolerated: frozenset[str], path: str | os.PathLike[str], failure: RunReport | None = None
 ) -> None:
-    """Write a case as JSON (see :func:`case_text`) to ``path`` (a ``str`` or a path-like object)."""
-    Path(path).write_text(case_text(case, tolerated, failure), encoding="utf-8")
+    """Write a case as JSON (see :func:`case_text`) to ``path`` (a ``str`` or a path-like object),
+    whole or not at all."""
+    write_text_whole(path, case_text(case, tolerated, failure))
 
 
 def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
@@ -348,6 +349,15 @@ class _Stopped(BaseException):
     """
 
 
+class _Aborted(BaseException):
+    """Raised inside the Hypothesis test when ``on_run`` failed (a results file on a full disk):
+    the campaign ends and ``error`` is raised from it, never shrunk as if the case had failed."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 @contextmanager
 def _cases_independent_of_loaded_modules() -> Iterator[None]:
     """Draw a campaign's cases from its seed alone, whatever modules the process has loaded.
@@ -404,7 +414,8 @@ def campaign(
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
     ``on_run(campaign, report, shrinking)`` is called after every run (the
-    progress line). Every draw derives from ``seed`` alone (not from which
+    progress line); an exception out of it ends the campaign and is raised
+    from it as it is. Every draw derives from ``seed`` alone (not from which
     modules are loaded), so the same arguments give the same campaign in any
     process. ``examples`` run first, as they are (Hypothesis's explicit
     examples): the named scenarios, say. Shrinking stops after
@@ -460,7 +471,10 @@ def campaign(
         else:
             result.add(report)
         if on_run is not None:
-            on_run(result, report, shrinking)
+            try:
+                on_run(result, report, shrinking)
+            except Exception as error:  # the caller's failure (its results file), not the case's
+                raise _Aborted(error) from error
         if report.failed and (result.failure is None or report.failure_name == result.failure.failure_name):
             # While shrinking, only the same failure counts: shrinking keeps the invariant.
             failed[case] = result.failure = report
@@ -475,4 +489,6 @@ def campaign(
             assert result.failure is not None
         except _Stopped:
             result.interrupted = True
+        except _Aborted as aborted:
+            raise aborted.error from None
     return result

@@ -61,7 +61,7 @@ from sim.explore.mutant_layers import (
     run_pytest_layer,
     run_scenarios_layer,
 )
-from sim.inputs.files import InputError, read_text
+from sim.inputs.files import InputError, read_text, write_text_whole
 
 #: The ``ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
@@ -613,7 +613,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         f"{_cpu_seconds() - cpu_started:.0f} s of CPU time"
     )
     if out is not None:
-        out.write_text(markdown(results, CI_RUNS, CI_SEED), encoding="utf-8")
+        write_text_whole(out, markdown(results, CI_RUNS, CI_SEED))
         print(f"table written to {out}")
     too_long = [
         r.name

@@ -45,9 +45,10 @@ import json
 import os
 import socket
 import sqlite3
+import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
@@ -178,8 +179,41 @@ def _check_ours(path: Path, option: str, application_id: int, version: int, tabl
 
 
 def open_db(path: Path, option: str = "--db") -> sqlite3.Connection:
-    """The results database at ``path``, created or migrated to :data:`SCHEMA_VERSION` (checked first)."""
+    """The results database at ``path``, created or migrated to :data:`SCHEMA_VERSION` (checked first).
+
+    A new file is made whole: the schema is written to a temporary file beside
+    ``path``, which then takes its name, so a full disk leaves no file rather
+    than an empty or half-made one. SQLite's errors are :class:`ResultsError`
+    naming the file.
+    """
     check_db(path, option)
+    if not path.exists():
+        _create(path, option)
+    try:
+        return _open(path)
+    except sqlite3.Error as error:
+        raise ResultsError(f"{option} {path}: cannot open it: {error}") from None
+
+
+def _create(path: Path, option: str) -> None:
+    """A new results database at ``path``, with its schema, or none at all."""
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    except OSError as error:
+        raise ResultsError(f"{option} {path}: cannot create it: {error.strerror or error}") from None
+    os.close(fd)
+    temporary = Path(name)
+    try:
+        with closing(_open(temporary)):
+            pass
+        os.replace(temporary, path)
+    except (OSError, sqlite3.Error) as error:
+        temporary.unlink(missing_ok=True)
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ResultsError(f"{option} {path}: cannot create it: {reason}") from None
+
+
+def _open(path: Path) -> sqlite3.Connection:
     # As a URI, so that ATTACH (merging) can open other files read-only by URI too.
     db = sqlite3.connect(path.resolve().as_uri(), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True)
     try:
@@ -221,13 +255,16 @@ def read_db(path: Path, option: str = "DB") -> sqlite3.Connection:
 
 @contextmanager
 def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One transaction: committed whole, or rolled back (a failed ``COMMIT`` too: a full disk)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite may have rolled back already (after SQLITE_FULL, say)
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 # --- recording ------------------------------------------------------------------------------------
@@ -250,10 +287,18 @@ def _semsim_version() -> str:
 
 @attrs.define
 class Recorder:
-    """Writes one campaign as it runs: its ``on_run`` records runs, :meth:`finish` the verdict."""
+    """Writes one campaign as it runs: its ``on_run`` records runs, :meth:`finish` the verdict.
+
+    A write that fails (a full disk, a locked or read-only file) raises
+    :class:`ResultsError` naming the file; the transaction it was in is rolled
+    back, so what was recorded before stays whole (the campaign's row says
+    ``running``, as for a campaign stopped hard).
+    """
 
     db: sqlite3.Connection
     campaign_id: int
+    #: The file, for messages.
+    path: Path
     buffered: list[tuple[Any, ...]] = attrs.field(factory=list)
     recorded: int = 0
 
@@ -261,6 +306,7 @@ class Recorder:
     def begin(
         cls,
         db: sqlite3.Connection,
+        path: Path,
         *,
         seed: int,
         runs: int,
@@ -270,7 +316,7 @@ class Recorder:
         executor: str,
         workers: int,
     ) -> Recorder:
-        with _transaction(db):
+        with _recording(path), _transaction(db):
             cursor = db.execute(
                 "INSERT INTO campaigns (seed, runs_asked, examples, fixes, tolerated, executor, workers,"
                 " semsim_version, host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
@@ -287,7 +333,7 @@ class Recorder:
                 ),
             )
         assert cursor.lastrowid is not None
-        return cls(db, cursor.lastrowid)
+        return cls(db, cursor.lastrowid, path)
 
     def __call__(self, state: Campaign, report: RunReport, shrinking: bool) -> None:
         """``on_run``: a campaign's run (not a shrink run) becomes a row; a chunk of them, a transaction."""
@@ -311,7 +357,7 @@ class Recorder:
             )
         )
         if len(self.buffered) >= RUNS_PER_TRANSACTION:
-            with _transaction(self.db):
+            with _recording(self.path), _transaction(self.db):
                 self._flush()
 
     def _flush(self) -> None:
@@ -323,7 +369,7 @@ class Recorder:
         """The campaign's verdict, its last runs and (if it failed) its shrunk case, in one transaction."""
         failure = result.failure
         status = "failed" if failure is not None else "interrupted" if result.interrupted else "passed"
-        with _transaction(self.db):
+        with _recording(self.path), _transaction(self.db):
             self._flush()
             self.db.execute(
                 "UPDATE campaigns SET status = ?, runs = ?, sim_ms = ?, shrink_runs = ?, shrink_events = ?,"
@@ -364,6 +410,15 @@ class Recorder:
         )
 
 
+@contextmanager
+def _recording(path: Path) -> Iterator[None]:
+    """SQLite's errors while recording, as :class:`ResultsError` naming the file."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise ResultsError(f"the results database {path}: cannot record the campaign: {error}") from None
+
+
 # --- merging ----------------------------------------------------------------------------------------
 
 
@@ -382,12 +437,15 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
     for other in others:
         # Attached (and detached) outside the transaction, as SQLite requires; one file at a
         # time, as SQLite attaches at most ten.
-        db.execute("ATTACH DATABASE ? AS other", (f"{other.resolve().as_uri()}?mode=ro",))
         try:
-            with _transaction(db):
-                copied += _copy_campaigns(db, "other")
-        finally:
-            db.execute("DETACH DATABASE other")
+            db.execute("ATTACH DATABASE ? AS other", (f"{other.resolve().as_uri()}?mode=ro",))
+            try:
+                with _transaction(db):
+                    copied += _copy_campaigns(db, "other")
+            finally:
+                db.execute("DETACH DATABASE other")
+        except sqlite3.Error as error:
+            raise ResultsError(f"DB {main_file}: cannot merge {other} into it: {error}") from None
     return copied
 
 

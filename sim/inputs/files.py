@@ -13,6 +13,9 @@ here, so the rules are the same everywhere:
   exists and accepts a new file, it is not a directory, and a plot's
   extension is one matplotlib can write. Nothing is left behind by the
   check itself.
+- An output is written whole or not at all (:func:`write_whole`): a full
+  disk, a crash or Ctrl-C part-way leaves the file as it was, or absent,
+  never truncated.
 
 Errors are :class:`InputError` (a ``ValueError``) with a one-line message
 naming the path; the command line turns them into exit status 2.
@@ -20,10 +23,13 @@ naming the path; the command line turns them into exit status 2.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import stat
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -261,3 +267,64 @@ def check_output_dir(path: Path, option: str) -> Path:
         raise InputError(f"{option} {path}: cannot create files in {probe_in}: {reason}") from None
     probe.rmdir()
     return path
+
+
+def write_whole(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all.
+
+    The bytes go to a temporary file beside ``path``, are flushed to the
+    disk, and the file then takes ``path``'s place in one rename: whatever
+    fails part-way (a full disk, a crash, Ctrl-C) leaves ``path`` as it
+    was, or absent, and no temporary file behind. The new file gets the
+    mode a plain ``open()`` would give it (or keeps the old file's). An
+    existing file that is not a regular file (``os.devnull``) cannot be
+    replaced and is written directly.
+
+    Raises ``OSError`` naming ``path`` (the command line makes it exit
+    status 2, one line).
+    """
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as out:
+            out.write(data)
+        return
+    try:
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(target)) from None
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+        os.fchmod(fd, stat.S_IMODE(target.stat().st_mode) if target.exists() else _new_file_mode())
+        os.close(fd)
+        fd = -1
+        os.replace(temporary, target)
+    except BaseException as error:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise OSError(error.errno, error.strerror, str(target)) from None
+        raise
+
+
+def write_text_whole(path: str | os.PathLike[str], text: str) -> None:
+    """:func:`write_whole` for UTF-8 text."""
+    write_whole(path, text.encode("utf-8"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to ``fd`` (``os.write`` may write fewer than it is given)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@functools.cache
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -50,7 +50,9 @@ committed rows, not for its ``usage(now)`` reading):
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
+from sim.inputs.files import write_whole
 
 if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
     from matplotlib.figure import Figure
@@ -723,13 +726,22 @@ def plot_trace(
     title: str | None = None,
     per_group: bool = False,
 ) -> Figure:
-    """Render the usage of a trace to ``path`` (PNG, or any format matplotlib writes on its own).
+    """Render the usage of a trace to ``path`` (PNG, or any format matplotlib writes on its own),
+    whole or not at all.
 
     Returns the figure it saved (see :func:`build_figure`), already laid out.
     """
     fig = build_figure(header, events, title=title, per_group=per_group)
-    fig.savefig(path, dpi=fig.dpi)
+    save_figure(fig, path, dpi=fig.dpi)
     return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: float) -> None:
+    """``fig.savefig(path)``, in the format ``path``'s extension names, written whole or not at all
+    (matplotlib writes straight to the file: a full disk left a truncated image)."""
+    image = io.BytesIO()
+    fig.savefig(image, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or None)
+    write_whole(path, image.getvalue())
 
 
 def build_figure(

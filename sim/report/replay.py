@@ -69,7 +69,7 @@ from semaphore_core.store import GrantRow, LeaseRow
 from sim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
 from sim.check.invariants import ceiling_rule, group_ceiling_rule
 from sim.inputs.commands import plural
-from sim.inputs.files import InputError, json_lines, parse_json, read_text
+from sim.inputs.files import InputError, json_lines, parse_json, read_text, write_text_whole
 
 if TYPE_CHECKING:
     from sim.harness.run import WorldRun
@@ -1170,7 +1170,7 @@ def write_traffic(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[
     ``path``: a ``str`` or a path-like object.
     """
     text = "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records)
-    Path(path).write_text(text, encoding="utf-8")
+    write_text_whole(path, text)
 
 
 # --- the shipped example ------------------------------------------------------------------

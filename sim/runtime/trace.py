@@ -12,10 +12,9 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Final
 
-from sim.inputs.files import InputError, json_lines, parse_json, read_text
+from sim.inputs.files import InputError, json_lines, parse_json, read_text, write_whole
 
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.
@@ -70,8 +69,8 @@ class Trace:
         return hashlib.sha256(self.to_bytes()).hexdigest()
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the trace's bytes to ``path`` (a ``str`` or a path-like object)."""
-        Path(path).write_bytes(self.to_bytes())
+        """Write the trace's bytes to ``path`` (a ``str`` or a path-like object), whole or not at all."""
+        write_whole(path, self.to_bytes())
 
 
 def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
