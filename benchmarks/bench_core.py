@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import benchmarks  # noqa: F401  (semsim from this checkout: benchmarks/__init__.py)
 from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict
 from semaphore_core.protocol import Demand, GrantReport, LeaseReport, PermitRequest, PermitSync
 from semaphore_core.store import GrantRow, HolderStore, LeaseRow

@@ -26,11 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import benchmarks  # noqa: F401  (semsim from this checkout: benchmarks/__init__.py)
 from benchmarks.bench_sim import HOUR_MS, standard
-from sim.cli.main import seed_arg
-from sim.harness.run import run_world
-from sim.inputs.commands import run_printing
-from sim.runtime.trace import Trace
+from semsim.cli.main import seed_arg
+from semsim.harness.run import run_world
+from semsim.inputs.commands import run_printing
+from semsim.runtime.trace import Trace
 
 #: Longest run this benchmark accepts (simulated hours): a week of simulated time.
 MAX_HOURS = 168

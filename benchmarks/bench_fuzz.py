@@ -14,10 +14,10 @@ import argparse
 import time
 
 from semaphore_core.fixes import ALL_FIXES
-from sim.cli.main import runs_arg
-from sim.explore.fuzz import KNOWN_FINDINGS, campaign
-from sim.explore.mutants import CI_RUNS, CI_SEED
-from sim.inputs.commands import run_printing
+from semsim.cli.main import runs_arg
+from semsim.explore.fuzz import KNOWN_FINDINGS, campaign
+from semsim.explore.mutants import CI_RUNS, CI_SEED
+from semsim.inputs.commands import run_printing
 
 
 def main() -> None:

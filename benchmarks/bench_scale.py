@@ -25,12 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import benchmarks  # noqa: F401  (semsim from this checkout: benchmarks/__init__.py)
 from benchmarks.bench_sim import standard
-from sim.cli.main import seed_arg
-from sim.explore.fuzz import KNOWN_FINDINGS
-from sim.harness.run import run_world
-from sim.inputs.commands import run_printing
-from sim.world.workload import MAX_CLIENTS, MAX_KEYS
+from semsim.cli.main import seed_arg
+from semsim.explore.fuzz import KNOWN_FINDINGS
+from semsim.harness.run import run_world
+from semsim.inputs.commands import run_printing
+from semsim.world.workload import MAX_CLIENTS, MAX_KEYS
 
 #: Longest run this benchmark accepts, in simulated minutes.
 MAX_MINUTES = 24 * 60

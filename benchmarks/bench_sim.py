@@ -31,14 +31,15 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import benchmarks  # noqa: F401  (semsim from this checkout: benchmarks/__init__.py)
 import semaphore_core.holder as holder_module
 import semaphore_core.queue as queue_module
-from sim.cli.main import seed_arg
-from sim.explore.fuzz import KNOWN_FINDINGS
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan
-from sim.world.operations import OperationsSpec
-from sim.world.workload import Workload
+from semsim.cli.main import seed_arg
+from semsim.explore.fuzz import KNOWN_FINDINGS
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.faults import FaultPlan
+from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Workload
 
 HOUR_MS = 3_600_000
 MAX_HOURS = 168
@@ -88,7 +89,7 @@ class Stopwatch:
 
 
 class _NoLockstep:
-    """Stands in for ``sim.check.lockstep.Lockstep`` with ``--without-model``: checks nothing."""
+    """Stands in for ``semsim.check.lockstep.Lockstep`` with ``--without-model``: checks nothing."""
 
     def __init__(self, *_: Any, **__: Any) -> None:
         pass
@@ -130,9 +131,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.without_model:
-        import sim.check.lockstep
+        import semsim.check.lockstep
 
-        sim.check.lockstep.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
+        semsim.check.lockstep.Lockstep = _NoLockstep  # type: ignore[misc, assignment]
 
     watch = Stopwatch()
     watch.wrap(

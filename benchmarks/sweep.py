@@ -26,11 +26,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sim.cli.main import runs_arg, seed_arg, workers_arg
-from sim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
-from sim.inputs.commands import run_printing
-from sim.inputs.files import write_text_whole
-from sim.inputs.validation import MAX_SEED
+from semsim.cli.main import runs_arg, seed_arg, workers_arg
+from semsim.explore.fuzz import campaign, case_text, fixes_arg, tolerated_for
+from semsim.inputs.commands import run_printing
+from semsim.inputs.files import write_text_whole
+from semsim.inputs.validation import MAX_SEED
 
 
 def one(job: tuple[int, int, tuple[str, ...], str]) -> dict[str, Any]:

@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, operations, reports
-from scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
-from sim.explore.strategies import Case
+from semsim.scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, operations, reports
+from semsim.scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
 
 __all__ = [
     "SCENARIOS",
@@ -31,7 +30,6 @@ __all__ = [
     "Outcome",
     "Scenario",
     "ScenarioResult",
-    "fuzz_examples",
     "run_scenario",
 ]
 
@@ -60,19 +58,3 @@ SCENARIOS: dict[str, Scenario] = _registry(
         *operations.ALL,
     )
 )
-
-
-def fuzz_examples(fixes: tuple[str, ...] = ()) -> list[Case]:
-    """Every scenario's world, fault plan and seed as a fuzz case (with ``fixes``): campaigns run
-    these first, so a protocol change that breaks an invariant in a documented story is caught at once.
-    The account-concurrency stories are among them: on the reference their F5 is tolerated by
-    name, and with every fix they hold (docs/FINDINGS.md, F5).
-    """
-    return [
-        Case(
-            config=attrs.evolve(s.config, holder=attrs.evolve(s.config.holder, fixes=fixes)),
-            faults=s.faults,
-            seed=s.seed,
-        )
-        for s in SCENARIOS.values()
-    ]

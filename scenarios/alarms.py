@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t
 from semaphore_core.store import HolderStore
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
-from sim.world.faults import Drop, Eviction, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t
+from semsim.world.faults import Drop, Eviction, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 COMMIT_MS = 2_010
 DEADLINE_MS = 12_010

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import attrs
 
-from sim.harness.run import WorldConfig, WorldRun, run_world
-from sim.world.faults import FaultPlan
+from semsim.harness.run import WorldConfig, WorldRun, run_world
+from semsim.world.faults import FaultPlan
 
 #: The holder object of the one key the scenarios use.
 HOLDER: Final = "holder:acct"

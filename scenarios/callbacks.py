@@ -14,10 +14,10 @@ Timings: a message takes 5 ms; client 0 queues in ``wf-1`` and client 1 in
 
 from __future__ import annotations
 
-from scenarios.base import Check, Expect, Scenario, answers, rounds
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
-from sim.world.faults import FaultPlan, InputFault
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import Check, Expect, Scenario, answers, rounds
+from semsim.world.faults import FaultPlan, InputFault
+from semsim.world.workload import Arrival, Workload
 
 WINDOW_END_MS = 10_000
 

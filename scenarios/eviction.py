@@ -7,10 +7,10 @@ first waiting request, a failed call is retried ``retry_ms`` (1 s) later.
 
 from __future__ import annotations
 
-from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds, sends
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
-from sim.world.faults import Eviction, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds, sends
+from semsim.world.faults import Eviction, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
 ALARM_MIN_DELAY_MS = 15_000

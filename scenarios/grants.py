@@ -9,7 +9,8 @@ retried 1 s later.
 
 from __future__ import annotations
 
-from scenarios.base import (
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import (
     HOLDER,
     Check,
     Expect,
@@ -22,9 +23,8 @@ from scenarios.base import (
     rounds,
     sends,
 )
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
-from sim.world.faults import Drop, Eviction, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.world.faults import Drop, Eviction, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
 FIRST_ROUND_MS = 2_010

@@ -12,7 +12,10 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from scenarios.base import (
+from semaphore_core.store import HolderStore
+from semsim.check.invariants import DOCUMENTED_LEAK
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import (
     HOLDER,
     Check,
     Expect,
@@ -26,11 +29,8 @@ from scenarios.base import (
     rounds,
     sends,
 )
-from semaphore_core.store import HolderStore
-from sim.check.invariants import DOCUMENTED_LEAK
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
-from sim.world.faults import Drop, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.world.faults import Drop, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 TTL_MS = 20_000
 

@@ -7,10 +7,10 @@ outlives every instance); ``groupLimit`` reads a map on the live instance
 
 from __future__ import annotations
 
-from scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun
-from sim.world.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds
+from semsim.world.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange
+from semsim.world.workload import Arrival, Workload
 
 
 def lowered_limit_stops_admissions() -> Scenario:

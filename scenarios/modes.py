@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from scenarios.base import Check, Expect, Scenario, peak_in_use, rounds, submitted
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
-from sim.world.faults import FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import Check, Expect, Scenario, peak_in_use, rounds, submitted
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 LIMIT = 10
 CLIENTS = 4

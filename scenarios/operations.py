@@ -16,12 +16,12 @@ from typing import Final
 
 import attrs
 
-from scenarios.base import Check, Expect, Scenario, events
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
-from sim.world.external_api import ExternalApi
-from sim.world.faults import Drop, Eviction, FaultPlan
-from sim.world.operations import OperationsSpec
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import Check, Expect, Scenario, events
+from semsim.world.external_api import ExternalApi
+from semsim.world.faults import Drop, Eviction, FaultPlan
+from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Arrival, Workload
 
 CLIENT: Final = "client-0"
 

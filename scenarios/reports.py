@@ -8,7 +8,7 @@ actually running (the oracle of admitted, unreleased items), and no more
 than the limit ever ran.
 
 Timings: a message takes 5 ms; the first round runs at 2.010 s; the forger
-(``sim.world.forger``) lies every 3 s from 3 s on.
+(``semsim.world.forger``) lies every 3 s from 3 s on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scenarios.base import (
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
+from semsim.scenarios.base import (
     HOLDER,
     Check,
     Expect,
@@ -29,9 +30,8 @@ from scenarios.base import (
     rounds,
     sends,
 )
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
-from sim.world.faults import Cancel, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.world.faults import Cancel, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
 LIMIT = 2

@@ -27,7 +27,7 @@ CLAIMS_RESPECT_THE_LIMIT: Final = "claims-respect-the-limit"
 #: reply it never gets while it has nothing to ask for.
 RETURN_IDLE_LEASES: Final = "return-idle-leases"
 
-#: F5 (the account-concurrency composition, ``sim.world.client_object``). Each call to
+#: F5 (the account-concurrency composition, ``semsim.world.client_object``). Each call to
 #: the external API carries its attempt's deadline and is logged durably before it is
 #: sent; an operation's next call, and its permit's return, wait until its last call
 #: was answered or its deadline passed.

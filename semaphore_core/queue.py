@@ -40,7 +40,7 @@ each change; a client rebuilt on existing storage (after an eviction) loads
 it from the tables. See ``QueueClient``.
 
 Nothing here does I/O or reads a clock: the simulator's client object
-(``sim.world.client_object``) sends what this builds and feeds back the replies.
+(``semsim.world.client_object``) sends what this builds and feeds back the replies.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import random_plan
-from sim.world.workload import Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.faults import random_plan
+from semsim.world.workload import Workload
 
 MODES: tuple[Literal["strict", "under", "over"], ...] = ("strict", "under", "over")
 

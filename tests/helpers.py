@@ -76,7 +76,7 @@ def rows(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
 
 
 class NoLockstep:
-    """Stands in for ``sim.check.lockstep.Lockstep``: a run without the literal model in lockstep.
+    """Stands in for ``semsim.check.lockstep.Lockstep``: a run without the literal model in lockstep.
 
     For tests of other checkers whose planted failure (a holder whose every
     round throws, a mutant) the model would see first.
@@ -94,7 +94,7 @@ class NoLockstep:
 
 def full_checks_seen(monkeypatch: Any) -> list[str]:
     """Spy on the checker's debug mode: the keys its full per-client check ran for (the real check runs)."""
-    from sim.check.invariants import Monitor
+    from semsim.check.invariants import Monitor
 
     seen: list[str] = []
     per_client = Monitor._conservative_per_client

@@ -1,4 +1,4 @@
-"""The literal port of the reference now lives in the package: :mod:`sim.check.literal_holder`.
+"""The literal port of the reference now lives in the package: :mod:`semsim.check.literal_holder`.
 
 It shares no code with ``semaphore_core`` (its own parsing, collation,
 policy, budgets and store) and speaks wire dicts. This shim keeps the old
@@ -14,7 +14,7 @@ from typing import Any
 
 from semaphore_core import HolderConfig
 from semaphore_core.protocol import PermitRequest, PermitSync
-from sim.check.literal_holder import LiteralHolder, options_from_config
+from semsim.check.literal_holder import LiteralHolder, options_from_config
 
 
 class ReferencePort:

@@ -10,7 +10,7 @@ After every step it checks the invariants (docs/INVARIANTS.md) that hold
 without a simulator (``ceiling``, ``group_ceiling``, ``reports_monotone``,
 ``durable``) and compares the holder's usage with a model the machine keeps
 from the replies it saw and the reports it sent. In every variant (the
-fixes included) it also runs :mod:`sim.check.literal_holder`, an independent
+fixes included) it also runs :mod:`semsim.check.literal_holder`, an independent
 literal model of the reference that shares no code with the core, in
 lockstep on the same wire messages, and demands the same serialised replies
 and events, the same rows, the same ``usage()`` in full and the same alarm
@@ -53,9 +53,9 @@ from semaphore_core.protocol import (
     PermitSyncResult,
     parse_request,
 )
-from sim.check.literal_holder import LiteralHolder, LiteralProtocolError, comparable, first_difference
-from sim.check.literal_holder import options_from_config as literal_options
-from sim.check.literal_holder import parse as literal_parse
+from semsim.check.literal_holder import LiteralHolder, LiteralProtocolError, comparable, first_difference
+from semsim.check.literal_holder import options_from_config as literal_options
+from semsim.check.literal_holder import parse as literal_parse
 from tests.helpers import ids
 
 GROUPS = ("g0", "g1", "g2")

@@ -15,14 +15,14 @@ from typing import Any
 import attrs
 import pytest
 
-from scenarios import SCENARIOS
-from scenarios.operations import CLIENT, one_job
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
-from sim.harness.run import WorldConfig, WorldRun, check_plan, run_world, stall_ms
-from sim.runtime.network import Network
-from sim.world.external_api import ExternalApi
-from sim.world.faults import Eviction, FaultPlan
-from sim.world.operations import OperationsSpec
+from semsim.harness.run import WorldConfig, WorldRun, check_plan, run_world, stall_ms
+from semsim.runtime.network import Network
+from semsim.scenarios import SCENARIOS
+from semsim.scenarios.operations import CLIENT, one_job
+from semsim.world.external_api import ExternalApi
+from semsim.world.faults import Eviction, FaultPlan
+from semsim.world.operations import OperationsSpec
 
 
 def kinds(run: WorldRun) -> Counter[str]:
@@ -309,7 +309,7 @@ def test_operations_queued_for_the_pool_are_work_moving_not_a_stuck_run() -> Non
 def test_a_stuck_operation_is_still_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
     """The other side: an operation that never gets another attempt (its alarm is lost) leaves
     its item running and nothing moves; ``progress`` fails once the stall window has passed."""
-    from sim.runtime.scheduler import DurabilityScheduler
+    from semsim.runtime.scheduler import DurabilityScheduler
 
     monkeypatch.setattr(DurabilityScheduler, "_fire", lambda self: None)  # no in-memory timer fires
     plan = FaultPlan(evictions=(Eviction(target=CLIENT, at_ms=5_000),))
@@ -352,7 +352,7 @@ def test_operation_progress_breaks_when_a_permit_returns_while_its_operation_is_
     """The check can fail: a hook that returns the permit at a retry (not at the end), with a
     retry due long after the run settles, leaves the operation pending in a settled run."""
     from semaphore_core.durability import AttemptSettled, DurabilityOptions, ExponentialBackoff, RetryOptions
-    from sim.world import client_object
+    from semsim.world import client_object
 
     def release_on_any_settle(event: Any) -> str | None:
         return event.entity.id if isinstance(event, AttemptSettled) else None
@@ -378,9 +378,9 @@ def test_fenced_breaks_when_an_outcome_names_an_attempt_other_than_the_latest() 
     """The check can fail: the outcome of attempt 1 recorded after attempt 2 started (a stale
     attempt's completion, which seed 002's fencing by generation and attempt must drop)."""
     from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationEntity
-    from sim.check.invariants import InvariantViolation, Monitor
-    from sim.runtime.kernel import Limits, Sim
-    from sim.runtime.trace import Trace
+    from semsim.check.invariants import InvariantViolation, Monitor
+    from semsim.runtime.kernel import Limits, Sim
+    from semsim.runtime.trace import Trace
 
     monitor = Monitor(Sim(1, Trace(1, {}, {}), Limits()))
     job = OperationEntity(operation="run", id="job-1", generation="g-1")
@@ -412,7 +412,7 @@ def test_every_pass_that_hands_off_is_in_the_trace_early_ones_too(monkeypatch: p
     """Retries run in the engine's early passes (their backoff is shorter than the alarm's
     floor), and an early pass races the hand-off as the platform's does: with 10 s attempts
     and a 5 s ``alarmHandoffMs``, each retry's pass hands off. Each is an ``alarm_handoff``."""
-    from sim.runtime.scheduler import DurabilityScheduler
+    from semsim.runtime.scheduler import DurabilityScheduler
 
     ends: list[bool] = []
     apply = DurabilityScheduler.apply

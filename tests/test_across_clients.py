@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semaphore_core.queue import QueueClient
-from sim.check import invariants
-from sim.check.across_clients import AcrossClients
-from sim.runtime.durable import DurableObject
+from semsim.check import invariants
+from semsim.check.across_clients import AcrossClients
+from semsim.runtime.durable import DurableObject
 
 KEYS = ("a", "b")
 GROUPS = ("g1", "g2")

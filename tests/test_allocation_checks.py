@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import sim.check.lockstep
+import semsim.check.lockstep
 from semaphore_core import LeaseOptions, Over, Strict, Under
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
 from semaphore_core.protocol import (
@@ -31,13 +31,13 @@ from semaphore_core.protocol import (
 )
 from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.usage import GroupUsage, Usage
-from sim.check.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
-from sim.check.invariants import INVARIANTS
-from sim.cli.main import main
-from sim.explore.mutant_catalog import mutant
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan, GroupLimitChange
-from sim.world.workload import Arrival, Workload
+from semsim.check.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
+from semsim.check.invariants import INVARIANTS
+from semsim.cli.main import main
+from semsim.explore.mutant_catalog import mutant
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.faults import FaultPlan, GroupLimitChange
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 KEY = "acct"
@@ -366,7 +366,7 @@ def test_a_planted_bug_stops_a_simulated_run_on_the_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # This check is under test: the literal model would name a core mutant first (exact_accounting).
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     faithful = run_world(config, faults, seed=seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed", faithful.result
     with mutant(name).patch():

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-import sim.harness.run as harness
-from scenarios import SCENARIOS, run_scenario
-from sim.explore.fuzz import KNOWN_FINDINGS, campaign, load_case, run_case, save_case
-from sim.explore.strategies import Case
-from sim.harness.run import WorldConfig, run_world
-from sim.inputs.validation import MAX_SEED
-from sim.report.replay import read_traffic, record_traffic, write_traffic
-from sim.runtime.kernel import Sim, run
-from sim.runtime.trace import Trace, read_trace
-from sim.world.faults import FaultPlan
-from sim.world.workload import Workload
+import semsim.harness.run as harness
+from semsim.explore.fuzz import KNOWN_FINDINGS, campaign, load_case, run_case, save_case
+from semsim.explore.strategies import Case
+from semsim.harness.run import WorldConfig, run_world
+from semsim.inputs.validation import MAX_SEED
+from semsim.report.replay import read_traffic, record_traffic, write_traffic
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.trace import Trace, read_trace
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Workload
 
 CONFIG = WorldConfig(workload=Workload(clients=1, items_per_minute=6, until_ms=20_000), duration_ms=30_000)
 SEED_RULE = f"seed must be an integer in [0, {MAX_SEED}]"
@@ -79,10 +79,10 @@ def test_run_world_takes_a_set_of_known_findings(
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        ((CONFIG, None, 1), {}, "faults must be a sim.world.faults.FaultPlan (FaultPlan() for none)"),
-        ((CONFIG, {}, 1), {}, "faults must be a sim.world.faults.FaultPlan"),
-        ((CONFIG.to_dict(), FaultPlan(), 1), {}, "config must be a sim.harness.run.WorldConfig"),
-        ((CONFIG, FaultPlan(), 1), {"limits": 10}, "limits must be a sim.runtime.kernel.Limits or None"),
+        ((CONFIG, None, 1), {}, "faults must be a semsim.world.faults.FaultPlan (FaultPlan() for none)"),
+        ((CONFIG, {}, 1), {}, "faults must be a semsim.world.faults.FaultPlan"),
+        ((CONFIG.to_dict(), FaultPlan(), 1), {}, "config must be a semsim.harness.run.WorldConfig"),
+        ((CONFIG, FaultPlan(), 1), {"limits": 10}, "limits must be a semsim.runtime.kernel.Limits or None"),
         ((CONFIG, FaultPlan(), 1), {"full_checks": "yes"}, "full_checks must be True or False"),
     ],
 )

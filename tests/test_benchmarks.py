@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.inputs.commands import EXIT_BROKEN_PIPE
+from semsim.inputs.commands import EXIT_BROKEN_PIPE
 
 ROOT = Path(__file__).resolve().parent.parent
 

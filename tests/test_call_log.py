@@ -1,4 +1,4 @@
-"""F5's fix's durable log (``sim.world.call_log``): when an operation's last call may still run."""
+"""F5's fix's durable log (``semsim.world.call_log``): when an operation's last call may still run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from sim.world.call_log import CallLog
+from semsim.world.call_log import CallLog
 
 
 def log() -> CallLog:

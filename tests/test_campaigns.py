@@ -1,6 +1,6 @@
 """Campaigns across processes and machines give the serial campaign's results.
 
-``sim.explore.campaigns`` draws a campaign's plan with a stub, runs it ahead on
+``semsim.explore.campaigns`` draws a campaign's plan with a stub, runs it ahead on
 a process pool or a Dask cluster, and replays the serial campaign answered
 from those reports. These tests compare whole :class:`Campaign` results (runs,
 counters, the first failure, the shrunk case) with the serial ones, for
@@ -20,11 +20,11 @@ from functools import cache
 
 import pytest
 
-from scenarios import fuzz_examples
-from sim.explore import campaigns
-from sim.explore.campaigns import Dispatch, dask_pool, local_pool, parallel_campaign
-from sim.explore.fuzz import Campaign, RunReport, campaign
-from sim.explore.strategies import Case
+from semsim.explore import campaigns
+from semsim.explore.campaigns import Dispatch, dask_pool, local_pool, parallel_campaign
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import Campaign, RunReport, campaign
+from semsim.explore.strategies import Case
 
 #: Seeds whose reference campaign, with nothing tolerated, fails at run 5 (seed 3, of 10: F5 in the
 #: account-concurrency world) and run 16 (seed 1, of 40: F4; the number of runs asked changes the draws).

@@ -10,12 +10,12 @@ import sqlite3
 
 import pytest
 
-import sim.check.across_clients
+import semsim.check.across_clients
 from semaphore_core.queue import QueueClient
-from sim.check.reads import CheckerReadError, never_built, select
-from sim.harness.run import HolderSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan
-from sim.world.workload import Workload
+from semsim.check.reads import CheckerReadError, never_built, select
+from semsim.harness.run import HolderSpec, WorldConfig, run_world
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Workload
 from tests.helpers import holder
 
 WAITING = "SELECT grp, count(*) FROM durability_semaphore_queue_items GROUP BY grp"
@@ -59,8 +59,8 @@ def test_a_checker_query_naming_a_column_that_does_not_exist_stops_the_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What ``progress`` reads from every client, with its group column misnamed."""
-    broken = sim.check.across_clients.WAITING_BY_KEY_AND_GROUP.replace("grp", "group_name")
-    monkeypatch.setattr(sim.check.across_clients, "WAITING_BY_KEY_AND_GROUP", broken)
+    broken = semsim.check.across_clients.WAITING_BY_KEY_AND_GROUP.replace("grp", "group_name")
+    monkeypatch.setattr(semsim.check.across_clients, "WAITING_BY_KEY_AND_GROUP", broken)
     config = WorldConfig(
         holder=HolderSpec(limit=2, leases=None), workload=Workload(clients=2), duration_ms=30_000
     )

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli.demo import run_demo
-from sim.cli.main import main
-from sim.inputs.commands import EXIT_OK, EXIT_USAGE
+from semsim.cli.demo import run_demo
+from semsim.cli.main import main
+from semsim.inputs.commands import EXIT_OK, EXIT_USAGE
 
 
 def test_every_expectation_of_the_demo_holds() -> None:

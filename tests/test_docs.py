@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from scenarios import SCENARIOS
 from semaphore_core.protocol import parse_message
-from sim.cli.main import _parser
-from sim.explore.fuzz import CASE_FORMAT, KNOWN_FINDINGS, load_case
-from sim.explore.mutant_catalog import MUTANTS
+from semsim.cli.main import _parser
+from semsim.explore.fuzz import CASE_FORMAT, KNOWN_FINDINGS, load_case
+from semsim.explore.mutant_catalog import MUTANTS
+from semsim.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Built from parts so that this file does not match itself.
@@ -233,9 +233,9 @@ def test_every_python_example_runs_and_shows_what_it_returns(
     ``...`` in a shown repr stands for anything. A fragment may use what the prose
     around it names: ``run`` (a finished run) and ``path`` (where to write).
     """
-    from sim.harness.run import WorldConfig, run_world
-    from sim.world.faults import FaultPlan
-    from sim.world.workload import Workload
+    from semsim.harness.run import WorldConfig, run_world
+    from semsim.world.faults import FaultPlan
+    from semsim.world.workload import Workload
 
     monkeypatch.chdir(tmp_path)  # examples write files where they run
     context: dict[str, object] = {"path": tmp_path / "run.jsonl"}
@@ -278,7 +278,7 @@ def test_the_wire_examples_are_what_the_code_reads_and_writes(tmp_path: Path) ->
 def test_the_replay_example_in_cli_md_is_what_replay_prints(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sim.cli.main import main
+    from semsim.cli.main import main
 
     text = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
     shown = text.split("$ semsim replay examples/traffic.jsonl\n", 1)[1].split("```", 1)[0]

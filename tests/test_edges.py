@@ -24,9 +24,9 @@ from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semaphore_core.policy import GroupPolicy, group_policy, resolve_limit
 from semaphore_core.protocol import parse_response
 from semaphore_core.usage import GroupUsage, Usage
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import holder, ids, request, sync
 
 FIXTURE = Path(__file__).parent / "fixtures" / "collation.json"

@@ -31,14 +31,14 @@ from typing import Any
 
 import pytest
 
-from scenarios.base import HOLDER, events
 from semaphore_core import LeaseOptions, Strict
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.runtime.durable import _ALARM_TABLE as ALARM_TABLE
-from sim.runtime.durable import DurableObject
-from sim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.runtime.durable import _ALARM_TABLE as ALARM_TABLE
+from semsim.runtime.durable import DurableObject
+from semsim.scenarios.base import HOLDER, events
+from semsim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import holder, request, sync
 
 #: Every table the holder keeps, classified: a new table must be added here, with a test.

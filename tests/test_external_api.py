@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import trio
 
-from sim.runtime.kernel import Sim, run
-from sim.runtime.network import Network, RemoteError, RpcTimeout
-from sim.runtime.trace import Trace
-from sim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
-from sim.world.faults import FaultPlan
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.network import Network, RemoteError, RpcTimeout
+from semsim.runtime.trace import Trace
+from semsim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
+from semsim.world.faults import FaultPlan
 
 IDEMPOTENT = ApiSpec()
 NO_FAULTS = ApiFaultRates()

@@ -14,15 +14,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from scenarios.base import delivered_at, events, sends
 from semaphore_core import LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.fixes import CLAIMS_RESPECT_THE_LIMIT, GROUP_CEILING_COUNTS_LEASES, UNDER_SHARES_THE_LIMIT
 from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.store import HolderStore
-from sim.explore.fuzz import load_case
-from sim.harness.run import run_world
-from sim.world.faults import Eviction
-from sim.world.workload import Arrival
+from semsim.explore.fuzz import load_case
+from semsim.harness.run import run_world
+from semsim.scenarios.base import delivered_at, events, sends
+from semsim.world.faults import Eviction
+from semsim.world.workload import Arrival
 from tests.helpers import holder, request, sync
 from tests.stateful_holder import HolderMachine, InvariantViolation
 

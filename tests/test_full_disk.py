@@ -1,7 +1,7 @@
 """The user's machine failing: a full disk is exit status 2, one line, and no partial file.
 
 A full disk is not a violation: CI reads exit 1 as one. Every file semsim
-writes is written whole or not at all (``sim.inputs.files.write_whole``),
+writes is written whole or not at all (``semsim.inputs.files.write_whole``),
 and the results database's SQLite errors name the file. The disk is filled
 by refusing ``write_whole``'s writes with ENOSPC, and the database by a
 ``max_page_count`` that SQLite itself refuses to grow past (its own
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-import sim.explore.results
-import sim.inputs.files
-from sim.cli.main import main
-from sim.explore.fuzz import Campaign, case_text, load_case, run_case
-from sim.explore.results import Recorder, open_db
-from sim.inputs.commands import EXIT_USAGE
-from sim.inputs.files import write_whole
+import semsim.explore.results
+import semsim.inputs.files
+from semsim.cli.main import main
+from semsim.explore.fuzz import Campaign, case_text, load_case, run_case
+from semsim.explore.results import Recorder, open_db
+from semsim.inputs.commands import EXIT_USAGE
+from semsim.inputs.files import write_whole
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: A short scenario: its trace and plot are the files written.
@@ -40,7 +40,7 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
         os.write(fd, data[: len(data) // 2])  # part of it lands, as on a real disk
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(sim.inputs.files, "_write_all", no_space)
+    monkeypatch.setattr(semsim.inputs.files, "_write_all", no_space)
 
 
 def one_error_line(err: str, command: str) -> str:
@@ -123,7 +123,7 @@ def test_plot_on_a_full_disk_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["run", SCENARIO, "--trace", str(trace)]) == 0
     capsys.readouterr()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sim.inputs.files, "_write_all", _no_space)
+        patch.setattr(semsim.inputs.files, "_write_all", _no_space)
         assert main(["plot", str(trace), "-o", str(plot)]) == EXIT_USAGE
     assert "No space left on device" in one_error_line(capsys.readouterr().err, "plot")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
@@ -136,14 +136,14 @@ def _no_space(fd: int, data: bytes) -> None:
 @pytest.fixture
 def full_database(monkeypatch: pytest.MonkeyPatch) -> None:
     """The results database cannot grow: SQLite answers "database or disk is full"."""
-    real_open = sim.explore.results._open
+    real_open = semsim.explore.results._open
 
     def small(path: Path) -> sqlite3.Connection:
         db = real_open(path)
         db.execute("PRAGMA max_page_count = 8")  # the schema fits; a campaign's runs do not
         return db
 
-    monkeypatch.setattr(sim.explore.results, "_open", small)
+    monkeypatch.setattr(semsim.explore.results, "_open", small)
 
 
 def test_a_campaign_whose_results_database_fills_up_is_exit_2_naming_it(
@@ -152,7 +152,7 @@ def test_a_campaign_whose_results_database_fills_up_is_exit_2_naming_it(
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "results.sqlite"
     argv = ["fuzz", "--runs", "60", "--quiet", "--workers", "1", "--db", str(db)]
-    monkeypatch.setattr(sim.explore.results, "RUNS_PER_TRANSACTION", 1)
+    monkeypatch.setattr(semsim.explore.results, "RUNS_PER_TRANSACTION", 1)
     assert main(argv) == EXIT_USAGE
     line = one_error_line(capsys.readouterr().err, "fuzz")
     assert str(db) in line
@@ -169,7 +169,7 @@ def test_a_new_results_database_that_cannot_be_made_leaves_no_file(
     def full(path: Path) -> sqlite3.Connection:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(sim.explore.results, "_open", full)
+    monkeypatch.setattr(semsim.explore.results, "_open", full)
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "results.sqlite"
     assert main(["fuzz", "--runs", "1", "--quiet", "--workers", "1", "--db", str(db)]) == EXIT_USAGE
@@ -200,7 +200,7 @@ def test_report_writing_cases_on_a_full_disk_is_exit_2(
         recorder(Campaign(runs=1), failure, False)
         recorder.finish(Campaign(runs=1, failure=failure), case_text(case, frozenset(), failure), "replay")
     cases = tmp_path / "cases"
-    monkeypatch.setattr(sim.inputs.files, "_write_all", _no_space)
+    monkeypatch.setattr(semsim.inputs.files, "_write_all", _no_space)
     assert main(["report", str(db), "--cases", str(cases)]) == EXIT_USAGE
     assert "No space left on device" in one_error_line(capsys.readouterr().err, "report")
     assert list(cases.iterdir()) == []

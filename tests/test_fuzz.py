@@ -33,10 +33,18 @@ import pytest
 from filelock import FileLock
 from hypothesis import settings
 
-from scenarios import fuzz_examples
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
-from sim.check.coverage import missing
-from sim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length, load_case, run_case, save_case
+from semsim.check.coverage import missing
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import (
+    KNOWN_FINDINGS,
+    Campaign,
+    campaign,
+    case_length,
+    load_case,
+    run_case,
+    save_case,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILURES = ROOT / ".semsim-failures"

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-import sim.cli.fuzz_command
-import sim.inputs.files
-from scenarios import fuzz_examples
-from sim.check.coverage import EXPECTED, coverage, missing
-from sim.cli.main import main
-from sim.explore.fuzz import (
+import semsim.cli.fuzz_command
+import semsim.inputs.files
+from semsim.check.coverage import EXPECTED, coverage, missing
+from semsim.cli.main import main
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import (
     Campaign,
     campaign,
     case_length,
@@ -32,10 +32,10 @@ from sim.explore.fuzz import (
     run_case,
     tolerated_for,
 )
-from sim.explore.results import DEFAULT_DB
-from sim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
-from sim.runtime.kernel import SCHEDULE
-from sim.runtime.trace import read_trace
+from semsim.explore.results import DEFAULT_DB
+from semsim.inputs.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from semsim.runtime.kernel import SCHEDULE
+from semsim.runtime.trace import read_trace
 from tests.helpers import full_checks_seen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def test_a_small_campaign_prints_its_summary_with_coverage(
 ) -> None:
     # A counter no run can reach shows the summary saying so (which real counters three
     # drawn runs miss depends on the draws, so only the impossible one is asserted).
-    monkeypatch.setattr("sim.check.coverage.EXPECTED", (*EXPECTED, "never:seen"))
+    monkeypatch.setattr("semsim.check.coverage.EXPECTED", (*EXPECTED, "never:seen"))
     monkeypatch.chdir(tmp_path)  # the default results database goes here
     assert main(["fuzz", "--runs", "3", "--seed", "5", "--quiet"]) == EXIT_OK
     out = capsys.readouterr().out
@@ -543,13 +543,13 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
     case, _ = load_case(F3)
     failure, _ = run_case(case, tolerated=frozenset())
     found = Campaign(runs=1, failure=failure)
-    monkeypatch.setattr(sim.cli.fuzz_command, "campaign", lambda *args, **kwargs: found)
-    monkeypatch.setattr(sim.cli.fuzz_command, "fuzz_examples", lambda fixes: [], raising=False)
+    monkeypatch.setattr(semsim.cli.fuzz_command, "campaign", lambda *args, **kwargs: found)
+    monkeypatch.setattr(semsim.cli.fuzz_command, "fuzz_examples", lambda fixes: [], raising=False)
 
     def refuse(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sim.inputs.files, "_write_all", refuse)
+    monkeypatch.setattr(semsim.inputs.files, "_write_all", refuse)
     argv = ["fuzz", "--runs", "1", "--quiet", "--out", str(tmp_path), "--workers", "1", "--no-db"]
     assert main(argv) == EXIT_VIOLATION
     captured = capsys.readouterr()
@@ -564,7 +564,7 @@ def test_a_campaign_prints_the_violation_before_saving_and_the_case_if_saving_fa
 
 
 def _semsim(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from sim.cli.main import main; sys.exit(main())", *args]
+    return [sys.executable, "-c", "import sys; from semsim.cli.main import main; sys.exit(main())", *args]
 
 
 def test_a_closed_output_pipe_ends_quietly() -> None:
@@ -599,7 +599,7 @@ def test_a_closed_or_full_standard_output_gives_no_traceback() -> None:
         [
             "sh",
             "-c",
-            f'"{sys.executable}" -c "import sys; from sim.cli.main import main; sys.exit(main())" list >&-',
+            f'"{sys.executable}" -m semsim list >&-',
         ],
         cwd=ROOT,
         capture_output=True,
@@ -647,13 +647,13 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary(workers: str, tmp_path: 
 def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import sim.check.lockstep
-    from sim.explore.mutant_catalog import mutant
+    import semsim.check.lockstep
+    from semsim.explore.mutant_catalog import mutant
     from tests.helpers import NoLockstep
 
     # Without the literal model in lockstep, which sees this mutant at once in a case too
     # short to shrink: this test needs a failure that takes a long case to reach.
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     with mutant("limit-off-by-one").patch():
         result = campaign(10, 20261129, shrink_budget_events=0)
         unshrunk = campaign(10, 20261129, shrink=False)
@@ -668,8 +668,8 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
 def test_a_failure_in_a_named_scenario_names_it_and_claims_no_shrinking(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from scenarios import SCENARIOS
-    from sim.explore.mutant_catalog import mutant
+    from semsim.explore.mutant_catalog import mutant
+    from semsim.scenarios import SCENARIOS
 
     with mutant("claim-window-not-enforced").patch():
         status = main(["fuzz", "--runs", "1", "--workers", "1", "--no-db", "--quiet", "--out", str(tmp_path)])
@@ -684,7 +684,7 @@ def test_a_failure_in_a_named_scenario_names_it_and_claims_no_shrinking(
 
 
 def test_a_shrink_within_budget_finishes_and_is_deterministic() -> None:
-    from sim.explore.mutant_catalog import mutant
+    from semsim.explore.mutant_catalog import mutant
 
     def shrunk() -> tuple[Any, bool]:
         with mutant("limit-off-by-one").patch():
@@ -704,7 +704,7 @@ def test_a_campaign_draws_the_same_cases_whatever_modules_are_loaded() -> None:
         "import sys, json\n"
         "if sys.argv[1] == 'all':\n"
         "    import tests.test_fuzz, tests.stateful_holder, tests.test_replay  # noqa\n"
-        "import sim.explore.fuzz as f\n"
+        "import semsim.explore.fuzz as f\n"
         "seen = []\n"
         "def fake(case, tolerated):\n"
         "    seen.append(json.dumps(case.to_dict(), sort_keys=True))\n"
@@ -730,6 +730,6 @@ def test_a_campaign_draws_the_same_cases_whatever_modules_are_loaded() -> None:
 
 
 def test_counts_in_messages_agree_with_their_number() -> None:
-    from sim.inputs.commands import plural
+    from semsim.inputs.commands import plural
 
     assert [plural(n, "plan step") for n in (0, 1, 2)] == ["0 plan steps", "1 plan step", "2 plan steps"]

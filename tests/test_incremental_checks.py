@@ -1,7 +1,7 @@
 """The incremental checker against its debug mode (``run_world(full_checks=True)``).
 
 By default the monitor judges each holder commit from the rows it changed
-(``sim.check.row_mirror``) and from the oracle's running items, and the
+(``semsim.check.row_mirror``) and from the oracle's running items, and the
 lockstep takes the literal model's ``usage()`` from running sums. The debug
 mode recomputes everything from every row and every client's storage, as
 the checker always did, and asserts the incremental state agrees. Both must
@@ -22,20 +22,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenarios import SCENARIOS
 from semaphore_core.queue import Admission
 from semaphore_core.store import HolderStore
-from sim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
-from sim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
-from sim.explore.fuzz import KNOWN_FINDINGS
-from sim.explore.mutant_catalog import mutant
-from sim.explore.strategies import Case, cases
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.runtime.kernel import Limits, Sim
-from sim.runtime.trace import Trace
-from sim.world.client_object import ClientObject
-from sim.world.faults import FaultPlan
-from sim.world.workload import Workload
+from semsim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
+from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
+from semsim.explore.fuzz import KNOWN_FINDINGS
+from semsim.explore.mutant_catalog import mutant
+from semsim.explore.strategies import Case, cases
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.runtime.kernel import Limits, Sim
+from semsim.runtime.trace import Trace
+from semsim.scenarios import SCENARIOS
+from semsim.world.client_object import ClientObject
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Workload
 
 
 def _verdict(run: Any) -> tuple[Any, ...]:
@@ -389,7 +389,7 @@ def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
 
 
 def test_a_kept_client_read_is_served_from_memory_until_the_storage_changes() -> None:
-    from sim.check.invariants import _kept
+    from semsim.check.invariants import _kept
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE t (x INTEGER)")

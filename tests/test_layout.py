@@ -1,9 +1,9 @@
-"""sim's layout holds: import-linter's contracts in pyproject.toml are kept.
+"""semsim's layout holds: import-linter's contracts in pyproject.toml are kept.
 
-The contracts are the README's "Layout" section as rules: sim's packages
+The contracts are the README's "Layout" section as rules: semsim's packages
 are layers (each imports only the ones below it, in function bodies and
 under ``TYPE_CHECKING`` too), no package's modules import each other in a
-cycle, ``semaphore_core`` imports neither ``sim`` nor ``scenarios``, and a
+cycle, ``semaphore_core`` imports nothing of ``semsim``, and a
 run's own packages import no test or plotting library. A new package under
 ``sim/`` must take a place in the layers, or these tests fail.
 
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from importlinter.cli import lint_imports
 
-from sim.runtime.kernel import Sim
+from semsim.runtime.kernel import Sim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,42 +46,46 @@ def test_the_import_contracts_are_kept(
 def test_every_package_of_sim_has_a_layer() -> None:
     (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers"]
     layered = {name.strip() for layer in layers for name in layer.split("|")}
-    packages = {f"sim.{path.parent.name}" for path in (ROOT / "sim").glob("*/__init__.py")}
+    packages = {f"semsim.{path.parent.name}" for path in (ROOT / "sim").glob("*/__init__.py")}
+    packages.add("semsim.scenarios")  # the directory scenarios/ (pyproject.toml's package-dir)
     assert packages == layered
-    assert not [path.name for path in (ROOT / "sim").glob("*.py") if path.name != "__init__.py"], (
-        "a module directly under sim/ has no layer: put it in the package it belongs to"
-    )
+    assert not [
+        path.name for path in (ROOT / "sim").glob("*.py") if path.name not in ("__init__.py", "__main__.py")
+    ], "a module directly under sim/ has no layer: put it in the package it belongs to"
 
 
 DOCUMENTS = [ROOT / "README.md", ROOT / "notebooks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _PATH = re.compile(r"(?<![\w/.])sim/[\w/]*\w(?:\.py|/)")
-_DOTTED = re.compile(r"(?<![\w./])sim((?:\.\w+)+)")
+_DOTTED = re.compile(r"(?<![\w./])(semsim|sim)((?:\.\w+)+)")
 
 
-def _resolves(parts: list[str]) -> bool:
-    """Whether ``sim.<package>.<module>[.<attribute>...]`` names something that exists."""
-    if len(parts) < 2:
-        return importlib.util.find_spec(f"sim.{parts[0]}") is not None
-    target: object = importlib.import_module(f"sim.{parts[0]}.{parts[1]}")
-    for attribute in parts[2:]:
-        if not hasattr(target, attribute):
-            return False
-        target = getattr(target, attribute)
-    return True
+def _resolves(dotted: str) -> bool:
+    """Whether ``semsim.<module>[.<attribute>...]`` names something that exists."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:split]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(target, attribute):
+                return False
+            target = getattr(target, attribute)
+        return True
+    return False
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
 def test_every_sim_path_and_module_a_document_names_exists(document: Path) -> None:
-    packages = {path.parent.name for path in (ROOT / "sim").glob("*/__init__.py")}
     stale = []
     for number, line in enumerate(document.read_text(encoding="utf-8").splitlines(), start=1):
         stale += [f"{number}: {path}" for path in _PATH.findall(line) if not (ROOT / path).exists()]
         for match in _DOTTED.finditer(line):
-            parts = match.group(1).split(".")[1:]
-            if parts[0] in packages:
-                if not _resolves(parts):
+            name, attribute = match.group(1), match.group(2).split(".")[1]
+            if name == "semsim":
+                if not _resolves(match.group(0)):
                     stale.append(f"{number}: {match.group(0)}")
-            elif not hasattr(Sim, parts[0]):  # ``sim.event(...)``: a method of the run's Sim
+            elif not hasattr(Sim, attribute):  # ``sim.event(...)``: a method of the run's Sim
                 stale.append(f"{number}: {match.group(0)}")
     assert not stale, f"{document.name} names what does not exist: {stale}"
 

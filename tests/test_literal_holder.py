@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-import sim.check.lockstep
+import semsim.check.lockstep
 from semaphore_core import Holder, SemaphoreProtocolError
 from semaphore_core.events import BlockedEvent
 from semaphore_core.protocol import parse_request
-from sim.check.invariants import SAFETY
-from sim.check.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse, same_wire
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.faults import FaultPlan
-from sim.world.workload import Workload
+from semsim.check.invariants import SAFETY
+from semsim.check.literal_holder import LiteralHolder, LiteralProtocolError, locale_compare, parse, same_wire
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.faults import FaultPlan
+from semsim.world.workload import Workload
 from tests.helpers import NoLockstep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +180,7 @@ def test_a_holder_whose_usage_is_off_ends_the_run_as_exact_accounting(
 def test_the_lockstep_leaves_a_passing_runs_trace_bytes_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     with_model = _world(seed=4)
     assert with_model.result.outcome == "completed"
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     without = _world(seed=4)
     assert with_model.trace.to_bytes() == without.trace.to_bytes()
 

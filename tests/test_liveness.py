@@ -12,12 +12,12 @@ from __future__ import annotations
 import attrs
 import pytest
 
-import sim.check.lockstep
+import semsim.check.lockstep
 from semaphore_core import Holder
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, check_plan, run_world
-from sim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange, LimitChange
-from sim.world.jobs import Jobs
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, check_plan, run_world
+from semsim.world.faults import Drop, Eviction, FaultPlan, GroupLimitChange, LimitChange
+from semsim.world.jobs import Jobs
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 #: The README's example world: faults that never stop.
@@ -50,7 +50,7 @@ def test_a_holder_that_fails_every_round_is_a_progress_violation(monkeypatch: py
 
     monkeypatch.setattr(Holder, "round", broken)
     # Liveness is under test: the literal model would name the failing rounds first (exact_accounting).
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     config = WorldConfig(workload=Workload(clients=2, until_ms=30_000), duration_ms=60_000)
     run = run_world(config, FaultPlan(), seed=1)
     assert run.trace.of_kind("round_failed")
@@ -64,7 +64,7 @@ def test_a_world_with_faults_until_the_end_is_judged_too(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(Holder, "round", broken)
     # Liveness is under test: the literal model would name the failing rounds first (exact_accounting).
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     config = WorldConfig(workload=Workload(clients=1, until_ms=20_000), duration_ms=40_000)
     run = run_world(config, FaultPlan(reply_loss=0.1), seed=2)  # faults_until_ms unset
     assert run.result.invariant == "progress"
@@ -183,9 +183,9 @@ def test_a_long_queue_that_drains_steadily_is_given_the_time_it_needs(
     """A story that ends with a long queue behind one permit: the run goes on until it drains,
     each item allowed a stall window (a new user's `--fixes all` run was called stuck after
     6 hours while it admitted items steadily). Here the floor is cut to a minute to show it."""
-    import sim.harness.run
+    import semsim.harness.run
 
-    monkeypatch.setattr(sim.harness.run, "MIN_SETTLE_MS", 60_000)
+    monkeypatch.setattr(semsim.harness.run, "MIN_SETTLE_MS", 60_000)
     config = WorldConfig(
         holder=HolderSpec(limit=1, leases=None),
         workload=Workload(
@@ -204,9 +204,9 @@ def test_a_handler_that_crashes_ends_the_run_as_a_crash(monkeypatch: pytest.Monk
     """An exception out of a simulated object's handler that is not a protocol error or an
     injected fault is a bug: the run must not turn it into an error reply that the caller
     retries for ever while the verdict stays green (a client that could enqueue nothing)."""
-    from sim.explore.fuzz import run_case
-    from sim.explore.strategies import Case
-    from sim.world.client_object import ClientObject
+    from semsim.explore.fuzz import run_case
+    from semsim.explore.strategies import Case
+    from semsim.world.client_object import ClientObject
 
     def broken(self: ClientObject, method: str, payload: object) -> object:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")

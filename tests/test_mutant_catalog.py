@@ -32,7 +32,7 @@ from semaphore_core.protocol import (
     parse_request,
 )
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
+from semsim.explore.mutant_catalog import MUTANTS, Mutant, mutant
 from tests.helpers import holder, ids, request, sync
 
 TTL = 60_000
@@ -628,9 +628,10 @@ def test_the_patch_rebinds_only_the_holders_code_and_restores_every_binding(muta
     with mutant_.patch():
         changed = _changed(before)
     assert changed, "the patch rebound nothing"
-    # The checkers read sim.check.invariants' own names, HolderStore and Holder.usage: never mutated.
+    # The checkers read semsim.check.invariants' own names, HolderStore and Holder.usage: never mutated.
     assert not any(
-        module.startswith(("sim.check.invariants", "sim.check.allocation_checks")) for module, _ in changed
+        module.startswith(("semsim.check.invariants", "semsim.check.allocation_checks"))
+        for module, _ in changed
     )
     assert not any(module == "semaphore_core.store.HolderStore" for module, _ in changed)
     assert ("semaphore_core.holder.Holder", "usage") not in changed

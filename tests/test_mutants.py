@@ -16,20 +16,20 @@ from pathlib import Path
 import attrs
 import pytest
 
-import sim.check.lockstep
-import sim.explore.mutant_layers
-import sim.explore.mutants
-from scenarios import SCENARIOS
-from sim.cli.main import main
-from sim.explore.fuzz import Campaign
-from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.explore.mutant_layers import NOT_RUN, SURVIVED, LayerVerdict
-from sim.explore.mutants import FuzzResult, MutantResult
-from sim.harness.run import HolderSpec, WorldConfig, run_world
-from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError
-from sim.world.faults import FaultPlan
-from sim.world.forger import GRANT_LIES
-from sim.world.workload import Arrival, Workload
+import semsim.check.lockstep
+import semsim.explore.mutant_layers
+import semsim.explore.mutants
+from semsim.cli.main import main
+from semsim.explore.fuzz import Campaign
+from semsim.explore.mutant_catalog import MUTANTS, Mutant, mutant
+from semsim.explore.mutant_layers import NOT_RUN, SURVIVED, LayerVerdict
+from semsim.explore.mutants import FuzzResult, MutantResult
+from semsim.harness.run import HolderSpec, WorldConfig, run_world
+from semsim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError
+from semsim.scenarios import SCENARIOS
+from semsim.world.faults import FaultPlan
+from semsim.world.forger import GRANT_LIES
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 FINDINGS = frozenset({"F1", "F2", "F3", "F4"})
@@ -55,7 +55,7 @@ def test_progress_flags_a_round_that_serves_younger_demand_while_older_waits_on_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The checker is under test: the literal model would name the mutant first (exact_accounting).
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     config = _two_clients_one_permit()
     faithful = run_world(config, FaultPlan(), seed=1, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed"
@@ -68,7 +68,7 @@ def test_progress_flags_a_round_that_serves_younger_demand_while_older_waits_on_
 
 def test_reclaimed_flags_a_claim_accepted_after_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     # The checker is under test: the literal model would name the mutant first (exact_accounting).
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     story = SCENARIOS["late-claim-expired"]
     faithful = run_world(story.config, story.faults, story.seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed"
@@ -135,12 +135,21 @@ def test_a_forged_report_exposes_a_missing_clamp(name: str) -> None:
 
 
 def test_the_plugin_applies_a_mutant_for_the_whole_session_and_refuses_an_unknown_one() -> None:
-    base = [sys.executable, "-m", "pytest", "-p", "sim.explore.mutant_plugin", "-q", "-p", "no:cacheprovider"]
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "semsim.explore.mutant_plugin",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     target = [
         "tests/test_mutant_catalog.py::"
         "test_the_mutant_changes_what_it_claims_and_the_original_comes_back[limit-off-by-one]"
     ]
-    root = sim.explore.mutant_layers.ROOT
+    root = semsim.explore.mutant_layers.ROOT
     # The catalog's own test pins the faithful behaviour outside a patch block: under a
     # session-wide mutant it must fail, and it passes without one.
     assert subprocess.run([*base, *target], cwd=root, capture_output=True, check=False).returncode == 0
@@ -160,7 +169,7 @@ def test_the_pytest_layers_say_what_they_lack_before_anything_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A pytest that cannot start exits 1 too: without this check it would look like a kill.
-    monkeypatch.setattr(sim.explore.mutant_layers, "ROOT", tmp_path)  # an install without tests/
+    monkeypatch.setattr(semsim.explore.mutant_layers, "ROOT", tmp_path)  # an install without tests/
     assert main(["mutants", "--only", "limit-off-by-one", "--layers", "unit"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "the unit and state-machine layers run the repository's tests" in err
@@ -194,8 +203,8 @@ def test_semsim_mutants_runs_without_pytest_installed() -> None:
         "sys.meta_path.insert(0, Absent())\n"
         "import importlib.util\n"
         "importlib.util.find_spec = lambda name: None if name in ('pytest', 'pytest_trio') else 1\n"
-        "import sim.cli.main, sim.explore.mutants\n"
-        "from sim.explore.mutant_layers import pytest_layers_missing\n"
+        "import semsim.cli.main, semsim.explore.mutants\n"
+        "from semsim.explore.mutant_layers import pytest_layers_missing\n"
         "print(pytest_layers_missing())\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
@@ -204,27 +213,31 @@ def test_semsim_mutants_runs_without_pytest_installed() -> None:
 
 
 def test_a_pytest_layer_names_the_first_failing_test_or_survives(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sim.explore.mutant_layers.PYTEST_LAYERS, "unit", ("tests/test_holder.py",))
-    killed = sim.explore.mutant_layers.run_pytest_layer("limit-off-by-one", "unit")
+    monkeypatch.setitem(semsim.explore.mutant_layers.PYTEST_LAYERS, "unit", ("tests/test_holder.py",))
+    killed = semsim.explore.mutant_layers.run_pytest_layer("limit-off-by-one", "unit")
     assert killed.status == "killed"
     assert killed.caught_by is not None
     assert killed.caught_by.startswith("test_holder.py::")
     # The engine is not the holder's: test_holder.py cannot see this one.
-    assert sim.explore.mutant_layers.run_pytest_layer("engine-pushes-alarm-later", "unit") == SURVIVED
+    assert semsim.explore.mutant_layers.run_pytest_layer("engine-pushes-alarm-later", "unit") == SURVIVED
 
 
 def test_a_pytest_layer_over_its_cpu_budget_is_timed_out_not_waited_on() -> None:
-    verdict = sim.explore.mutant_layers.run_pytest_layer("limit-off-by-one", "state-machine", cpu_budget_s=1)
+    verdict = semsim.explore.mutant_layers.run_pytest_layer(
+        "limit-off-by-one", "state-machine", cpu_budget_s=1
+    )
     assert verdict == LayerVerdict("timed out")
 
 
 def test_the_scenarios_layer_names_the_scenario_whose_outcome_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    import scenarios
+    import semsim.scenarios
 
-    monkeypatch.setattr(scenarios, "SCENARIOS", {"late-claim-expired": SCENARIOS["late-claim-expired"]})
-    killed = sim.explore.mutant_layers.run_scenarios_layer("claim-window-not-enforced")
+    monkeypatch.setattr(
+        semsim.scenarios, "SCENARIOS", {"late-claim-expired": SCENARIOS["late-claim-expired"]}
+    )
+    killed = semsim.explore.mutant_layers.run_scenarios_layer("claim-window-not-enforced")
     assert killed == LayerVerdict("killed", "late-claim-expired")
-    assert sim.explore.mutant_layers.run_scenarios_layer("parse-accepts-negative-counts") == SURVIVED
+    assert semsim.explore.mutant_layers.run_scenarios_layer("parse-accepts-negative-counts") == SURVIVED
 
 
 def test_workers_give_the_verdicts_of_a_serial_run_in_catalog_order(
@@ -290,9 +303,9 @@ def _canned(
                 on_layer(layer, verdicts[layer])
         return attrs.evolve(result, layers=verdicts, fuzz=result.fuzz if "fuzz" in layers else None)
 
-    monkeypatch.setattr(sim.explore.mutants, "score_mutant", fake)
+    monkeypatch.setattr(semsim.explore.mutants, "score_mutant", fake)
     # The baseline (each pytest layer without a mutant) passes, without running pytest.
-    monkeypatch.setattr(sim.explore.mutants, "run_pytest_layer", lambda name, layer, budget: SURVIVED)
+    monkeypatch.setattr(semsim.explore.mutants, "run_pytest_layer", lambda name, layer, budget: SURVIVED)
 
 
 def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mutant(
@@ -305,7 +318,7 @@ def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mut
         baseline.append((name, layer))
         return LayerVerdict("killed", "test_docs.py::test_every_option") if layer == "unit" else SURVIVED
 
-    monkeypatch.setattr(sim.explore.mutants, "run_pytest_layer", clean)
+    monkeypatch.setattr(semsim.explore.mutants, "run_pytest_layer", clean)
     assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_USAGE
     assert baseline == [(None, "unit")]
     err = capsys.readouterr().err
@@ -316,7 +329,7 @@ def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mut
 def test_without_a_terminal_progress_is_plain_lines_on_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    every = sim.explore.mutants.PROGRESS_EVERY_RUNS
+    every = semsim.explore.mutants.PROGRESS_EVERY_RUNS
 
     def play(on_run: Callable[[str, Campaign, bool], None]) -> None:
         for n in range(1, 2 * every + 1):
@@ -345,7 +358,7 @@ def test_without_a_terminal_progress_is_plain_lines_on_stderr(
 
 
 def _as_in_the_committed_table() -> list[MutantResult]:
-    table = sim.explore.mutants.read_table(sim.explore.mutants.COMMITTED_TABLE)
+    table = semsim.explore.mutants.read_table(semsim.explore.mutants.COMMITTED_TABLE)
     results = []
     for m in MUTANTS:
         verdicts = table[m.name]
@@ -356,9 +369,9 @@ def _as_in_the_committed_table() -> list[MutantResult]:
 
 
 def test_the_committed_table_reads_back_as_one_verdict_per_catalogued_mutant_and_layer() -> None:
-    table = sim.explore.mutants.read_table(sim.explore.mutants.COMMITTED_TABLE)
+    table = semsim.explore.mutants.read_table(semsim.explore.mutants.COMMITTED_TABLE)
     assert list(table) == [m.name for m in MUTANTS]
-    assert all(list(verdicts) == list(sim.explore.mutant_layers.LAYERS) for verdicts in table.values())
+    assert all(list(verdicts) == list(semsim.explore.mutant_layers.LAYERS) for verdicts in table.values())
     assert str(table["limit-off-by-one"]["fuzz"]) == "killed by exact_accounting"
 
 
@@ -367,13 +380,13 @@ def test_a_written_table_reads_back_and_the_same_results_give_the_same_bytes(tmp
         _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_rounds.py::test_x[a|b]")),
         _result("contended-never-set", None, state_machine=LayerVerdict("timed out"), scenarios=NOT_RUN),
     ]
-    text = sim.explore.mutants.markdown(results, 150, 7)
-    assert sim.explore.mutants.markdown(list(results), 150, 7) == text
+    text = semsim.explore.mutants.markdown(results, 150, 7)
+    assert semsim.explore.mutants.markdown(list(results), 150, 7) == text
     assert "**Killed by the suite (any layer): 1 of 2 (50%).**" in text
     assert "**Killed by the whole-system fuzz alone: 1 of 2 (50%).**" in text
     path = tmp_path / "MUTANTS.md"
     path.write_text(text)
-    assert sim.explore.mutants.read_table(path) == {r.name: r.layers for r in results}
+    assert semsim.explore.mutants.read_table(path) == {r.name: r.layers for r in results}
 
 
 def test_a_hand_edited_table_with_padding_and_a_pipe_in_a_planted_bug_still_reads(tmp_path: Path) -> None:
@@ -387,7 +400,7 @@ def test_a_hand_edited_table_with_padding_and_a_pipe_in_a_planted_bug_still_read
         "| `c-d`  | z           | timed out | **survived** | **survived** | **survived** |  |  |  |\n"
         "\nmore text | with a pipe\n"
     )
-    table = sim.explore.mutants.read_table(path)
+    table = semsim.explore.mutants.read_table(path)
     assert table == {
         "a-b": {
             "unit": LayerVerdict("killed", "t.py::t"),
@@ -409,7 +422,7 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
 ) -> None:
     _canned(monkeypatch, *_as_in_the_committed_table())
     assert main(["mutants"]) == EXIT_OK  # though some mutants survive
-    assert f"every verdict as in {sim.explore.mutants.COMMITTED_TABLE}" in capsys.readouterr().out
+    assert f"every verdict as in {semsim.explore.mutants.COMMITTED_TABLE}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -440,7 +453,7 @@ def test_exit_1_with_one_line_per_verdict_that_differs_from_the_table(
     _canned(monkeypatch, result)
     assert main(["mutants", "--only", result.name]) == EXIT_VIOLATION
     out = capsys.readouterr().out.splitlines()
-    assert out[-2:] == [f"1 difference from {sim.explore.mutants.COMMITTED_TABLE}:", f"  {line}"]
+    assert out[-2:] == [f"1 difference from {semsim.explore.mutants.COMMITTED_TABLE}:", f"  {line}"]
 
 
 def test_a_pytest_layers_first_failing_test_is_reported_but_not_compared(
@@ -448,13 +461,13 @@ def test_a_pytest_layers_first_failing_test_is_reported_but_not_compared(
 ) -> None:
     table = tmp_path / "expected.md"
     then = _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_a.py::one"))
-    table.write_text(sim.explore.mutants.markdown([then], 150, 7))
+    table.write_text(semsim.explore.mutants.markdown([then], 150, 7))
     now = _result("limit-off-by-one", "ceiling", unit=LayerVerdict("killed", "test_b.py::two"))
     _canned(monkeypatch, now)
-    assert sim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_OK
+    assert semsim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_OK
     survived = _result("limit-off-by-one", "ceiling", unit=SURVIVED)
     _canned(monkeypatch, survived)
-    assert sim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_VIOLATION
+    assert semsim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert "limit-off-by-one: unit: the table says killed by test_a.py::one; this run: survived" in out
 
@@ -464,9 +477,9 @@ def test_layers_not_run_are_not_compared(
 ) -> None:
     table = tmp_path / "expected.md"
     table.write_text(
-        sim.explore.mutants.markdown([_result("limit-off-by-one", "ceiling", unit=SURVIVED)], 150, 7)
+        semsim.explore.mutants.markdown([_result("limit-off-by-one", "ceiling", unit=SURVIVED)], 150, 7)
     )
-    monkeypatch.setattr(sim.explore.mutants, "COMMITTED_TABLE", table)
+    monkeypatch.setattr(semsim.explore.mutants, "COMMITTED_TABLE", table)
     _canned(monkeypatch, _result("limit-off-by-one", "ceiling", unit=LayerVerdict("timed out")))
     # The unit verdict differs from the table's, but only the fuzz layer runs.
     assert main(["mutants", "--only", "limit-off-by-one", "--layers", "fuzz"]) == EXIT_OK
@@ -483,8 +496,8 @@ def test_a_full_run_reports_the_tables_rows_the_catalog_no_longer_has(
     rows = [_result(r.name, None, **FUZZ_ONLY) if r.name == "limit-off-by-one" else r for r in results]
     gone = _result("renamed-mutant", "ceiling")
     table = tmp_path / "MUTANTS.md"
-    table.write_text(sim.explore.mutants.markdown([*rows, gone], 150, 7))
-    monkeypatch.setattr(sim.explore.mutants, "COMMITTED_TABLE", table)
+    table.write_text(semsim.explore.mutants.markdown([*rows, gone], 150, 7))
+    monkeypatch.setattr(semsim.explore.mutants, "COMMITTED_TABLE", table)
     assert main(["mutants"]) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert "  renamed-mutant: in the table, not in the catalog" in out
@@ -494,7 +507,7 @@ def test_a_full_run_reports_the_tables_rows_the_catalog_no_longer_has(
 def test_without_a_committed_table_it_says_so_and_every_mutant_must_be_killed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sim.explore.mutants, "COMMITTED_TABLE", tmp_path / "MUTANTS.md")
+    monkeypatch.setattr(semsim.explore.mutants, "COMMITTED_TABLE", tmp_path / "MUTANTS.md")
     _canned(monkeypatch, _result("limit-off-by-one", "ceiling"), _result("contended-never-set", None))
     assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_OK
     assert main(["mutants", "--only", "limit-off-by-one,contended-never-set"]) == EXIT_VIOLATION
@@ -534,7 +547,7 @@ def test_exit_2_for_a_malformed_committed_table_before_any_run(
 ) -> None:
     table = tmp_path / "MUTANTS.md"
     table.write_text(text)
-    monkeypatch.setattr(sim.explore.mutants, "COMMITTED_TABLE", table)
+    monkeypatch.setattr(semsim.explore.mutants, "COMMITTED_TABLE", table)
     _canned(monkeypatch)  # any run would fail the test: no canned results
     assert main(["mutants", "--only", "limit-off-by-one"]) == EXIT_USAGE
     captured = capsys.readouterr()
@@ -575,9 +588,9 @@ def test_a_named_expected_table_replaces_the_committed_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "expected.md"
-    table.write_text(sim.explore.mutants.markdown([_result("limit-off-by-one", None)], 150, 7))
+    table.write_text(semsim.explore.mutants.markdown([_result("limit-off-by-one", None)], 150, 7))
     _canned(monkeypatch, _result("limit-off-by-one", None))
-    assert sim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_OK
+    assert semsim.explore.mutants.cmd_mutants(_expected(table)) == EXIT_OK
     assert f"every verdict as in {table}" in capsys.readouterr().out
 
 
@@ -586,4 +599,4 @@ def test_a_named_expected_table_that_does_not_exist_is_a_usage_error(
 ) -> None:
     _canned(monkeypatch, _result("limit-off-by-one", "ceiling"))
     with pytest.raises(UsageError, match="no such file"):
-        sim.explore.mutants.cmd_mutants(_expected(tmp_path / "missing.md"))
+        semsim.explore.mutants.cmd_mutants(_expected(tmp_path / "missing.md"))

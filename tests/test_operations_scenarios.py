@@ -7,11 +7,11 @@ from typing import Any
 
 import attrs
 
-from scenarios import SCENARIOS, run_scenario
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
-from sim.harness.run import run_world
-from sim.world.faults import FaultPlan
-from sim.world.operations import OperationsSpec
+from semsim.harness.run import run_world
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.world.faults import FaultPlan
+from semsim.world.operations import OperationsSpec
 
 
 def _unmet(name: str, **changes: Any) -> list[str]:

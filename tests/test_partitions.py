@@ -17,10 +17,10 @@ keeps charging claimed permits until it hears the release, never less than is ru
 
 from __future__ import annotations
 
-from scenarios.base import HOLDER, answers, delivered_at, events, in_use_series, rounds, sends
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
-from sim.world.faults import Drop, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
+from semsim.scenarios.base import HOLDER, answers, delivered_at, events, in_use_series, rounds, sends
+from semsim.world.faults import Drop, FaultPlan
+from semsim.world.workload import Arrival, Workload
 
 START_MS, END_MS = 500, 30_000
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import trio
 
-from sim.runtime.durable import DurableObject, ObjectContext
-from sim.runtime.kernel import Sim, run
-from sim.runtime.trace import Trace
+from semsim.runtime.durable import DurableObject, ObjectContext
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.trace import Trace
 
 
 class Recorder:

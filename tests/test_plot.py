@@ -1,4 +1,4 @@
-"""``sim.report.plot``: the series a trace yields, the PNG it draws, and ``semsim plot``'s errors."""
+"""``semsim.report.plot``: the series a trace yields, the PNG it draws, and ``semsim plot``'s errors."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import pytest
 
-from sim.check import invariants
-from sim.cli.main import main
-from sim.explore.fuzz import KNOWN_FINDINGS
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.report.plot import PlotError, example_run, series, value_at
-from sim.runtime.trace import TRACE_VERSION
-from sim.world.faults import Eviction, FaultPlan, LimitChange
+from semsim.check import invariants
+from semsim.cli.main import main
+from semsim.explore.fuzz import KNOWN_FINDINGS
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.report.plot import PlotError, example_run, series, value_at
+from semsim.runtime.trace import TRACE_VERSION
+from semsim.world.faults import Eviction, FaultPlan, LimitChange
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -245,7 +245,7 @@ def test_in_use_matches_the_monitors_oracle(example: Any) -> None:
 
 
 def test_plot_trace_writes_a_png(tmp_path: Path, example: Any) -> None:
-    from sim.report.plot import plot_trace
+    from semsim.report.plot import plot_trace
 
     events = list(example.trace.events())
     plain, grouped = tmp_path / "plain.png", tmp_path / "grouped.png"
@@ -273,16 +273,16 @@ def test_semsim_plot_titles_the_plot_with_the_trace_file(
     tmp_path: Path, example: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A trace names no scenario; its file's name is what the user chose to call the run.
-    import sim.report.plot
+    import semsim.report.plot
 
     figures: list[Any] = []
-    real = sim.report.plot.plot_trace
+    real = semsim.report.plot.plot_trace
 
     def keep(*args: Any, **kwargs: Any) -> Any:
         figures.append(real(*args, **kwargs))
         return figures[-1]
 
-    monkeypatch.setattr(sim.report.plot, "plot_trace", keep)
+    monkeypatch.setattr(semsim.report.plot, "plot_trace", keep)
     trace = tmp_path / "evicted-at-45s.jsonl"
     example.trace.write(trace)
     assert main(["plot", str(trace), "-o", str(tmp_path / "t.png")]) == 0
@@ -297,7 +297,7 @@ def test_a_trace_of_a_quiet_run_is_a_valid_plot(tmp_path: Path) -> None:
     assert main(["plot", str(trace), "-o", str(out)]) == 0
     assert _png_size(out)[0] > 0
     # The demand panel counts whole items, none here: 0 to 1, not 0.000 to 0.045.
-    from sim.report.plot import plot_trace
+    from semsim.report.plot import plot_trace
 
     fig = plot_trace(_header(), [], tmp_path / "again.png")
     [demand] = [ax for ax in fig.axes if "demand" in ax.get_title(loc="left")]
@@ -402,7 +402,7 @@ def test_a_plot_over_its_own_trace_is_refused(tmp_path: Path, capsys: pytest.Cap
     ],
 )
 def test_a_shortened_detail_ends_at_a_word_within_its_limit(text: str, limit: int, shown: str) -> None:
-    from sim.report.plot import _shorten
+    from semsim.report.plot import _shorten
 
     assert _shorten(text, limit) == shown
     assert len(_shorten(text, limit)) <= limit
@@ -443,8 +443,8 @@ def test_a_violation_is_drawn_inside_the_axes_and_named(tmp_path: Path) -> None:
     """F3 stops the run at its real_ceiling violation: the plot must still show and name it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from sim.explore.fuzz import load_case, run_case
-    from sim.report.plot import plot_trace
+    from semsim.explore.fuzz import load_case, run_case
+    from semsim.report.plot import plot_trace
 
     case, _ = load_case(F3_CASE)
     report, run = run_case(case, tolerated=frozenset())
@@ -509,7 +509,7 @@ SEVERAL_VIOLATIONS: list[dict[str, Any]] = [
 
 
 def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
-    from sim.report.plot import plot_trace, x_limits
+    from semsim.report.plot import plot_trace, x_limits
 
     assert x_limits(series(_header(), HAND_EVENTS)) == (0.0, 30.0)  # no violation: just the run
     data = series(_header(), SEVERAL_VIOLATIONS)
@@ -554,9 +554,9 @@ def test_several_violations_are_labelled_once_per_kind(tmp_path: Path) -> None:
 def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(tmp_path: Path) -> None:
     """In the account-concurrency world the plot draws the external API's calls in flight (the
     ground truth, zombies included) and marks retried attempts; other worlds have no such line."""
-    from scenarios.operations import one_job
-    from sim.report.plot import plot_trace
-    from sim.world.external_api import ExternalApi
+    from semsim.report.plot import plot_trace
+    from semsim.scenarios.operations import one_job
+    from semsim.world.external_api import ExternalApi
 
     run = run_world(one_job(30_000, attempt_timeout_ms=10_000, limit=4), FaultPlan(), seed=1)
     assert run.result.outcome == "completed", run.result
@@ -598,8 +598,8 @@ def test_the_apis_calls_in_flight_are_the_apis_own_count_and_retries_are_marked(
 def test_with_f5s_fix_no_call_outlives_its_attempt_on_the_plot() -> None:
     """The fix cuts each call at its attempt's deadline, in the millisecond the attempt times out:
     the same story as above, with no zombie marked."""
-    from scenarios.operations import one_job
     from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
+    from semsim.scenarios.operations import one_job
 
     config = one_job(30_000, attempt_timeout_ms=10_000, limit=4)
     config = attrs.evolve(config, holder=attrs.evolve(config.holder, fixes=(CALLS_END_WITHIN_THEIR_PERMIT,)))
@@ -610,7 +610,7 @@ def test_with_f5s_fix_no_call_outlives_its_attempt_on_the_plot() -> None:
 
 
 def test_an_operation_out_of_attempts_while_its_evicted_attempts_call_runs_marks_a_zombie() -> None:
-    from scenarios import SCENARIOS
+    from semsim.scenarios import SCENARIOS
 
     scenario = SCENARIOS["last-attempt-evicted-terminal"]
     run = run_world(scenario.config, scenario.faults, scenario.seed, tolerated=scenario.tolerated)
@@ -623,7 +623,7 @@ def test_an_operation_out_of_attempts_while_its_evicted_attempts_call_runs_marks
 def test_an_evicted_attempts_call_running_when_the_next_attempt_starts_marks_a_zombie() -> None:
     """Seed 000's walkthrough: an eviction mid-attempt starts attempt 2 while attempt 1 still calls
     the API. Attempt 1 never settles and attempt 2 completes, so no settle or terminal marks it."""
-    from scenarios.operations import CLIENT, one_job
+    from semsim.scenarios.operations import CLIENT, one_job
 
     config = one_job(30_000, idempotent=False)
     run = run_world(

@@ -1,4 +1,4 @@
-"""``sim.check.queued_counts``: the kept count of a client's queued items is the table's count."""
+"""``semsim.check.queued_counts``: the kept count of a client's queued items is the table's count."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 
 from semaphore_core.protocol import GrantedPermits, GrantResult, PermitGrant
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.check.queued_counts import COUNT_QUEUED_SQL, QueuedCounts
+from semsim.check.queued_counts import COUNT_QUEUED_SQL, QueuedCounts
 
 KEY = "acct"
 
@@ -95,7 +95,7 @@ def test_no_count_is_kept_on_a_connection_without_the_items_table_or_inside_a_fi
 
 def test_no_overask_counts_from_the_table_until_the_backlog_is_long_then_keeps_the_count() -> None:
     from semaphore_core.protocol import Demand, PermitRequest
-    from sim.check.allocation_checks import AllocationChecks
+    from semsim.check.allocation_checks import AllocationChecks
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     queue = QueueClient(conn, "a")

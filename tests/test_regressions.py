@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.explore.fuzz import case_length, load_case, run_case
+from semsim.explore.fuzz import case_length, load_case, run_case
 
 REGRESSIONS = Path(__file__).resolve().parent / "fixtures" / "regressions"
 MAX_STEPS = 15

@@ -15,10 +15,10 @@ import pytest
 
 from semaphore_core import Holder, HolderConfig, LeaseGranted, LeaseOptions, Strict, Under
 from semaphore_core.store import HolderStore
-from sim.cli.main import main
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.report import replay as replay_module
-from sim.report.replay import (
+from semsim.cli.main import main
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.report import replay as replay_module
+from semsim.report.replay import (
     example_traffic,
     read_traffic,
     record_traffic,
@@ -26,8 +26,8 @@ from sim.report.replay import (
     traffic_from_trace,
     write_traffic,
 )
-from sim.world.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange, Window
-from sim.world.workload import Workload
+from semsim.world.faults import Eviction, FaultPlan, GroupLimitChange, LimitChange, Window
+from semsim.world.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "traffic.jsonl"

@@ -10,14 +10,14 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from scenarios import SCENARIOS, run_scenario
 from semaphore_core.queue import QueueClient, QueueItem
-from sim.check.coverage import EXPECTED, coverage
-from sim.explore.mutant_catalog import mutant
-from sim.explore.strategies import cases
-from sim.harness.run import check_plan, run_world
-from sim.world.faults import Cancel, FaultPlan, InputFault
-from sim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
+from semsim.check.coverage import EXPECTED, coverage
+from semsim.explore.mutant_catalog import mutant
+from semsim.explore.strategies import cases
+from semsim.harness.run import check_plan, run_world
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.world.faults import Cancel, FaultPlan, InputFault
+from semsim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
 
 # --- each new scenario's check notices the wrong story ------------------------------------------
 

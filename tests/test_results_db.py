@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-import sim.cli.fuzz_command
-from scenarios import fuzz_examples
-from sim.cli.main import main
-from sim.explore import campaigns
-from sim.explore.fuzz import load_case
-from sim.explore.results import (
+import semsim.cli.fuzz_command
+from semsim.cli.main import main
+from semsim.explore import campaigns
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import load_case
+from semsim.explore.results import (
     APPLICATION_ID,
     RUNS_PER_TRANSACTION,
     SCHEMA_VERSION,
@@ -32,7 +32,7 @@ from sim.explore.results import (
     merge,
     open_db,
 )
-from sim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from semsim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 
 
 def _fuzz(db: Path, *extra: str) -> int:
@@ -47,7 +47,7 @@ def _summary_lines(out: str) -> list[str]:
 
 @pytest.fixture
 def failing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
+    monkeypatch.setattr(semsim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
 
 
 def _rows(db: Path, query: str) -> list[tuple[Any, ...]]:
@@ -103,7 +103,7 @@ def test_report_summarises_and_writes_the_cases_to_replay(
 ) -> None:
     db = tmp_path / "r.sqlite"
     assert _fuzz(db, "--workers", "1") == EXIT_OK
-    monkeypatch.setattr(sim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
+    monkeypatch.setattr(semsim.cli.fuzz_command, "tolerated_for", lambda fixes: frozenset())
     assert _fuzz(db, "--workers", "1", "--out", str(tmp_path / "out")) == EXIT_VIOLATION
     capsys.readouterr()
     cases = tmp_path / "replay-here"
@@ -340,7 +340,7 @@ def test_a_bad_scheduler_address_is_one_line_at_once(tmp_path: Path, address: st
     db = tmp_path / "r.sqlite"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "fuzz", "--scheduler", address, "--runs", "1", "--db", str(db)],
+        [sys.executable, "-m", "semsim", "fuzz", "--scheduler", address, "--runs", "1", "--db", str(db)],
         capture_output=True,
         text=True,
         timeout=120,

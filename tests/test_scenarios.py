@@ -15,14 +15,14 @@ from typing import Any
 import attrs
 import pytest
 
-from scenarios import SCENARIOS, Scenario, run_scenario
-from scenarios.base import HOLDER, Check, Expect
-from sim.cli.main import main
-from sim.explore.mutant_catalog import mutant
-from sim.harness.run import WorldRun, run_world
-from sim.runtime.trace import read_trace
-from sim.world.faults import Eviction, FaultPlan
-from sim.world.workload import Workload
+from semsim.cli.main import main
+from semsim.explore.mutant_catalog import mutant
+from semsim.harness.run import WorldRun, run_world
+from semsim.runtime.trace import read_trace
+from semsim.scenarios import SCENARIOS, Scenario, run_scenario
+from semsim.scenarios.base import HOLDER, Check, Expect
+from semsim.world.faults import Eviction, FaultPlan
+from semsim.world.workload import Workload
 from tests.helpers import full_checks_seen
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -73,7 +73,7 @@ def test_every_scenario_holds_its_documented_outcome_and_its_plot_renders(name: 
     assert result.run.result.outcome == "completed"
     assert result.expectations
     assert all(outcome.held for outcome in result.expectations)
-    from sim.report.plot import plot_trace
+    from semsim.report.plot import plot_trace
 
     out = tmp_path / f"{name}.png"
     plot_trace(result.run.trace.header, list(result.run.trace.events()), out, title=name)
@@ -188,7 +188,7 @@ def test_an_invariant_violation_fails_the_scenario_even_if_its_check_is_happy(
         broken = attrs.evolve(run.result, outcome="violation", invariant="ceiling", detail="ceiling at t=5")
         return attrs.evolve(run, result=broken)
 
-    monkeypatch.setattr("scenarios.base.run_world", violated)
+    monkeypatch.setattr("semsim.scenarios.base.run_world", violated)
     result = run_scenario(SCENARIOS["evicted-before-round"])
     assert result.invariant_failure == "invariant ceiling violated: ceiling at t=5"
     assert result.failures == (result.invariant_failure,)
@@ -295,7 +295,7 @@ def test_the_monitor_counts_no_documented_behaviour_zero_times() -> None:
 
 
 def test_run_writes_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("sim.report.plot")
+    pytest.importorskip("semsim.report.plot")
     out = tmp_path / "run.png"
     assert main(["run", "lease-heartbeat", "--plot", str(out), "--per-group"]) == 0
     assert out.read_bytes().startswith(b"\x89PNG")

@@ -1,4 +1,4 @@
-"""Durable operations in a simulated object (``sim.runtime.scheduler``), calling the external API.
+"""Durable operations in a simulated object (``semsim.runtime.scheduler``), calling the external API.
 
 A worker object runs seed 000's job handler (POST to the API with the
 operation id as its idempotency key) as durable operations: these tests
@@ -30,13 +30,13 @@ from semaphore_core.durability import (
     SchedulerOptions,
 )
 from semaphore_core.durability.storage import DurableTable
-from sim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
-from sim.runtime.kernel import Sim, run
-from sim.runtime.network import Network
-from sim.runtime.scheduler import DurabilityScheduler
-from sim.runtime.trace import Trace
-from sim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
-from sim.world.faults import FaultPlan
+from semsim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.network import Network
+from semsim.runtime.scheduler import DurabilityScheduler
+from semsim.runtime.trace import Trace
+from semsim.world.external_api import ApiCall, ApiFaultRates, ApiSpec, Change, ExternalApi
+from semsim.world.faults import FaultPlan
 
 
 @attrs.frozen

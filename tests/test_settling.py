@@ -15,16 +15,16 @@ from typing import Any
 import attrs
 import pytest
 
-import sim.check.lockstep
-import sim.harness.run
-import sim.runtime.kernel
+import semsim.check.lockstep
+import semsim.harness.run
+import semsim.runtime.kernel
 from semaphore_core.store import HolderStore
-from sim.explore.fuzz import load_case, run_case
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.world.external_api import ExternalApi
-from sim.world.faults import Cancel, FaultPlan, GroupLimitChange
-from sim.world.operations import OperationsSpec
-from sim.world.workload import Arrival, Workload
+from semsim.explore.fuzz import load_case, run_case
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.world.external_api import ExternalApi
+from semsim.world.faults import Cancel, FaultPlan, GroupLimitChange
+from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 REGRESSIONS = Path(__file__).resolve().parent / "fixtures" / "regressions"
@@ -35,7 +35,7 @@ TIMING_CASES = (
     "capped-backlog-and-fresh-arrivals-in-one-window",
 )
 #: Sample periods prime to the round period and to each other, and the default.
-SAMPLE_PERIODS_MS = (997, 1_237, 1_777, sim.harness.run.PROGRESS_SAMPLE_MS)
+SAMPLE_PERIODS_MS = (997, 1_237, 1_777, semsim.harness.run.PROGRESS_SAMPLE_MS)
 
 
 @pytest.mark.parametrize("name", TIMING_CASES)
@@ -43,7 +43,7 @@ def test_the_verdict_does_not_depend_on_the_sample_period(name: str, monkeypatch
     case, tolerated = load_case(REGRESSIONS / f"{name}.json")
     verdicts = []
     for period_ms in SAMPLE_PERIODS_MS:
-        monkeypatch.setattr(sim.harness.run, "PROGRESS_SAMPLE_MS", period_ms)
+        monkeypatch.setattr(semsim.harness.run, "PROGRESS_SAMPLE_MS", period_ms)
         report, _ = run_case(case, tolerated)
         verdicts.append((period_ms, report.outcome, report.detail))
     assert verdicts == [(period_ms, "completed", "") for period_ms in SAMPLE_PERIODS_MS]
@@ -121,7 +121,7 @@ def test_work_still_on_its_way_to_a_client_is_judged_too() -> None:
 def test_the_network_says_what_is_on_the_wire_at_the_moment_of_judgement() -> None:
     """Stopped at 40,000 ms, the run above has the round's reply on the wire: not settled."""
     plan = FaultPlan(group_limit_changes=(GroupLimitChange(500, "acct", "wf-1", 2),))
-    run = run_world(ON_THE_WIRE, plan, seed=1, limits=sim.runtime.kernel.Limits(time_limit_ms=40_000))
+    run = run_world(ON_THE_WIRE, plan, seed=1, limits=semsim.runtime.kernel.Limits(time_limit_ms=40_000))
     world = run.world
     assert world.network.on_wire == 1
     assert world.network.lands_by_ms == 40_050
@@ -171,7 +171,7 @@ def test_a_reclaim_a_minute_late_is_judged_even_when_the_run_is_quiet_sooner(
         return None if due is None else due + 60_000
 
     monkeypatch.setattr(HolderStore, "next_pending_at", late)
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     run = run_world(claimed_in_part(20_000), CLAIMED_IN_PART, seed=1)
     assert (run.result.outcome, run.result.invariant) == ("violation", "reclaimed"), run.result
     assert 31_010 + 15_000 < run.result.end_ms < 31_010 + 60_000
@@ -241,7 +241,7 @@ def test_a_zombie_that_outlasts_the_stall_window_is_waited_for_not_called_stuck(
         ),
         operations=OperationsSpec(idempotent_api=False, max_attempts=2, attempt_timeout_ms=60_000),
     )
-    assert sim.harness.run.stall_ms(config) < 50_000 * 100
+    assert semsim.harness.run.stall_ms(config) < 50_000 * 100
     run = run_world(config, ZOMBIE_PLAN, seed=seed)
     assert run.result.outcome == "completed", run.result
     zombie_end = max(e["t"] for e in run.trace.of_kind("api_end"))

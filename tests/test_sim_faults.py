@@ -12,14 +12,14 @@ import trio
 
 from semaphore_core.durability import Participant, SchedulerOptions
 from semaphore_core.durability.storage import DurableTable
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from sim.runtime.durable import DurableObject, Factory, HandlerFailure, ObjectContext
-from sim.runtime.kernel import Sim, run
-from sim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
-from sim.runtime.scheduler import DurabilityScheduler
-from sim.runtime.trace import Trace
-from sim.world.faults import Drop, Eviction, FaultPlan, LimitChange, Window
-from sim.world.workload import Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.runtime.durable import DurableObject, Factory, HandlerFailure, ObjectContext
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.network import DUPLICATE_LAG_MS, Later, Network, RemoteError, RpcTimeout
+from semsim.runtime.scheduler import DurabilityScheduler
+from semsim.runtime.trace import Trace
+from semsim.world.faults import Drop, Eviction, FaultPlan, LimitChange, Window
+from semsim.world.workload import Workload
 
 
 class Echo:
@@ -360,7 +360,7 @@ def test_a_fault_may_fall_before_or_after_the_other_work_of_its_millisecond() ->
     """The submit sent at 1 s is delivered at 1.005 s, when the client is evicted: the seed
     decides which comes first (deliveries are heap entries, and so are faults), and over a few
     seeds both orders happen. Before faults were heap entries, one order could not happen."""
-    from sim.world.workload import Arrival
+    from semsim.world.workload import Arrival
 
     config = WorldConfig(
         holder=HolderSpec(limit=4, leases=None),
@@ -400,7 +400,7 @@ def test_evicting_a_client_loses_its_in_flight_calls_but_never_its_queue() -> No
     # The client's request waits at the holder for the round at 2.010 s; the client is
     # evicted at 1.5 s. Its items stay queued in its storage; the alarm it left brings it
     # back, it asks again, and every item is admitted.
-    from sim.world.workload import Arrival
+    from semsim.world.workload import Arrival
 
     config = WorldConfig(
         holder=HolderSpec(limit=4, leases=None),

@@ -11,8 +11,8 @@ import pytest
 import trio
 from trio._core import _run as trio_run
 
-from sim.runtime.kernel import Limits, Sim, run
-from sim.runtime.trace import Trace, TraceError, read_trace
+from semsim.runtime.kernel import Limits, Sim, run
+from semsim.runtime.trace import Trace, TraceError, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,7 +170,7 @@ def test_a_task_cancelled_after_it_was_woken_does_not_run_on() -> None:
 
 
 def test_the_virtual_clock_reads_what_trios_mock_clock_would() -> None:
-    from sim.runtime.kernel import _virtual_clock
+    from semsim.runtime.kernel import _virtual_clock
 
     clock = _virtual_clock()
     reference = trio.testing.MockClock(autojump_threshold=0)
@@ -265,7 +265,7 @@ def test_moving_time_costs_no_task_step() -> None:
 def test_an_entry_that_ends_the_run_stops_the_tasks_it_woke_at_once() -> None:
     """A violation raised by an entry ends the run as a task's would: entries due after it do
     not run, and a task an earlier entry woke in the same millisecond does not run on."""
-    from sim.runtime.kernel import StopRun
+    from semsim.runtime.kernel import StopRun
 
     class Broke(StopRun):
         name = "broke"
@@ -312,7 +312,7 @@ def test_an_entry_that_crashes_raises_out_of_the_run() -> None:
 
 
 def _violation(name: str, t_ms: int) -> BaseException:
-    from sim.runtime.kernel import StopRun
+    from semsim.runtime.kernel import StopRun
 
     class Broke(StopRun):
         pass

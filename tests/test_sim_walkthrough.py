@@ -15,14 +15,14 @@ from typing import Any
 
 import trio
 
-from sim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
-from sim.runtime.durable import DurableObject
-from sim.runtime.kernel import Sim, run
-from sim.runtime.network import Network
-from sim.runtime.trace import Trace
-from sim.world.faults import Drop, Eviction, FaultPlan
-from sim.world.holder_object import HolderObject
-from sim.world.workload import Arrival, Workload
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
+from semsim.runtime.durable import DurableObject
+from semsim.runtime.kernel import Sim, run
+from semsim.runtime.network import Network
+from semsim.runtime.trace import Trace
+from semsim.world.faults import Drop, Eviction, FaultPlan
+from semsim.world.holder_object import HolderObject
+from semsim.world.workload import Arrival, Workload
 
 HOLDER = "holder:acct"
 

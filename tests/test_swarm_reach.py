@@ -21,16 +21,16 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import sim.check.lockstep
-from scenarios import SCENARIOS, run_scenario
-from scenarios.operations import one_job
+import semsim.check.lockstep
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
-from sim.check.coverage import EXPECTED, coverage
-from sim.explore.mutant_catalog import mutant
-from sim.explore.strategies import API_FAULT_KINDS, Case, cases
-from sim.harness.run import HolderSpec, WorldConfig, check_plan, run_world
-from sim.world.faults import Drop, FaultPlan
-from sim.world.workload import Arrival, Workload
+from semsim.check.coverage import EXPECTED, coverage
+from semsim.explore.mutant_catalog import mutant
+from semsim.explore.strategies import API_FAULT_KINDS, Case, cases
+from semsim.harness.run import HolderSpec, WorldConfig, check_plan, run_world
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.scenarios.operations import one_job
+from semsim.world.faults import Drop, FaultPlan
+from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 
 # --- ids that differ only in case, and aligned bursts ----------------------------------------
@@ -83,7 +83,7 @@ def test_a_port_that_breaks_ties_otherwise_fails_the_ties_story(name: str) -> No
 def test_without_the_literal_model_the_ties_story_still_sees_the_wrong_order(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     with mutant(name).patch():
         result = run_scenario(SCENARIOS["equal-age-ties-by-locale"])
     assert result.invariant_failure is None
@@ -127,7 +127,7 @@ def test_a_parser_that_accepts_negative_counts_is_seen_by_the_story_and_the_lite
         result = run_scenario(SCENARIOS["malformed-report-rejected"])
     assert result.invariant_failure is not None
     assert "exact_accounting" in result.invariant_failure
-    monkeypatch.setattr(sim.check.lockstep, "Lockstep", NoLockstep)
+    monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
     with mutant("parse-accepts-negative-counts").patch():
         result = run_scenario(SCENARIOS["malformed-report-rejected"])
     assert result.failures, "the story's own expectations must see an accepted negative count"

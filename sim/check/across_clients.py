@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sim.check.reads import select
-from sim.runtime.durable import DurableObject
+from semsim.check.reads import select
+from semsim.runtime.durable import DurableObject
 
 LEASE_IN_USE_BY_KEY: Final = (
     "SELECT key, sum(drawn - released) FROM durability_semaphore_queue_leases GROUP BY key ORDER BY key"
@@ -152,5 +152,5 @@ class AcrossClients:
 
 
 def _select(conn: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]]:
-    """Rows of a query; none only for a client never built (:mod:`sim.check.reads`)."""
+    """Rows of a query; none only for a client never built (:mod:`semsim.check.reads`)."""
     return select(conn, sql)

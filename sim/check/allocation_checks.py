@@ -16,7 +16,7 @@ a client asks). What it must not know: how ``semaphore_core`` computes the
 same things. It reads the holder's committed rows and ``usage``, never its
 allocator, so a bug planted in the allocator shows up as a difference.
 
-The :class:`AllocationChecks` object is fed by ``sim.check.invariants.Monitor``
+The :class:`AllocationChecks` object is fed by ``semsim.check.invariants.Monitor``
 (which turns what it returns into violations) and by the unit tests, with
 hand-made histories.
 """
@@ -34,7 +34,7 @@ from semaphore_core.config import LeaseOptions, Over, Strict, Under, budgets
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.usage import Usage
-from sim.check.queued_counts import QueuedCounts
+from semsim.check.queued_counts import QueuedCounts
 
 REUSE: Final = "reuse"
 LEASE_FAIRNESS: Final = "lease_fairness"

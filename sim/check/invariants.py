@@ -35,20 +35,20 @@ from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Eve
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
-from sim.check import lockstep as lockstep_module
-from sim.check.across_clients import AcrossClients
-from sim.check.allocation_checks import NAMES as ALLOCATION
-from sim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
-from sim.check.reads import CheckerReadError, never_built, select
-from sim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
-from sim.runtime.kernel import StopRun
+from semsim.check import lockstep as lockstep_module
+from semsim.check.across_clients import AcrossClients
+from semsim.check.allocation_checks import NAMES as ALLOCATION
+from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
+from semsim.check.reads import CheckerReadError, never_built, select
+from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
+from semsim.runtime.kernel import StopRun
 
 if TYPE_CHECKING:
-    from sim.runtime.durable import DurableObject
-    from sim.runtime.kernel import Sim
-    from sim.runtime.network import Network
-    from sim.world.external_api import ApiCall, Change, ExternalApi
-    from sim.world.holder_object import Env, HolderObject
+    from semsim.runtime.durable import DurableObject
+    from semsim.runtime.kernel import Sim
+    from semsim.runtime.network import Network
+    from semsim.world.external_api import ApiCall, Change, ExternalApi
+    from semsim.world.holder_object import Env, HolderObject
 
 SAFETY: Final = (
     "ceiling",
@@ -93,7 +93,7 @@ FULL_LEASE_CHARGE: Final = "SELECT permits - released FROM durability_semaphore_
 class InvariantViolation(StopRun):
     """An invariant failed. ``finding`` names the known finding that explains it, if any.
 
-    A :class:`~sim.runtime.kernel.StopRun`, so a ``BaseException`` like
+    A :class:`~semsim.runtime.kernel.StopRun`, so a ``BaseException`` like
     ``trio.Cancelled``: it must stop the whole run from wherever it is
     raised, and no handler's ``except Exception`` (the platform reporting a
     handler failure to its caller, the engine's alarm fallback, a failed
@@ -189,7 +189,10 @@ _R = TypeVar("_R")
 def _reads_storage(
     method: Callable[Concatenate[Monitor, _P], _R],
 ) -> Callable[Concatenate[Monitor, _P], _R]:
-    """A query failing on built storage stops the run as the ``checker`` verdict (:mod:`sim.check.reads`)."""
+    """A query failing on built storage stops the run as the ``checker`` verdict.
+
+    :mod:`semsim.check.reads` says which failures are not the checker's.
+    """
 
     def reading(self: Monitor, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
@@ -1448,7 +1451,7 @@ def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tu
 
 
 def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of a query; none only for an object never built (:mod:`sim.check.reads`)."""
+    """Rows of a query; none only for an object never built (:mod:`semsim.check.reads`)."""
     return select(conn, sql, params)
 
 

@@ -546,7 +546,7 @@ class LiteralHolder:
 
     def usage_from_totals(self, granted: int, leased: int, groups_granted: Mapping[str, int]) -> Wire:
         """``usage()`` from its sums over the rows, kept elsewhere as the rows change
-        (``sim.check.row_mirror``); the rest is the reference's, as in :meth:`usage`."""
+        (``semsim.check.row_mirror``); the rest is the reference's, as in :meth:`usage`."""
         limit = self._resolve_limit()
         groups: dict[str, Wire] = {name: {"granted": count} for name, count in groups_granted.items()}
         return self._usage_of(limit, granted, leased, groups)

@@ -10,7 +10,7 @@ run would not (no random draws, no ids of its own, no trace events), so a
 passing run's trace is the same with or without it.
 
 The holder object knows this class only as the protocol it defines
-(``sim.world.holder_object.ModelInLockstep``); this module knows the
+(``semsim.world.holder_object.ModelInLockstep``); this module knows the
 monitor only as something that can fail a run (:class:`Judge`).
 """
 
@@ -22,20 +22,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from semaphore_core import Holder, HolderConfig, SemaphoreProtocolError
-from sim.check.literal_holder import (
+from semsim.check.literal_holder import (
     LiteralHolder,
     LiteralProtocolError,
     first_difference,
     options_from_config,
     same_wire,
 )
-from sim.check.literal_holder import parse as literal_parse
-from sim.check.row_mirror import RowMirror
-from sim.runtime.durable import DurableObject
+from semsim.check.literal_holder import parse as literal_parse
+from semsim.check.row_mirror import RowMirror
+from semsim.runtime.durable import DurableObject
 
 
 class Judge(Protocol):
-    """What ends a run on a difference (``sim.check.invariants.Monitor`` is one)."""
+    """What ends a run on a difference (``semsim.check.invariants.Monitor`` is one)."""
 
     def fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None: ...
 

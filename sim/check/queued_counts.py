@@ -8,7 +8,7 @@ temporary triggers on the items table keep the count per (key, group) in a
 temporary table as the client's own statements insert, update and delete
 its rows, so the answer is a lookup whatever the backlog.
 
-As with ``sim.check.row_mirror``: temporary objects belong to the
+As with ``semsim.check.row_mirror``: temporary objects belong to the
 connection, not to the database. The object never sees them, they never
 reach its durable storage, and they are rolled back with the transaction
 that wrote them. A schema change drops triggers with their table; the count

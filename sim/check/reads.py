@@ -9,7 +9,7 @@ queue's tables), so a missing table whose schema has no table at all is an
 object whose code never ran that part (a client that never queued, a
 holder nobody called); a missing table beside others of its schema was
 renamed or dropped. Every other error is :class:`CheckerReadError`, which
-the :class:`~sim.check.invariants.Monitor` reports as the ``checker``
+the :class:`~semsim.check.invariants.Monitor` reports as the ``checker``
 verdict: the run stops and says which query failed.
 """
 

@@ -20,7 +20,7 @@ The mirror also keeps the totals the reference's ``usage()`` sums over the
 rows (outstanding grant permits per group, the lease footprint) as running
 sums. A grant's outstanding permits change with time alone, at its claim
 deadline, so the grants whose deadline is still ahead wait in a heap.
-``sim.check.invariants.Monitor(full=True)`` and the lockstep's full mode
+``semsim.check.invariants.Monitor(full=True)`` and the lockstep's full mode
 recompute all of it from SQL and assert both agree.
 """
 
@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import attrs
 
-from sim.check.reads import select
+from semsim.check.reads import select
 
 #: Per table name (``grants``, ``leases``), each row by id, as ``SELECT *`` returns it.
 Rows = dict[str, dict[str, tuple[Any, ...]]]

@@ -156,7 +156,7 @@ def plot(result: DemoResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sim.report.plot import save_figure
+    from semsim.report.plot import save_figure
 
     # Hold the last state for a second so the final step has width.
     times = [m.t_ms / 1000 for m in result.moments] + [result.moments[-1].t_ms / 1000 + 1]

@@ -11,13 +11,13 @@ case is printed instead.
 Ctrl-C stops a campaign after the run in progress, prints what it saw so
 far and exits 130 (a second Ctrl-C stops at once); during shrinking it
 keeps the smallest case so far and reports that the shrink was cut short.
-Spread over workers (``--workers``, ``--scheduler``: ``sim.explore.campaigns``),
+Spread over workers (``--workers``, ``--scheduler``: ``semsim.explore.campaigns``),
 Ctrl-C stops dispatching and the summary covers the runs that came back in order.
 
 Every campaign is recorded in the results database (``--db``, default
 ``semsim-results.sqlite``; ``--no-db`` records nothing): it is checked before
 the first run, written as the runs come back, and closed with the verdict
-(``sim.explore.results``; ``semsim report`` reads it).
+(``semsim.explore.results``; ``semsim report`` reads it).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Final, TextIO
 
 import attrs
 
-from sim.check.coverage import EXPECTED
-from sim.cli.main import interrupted_by
-from sim.explore import campaigns
-from sim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool, parallel_campaign
-from sim.explore.fuzz import (
+from semsim.check.coverage import EXPECTED
+from semsim.cli.main import interrupted_by
+from semsim.explore import campaigns
+from semsim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool, parallel_campaign
+from semsim.explore.fuzz import (
     DEFAULT_OUT,
     Campaign,
     CaseFileError,
@@ -54,9 +54,9 @@ from sim.explore.fuzz import (
     run_case,
     tolerated_for,
 )
-from sim.explore.results import DEFAULT_DB, Recorder, ResultsError, check_db, open_db
-from sim.explore.strategies import Case
-from sim.inputs.commands import (
+from semsim.explore.results import DEFAULT_DB, Recorder, ResultsError, check_db, open_db
+from semsim.explore.strategies import Case
+from semsim.inputs.commands import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_VIOLATION,
@@ -67,8 +67,8 @@ from sim.inputs.commands import (
     plural,
     wall_clock,
 )
-from sim.inputs.files import write_text_whole
-from sim.runtime.kernel import SCHEDULE
+from semsim.inputs.files import write_text_whole
+from semsim.runtime.kernel import SCHEDULE
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0
@@ -121,7 +121,8 @@ def _campaign(
     out_dir: Path,
     db_path: Path | None,
 ) -> int:
-    from scenarios import SCENARIOS, fuzz_examples
+    from semsim.explore.examples import fuzz_examples
+    from semsim.scenarios import SCENARIOS
 
     examples = fuzz_examples(fixes)
     total = runs + len(examples)  # the named scenarios run first

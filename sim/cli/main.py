@@ -7,10 +7,10 @@ when interrupted (Ctrl-C), and 141 when the reader of the output went away
 by SIGPIPE would.
 
 This module only parses arguments and dispatches; each command's work lives
-with its concept (``scenarios.cli``, ``sim.report.plot``, ``sim.report.replay``,
-``sim.cli.fuzz_command``, ``sim.explore.mutants``) and is imported when the
+with its concept (``semsim.cli.scenario_commands``, ``semsim.report.plot``, ``semsim.report.replay``,
+``semsim.cli.fuzz_command``, ``semsim.explore.mutants``) and is imported when the
 command runs, so ``semsim --help`` stays fast. What the commands share (exit
-statuses, ``UsageError``, output-path checks) is in ``sim.inputs.commands``,
+statuses, ``UsageError``, output-path checks) is in ``semsim.inputs.commands``,
 below them all. Options are checked here or at the top of each command,
 before any work starts: an output path that cannot be written is reported
 before the run it would record, not after.
@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, cast
 
-from sim.inputs.commands import (
+from semsim import __version__
+from semsim.inputs.commands import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -38,7 +39,7 @@ from sim.inputs.commands import (
     output_file,
 )
 
-#: The largest seed accepted on the command line: ``sim.inputs.validation.MAX_SEED``, the largest a
+#: The largest seed accepted on the command line: ``semsim.inputs.validation.MAX_SEED``, the largest a
 #: run takes (not imported from there, so ``semsim --help`` loads neither attrs nor the core).
 MAX_SEED: Final = 2**63 - 1
 #: The most runs one campaign may be asked for.
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="semsim",
         description="Deterministic simulation and fuzzing of the DurabilitySemaphore protocol.",
     )
+    parser.add_argument("--version", action="version", version=f"semsim {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = commands.add_parser(
@@ -241,19 +243,19 @@ def _parser() -> argparse.ArgumentParser:
 
 #: command -> "module:function"; the function takes the parsed arguments and returns the exit code.
 HANDLERS = {
-    "demo": "sim.cli.main:_demo",
-    "list": "scenarios.cli:cmd_list",
-    "run": "scenarios.cli:cmd_run",
-    "fuzz": "sim.cli.fuzz_command:cmd_fuzz",
-    "mutants": "sim.explore.mutants:cmd_mutants",
-    "replay": "sim.report.replay:cmd_replay",
-    "report": "sim.cli.report_command:cmd_report",
-    "plot": "sim.report.plot:cmd_plot",
+    "demo": "semsim.cli.main:_demo",
+    "list": "semsim.cli.scenario_commands:cmd_list",
+    "run": "semsim.cli.scenario_commands:cmd_run",
+    "fuzz": "semsim.cli.fuzz_command:cmd_fuzz",
+    "mutants": "semsim.explore.mutants:cmd_mutants",
+    "replay": "semsim.report.replay:cmd_replay",
+    "report": "semsim.cli.report_command:cmd_report",
+    "plot": "semsim.report.plot:cmd_plot",
 }
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from sim.cli.demo import plot, print_timeline, run_demo
+    from semsim.cli.demo import plot, print_timeline, run_demo
 
     plot_path: Path | None = args.plot
     if plot_path is not None:

@@ -1,7 +1,7 @@
 """``semsim report DB``: what a results database holds, summarised; ``--merge`` folds others into it.
 
 The summary, in a stable order (campaigns by their row in the file, names
-sorted, coverage counters in ``sim.check.coverage.EXPECTED`` order): the
+sorted, coverage counters in ``semsim.check.coverage.EXPECTED`` order): the
 campaigns, the runs and simulated hours, violations by invariant (and
 finding), tolerated findings, documented behaviour, every coverage counter
 with the expected ones never reached, and the failures' cases with the
@@ -14,7 +14,7 @@ A missing file, a directory, a file that is not SQLite, another
 application's SQLite database or a newer schema: exit 2, one line, nothing
 changed. ``--merge`` checks every file before it copies anything, then copies
 each in one transaction
-(``sim.explore.results.merge``).
+(``semsim.explore.results.merge``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any, TextIO
 
 import attrs
 
-from sim.check.coverage import EXPECTED
-from sim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
-from sim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
-from sim.inputs.files import write_text_whole
+from semsim.check.coverage import EXPECTED
+from semsim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
+from semsim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
+from semsim.inputs.files import write_text_whole
 
 
 def cmd_report(args: argparse.Namespace) -> int:

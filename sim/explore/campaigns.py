@@ -1,6 +1,6 @@
 """Campaigns across processes and machines: the serial campaign's results, computed in parallel.
 
-What this module owns: spreading the runs of one :func:`~sim.explore.fuzz.campaign`
+What this module owns: spreading the runs of one :func:`~semsim.explore.fuzz.campaign`
 over an executor (a local process pool, or a Dask cluster through
 ``distributed``'s ``concurrent.futures`` executor) so that the result is the
 serial campaign's, field for field: same runs, same verdicts and counters,
@@ -22,13 +22,13 @@ Theory of operation, in three steps:
    ``tests/test_campaigns.py`` checks the claim on several seeds.
 2. **Run ahead.** Drawn cases go to the executor in chunks as they are drawn
    (a bounded window of chunks in flight), and each chunk comes back as its
-   :class:`~sim.explore.fuzz.RunReport`\\ s. Workers draw nothing: they run
+   :class:`~semsim.explore.fuzz.RunReport`\\ s. Workers draw nothing: they run
    the cases they are sent (:func:`run_chunk`). Reports are taken in run
    order; ``on_run`` hears each one as it would serially. Once a report in
    order has failed, nothing after it is needed: dispatch stops, and chunks
    after it are cancelled. A failure seen out of order stops dispatch past
    it at once.
-3. **Replay.** The real serial :func:`~sim.explore.fuzz.campaign` runs again
+3. **Replay.** The real serial :func:`~semsim.explore.fuzz.campaign` runs again
    with a runner that answers from the reports of step 2: the k-th run of the
    campaign gets the k-th report if its case is equal to the one the report
    ran (otherwise, or past the reports, the run is done here, and counted as
@@ -74,7 +74,7 @@ from typing import Final
 import attrs
 from hypothesis.database import ExampleDatabase
 
-from sim.explore.fuzz import (
+from semsim.explore.fuzz import (
     SHRINK_BUDGET_EVENTS,
     Campaign,
     RunReport,
@@ -82,7 +82,7 @@ from sim.explore.fuzz import (
     run_case,
     tolerated_for,
 )
-from sim.explore.strategies import Case
+from semsim.explore.strategies import Case
 
 #: Runs sent to a worker at once: big enough that sending costs nothing next to running
 #: (a run takes about 0.1 CPU s), small enough that little is run past a failure or a stop.
@@ -308,7 +308,7 @@ def parallel_campaign(
     chunk_runs: int = CHUNK_RUNS,
     dispatch: Dispatch | None = None,
 ) -> Campaign:
-    """:func:`~sim.explore.fuzz.campaign` with its runs done ahead on ``executor``'s ``workers``.
+    """:func:`~semsim.explore.fuzz.campaign` with its runs done ahead on ``executor``'s ``workers``.
 
     Same arguments, same result (see the module's docstring for why).
     ``on_run`` hears every run in run order, then every shrink run, as it

@@ -1,12 +1,12 @@
 """Fuzz campaigns: whole simulations under swarm fault plans, shrunk to a replayable case.
 
-Hypothesis draws each :class:`~sim.explore.strategies.Case` (a config, a fault plan,
+Hypothesis draws each :class:`~semsim.explore.strategies.Case` (a config, a fault plan,
 a seed) and runs it with every invariant checked. Known findings of the
 faithful reference (docs/FINDINGS.md) are tolerated and counted by name;
 anything else is a failure: Hypothesis shrinks it to a minimal case, which
 is saved as JSON next to a one-line command that replays it exactly.
 
-The same campaigns serve ``semsim fuzz`` (``sim.cli.fuzz_command``: a progress
+The same campaigns serve ``semsim fuzz`` (``semsim.cli.fuzz_command``: a progress
 line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
 """
 
@@ -28,14 +28,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
-from sim.check.coverage import coverage, missing
-from sim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
-from sim.explore.strategies import Case, cases
-from sim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
-from sim.inputs.files import InputError, parse_json, read_text, write_text_whole
-from sim.inputs.validation import check_seed
-from sim.runtime.kernel import SCHEDULE
-from sim.world.faults import FaultPlan
+from semsim.check.coverage import coverage, missing
+from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
+from semsim.explore.strategies import Case, cases
+from semsim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
+from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
+from semsim.inputs.validation import check_seed
+from semsim.runtime.kernel import SCHEDULE
+from semsim.world.faults import FaultPlan
 
 #: Where failing cases are written unless told otherwise.
 DEFAULT_OUT: Final = Path("semsim-failures")
@@ -423,7 +423,7 @@ def campaign(
     (``shrink_cut_short``). ``stop()`` is asked before every run: once it
     says so, the campaign ends (``interrupted``), or, while shrinking, the
     shrink does. ``runner(case, tolerated)`` answers each run (default:
-    :func:`run_case` here); ``sim.explore.campaigns`` passes one that answers
+    :func:`run_case` here); ``semsim.explore.campaigns`` passes one that answers
     from runs done ahead on other processes, which must give the same report
     as :func:`run_case` would, so the campaign cannot tell the difference.
     """

@@ -4,7 +4,7 @@
 developer (or a user checking their own change) can run:
 
 - ``unit``: the pytest suite minus the other layers' files; a subprocess
-  with the plugin (``sim.explore.mutant_plugin``), ``-x``, the ``ci``
+  with the plugin (``semsim.explore.mutant_plugin``), ``-x``, the ``ci``
   profile. Left out as well: the mutant catalog's own tests (they pin the
   *faithful* behaviour outside a patch block, so they would "kill" every
   mutant), and the tests whose work runs in a child process that the plugin
@@ -15,7 +15,7 @@ developer (or a user checking their own change) can run:
   mutant applied; killed when a scenario's documented outcome or an
   invariant fails (the scenarios' own expectations, which the fuzz
   campaign's explicit examples do not judge).
-- ``fuzz``: the whole-system fuzz campaigns (``sim.explore.mutants.try_mutant``).
+- ``fuzz``: the whole-system fuzz campaigns (``semsim.explore.mutants.try_mutant``).
 
 Each subprocess is bounded by a CPU-time limit (``RLIMIT_CPU``): a mutant
 that makes a layer loop is reported as ``timed out``, not waited on. The
@@ -39,7 +39,7 @@ from typing import Final
 
 import attrs
 
-from sim.explore.mutant_catalog import mutant
+from semsim.explore.mutant_catalog import mutant
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 #: The layers, in the order they run and appear in the table.
@@ -108,7 +108,7 @@ def layer_command(name: str | None, layer: str) -> list[str]:
         "-m",
         "pytest",
         "-p",
-        "sim.explore.mutant_plugin",
+        "semsim.explore.mutant_plugin",
         *([] if name is None else [f"--mutant={name}"]),
         "-x",
         "-q",
@@ -158,7 +158,7 @@ def run_pytest_layer(name: str | None, layer: str, cpu_budget_s: int = DEFAULT_C
 
 def run_scenarios_layer(name: str) -> LayerVerdict:
     """Every named scenario with the mutant applied: the first whose outcome or invariants fail."""
-    from scenarios import SCENARIOS, run_scenario
+    from semsim.scenarios import SCENARIOS, run_scenario
 
     with mutant(name).patch():
         for scenario_name, scenario in SCENARIOS.items():

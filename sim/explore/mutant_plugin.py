@@ -1,11 +1,11 @@
 """A pytest plugin that applies one mutant for a whole session.
 
-``pytest -p sim.explore.mutant_plugin --mutant NAME ...`` runs the selected tests
+``pytest -p semsim.explore.mutant_plugin --mutant NAME ...`` runs the selected tests
 against the mutated core: the mutant's ``patch()`` is entered when pytest is
 configured (after ``tests/conftest.py`` has imported every project module,
 so each rebinding lands where the core looks the name up) and left when
 pytest unconfigures. An unknown name is a usage error before any test runs.
-The layers that run it are ``sim.explore.mutant_layers``.
+The layers that run it are ``semsim.explore.mutant_layers``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Final
 
 import pytest
 
-from sim.explore.mutant_catalog import mutant
+from semsim.explore.mutant_catalog import mutant
 
 _STACK_KEY: Final = pytest.StashKey[contextlib.ExitStack]()
 

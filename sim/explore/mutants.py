@@ -1,6 +1,6 @@
 """The mutation score: does the fuzzer catch real protocol bugs?
 
-Each mutant of ``sim.explore.mutant_catalog`` plants one plausible bug in
+Each mutant of ``semsim.explore.mutant_catalog`` plants one plausible bug in
 ``semaphore_core`` (or the alarm engine) for the duration of a campaign. A
 mutant is *killed* when the campaign (the ``ci`` budget: the same runs and
 seed as the pytest fuzz suite) breaks an invariant that no known finding of
@@ -46,11 +46,11 @@ from typing import Final
 
 import attrs
 
-from scenarios import fuzz_examples
 from semaphore_core.fixes import ALL_FIXES
-from sim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length
-from sim.explore.mutant_catalog import MUTANTS, Mutant, mutant
-from sim.explore.mutant_layers import (
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import KNOWN_FINDINGS, Campaign, campaign, case_length
+from semsim.explore.mutant_catalog import MUTANTS, Mutant, mutant
+from semsim.explore.mutant_layers import (
     DEFAULT_CPU_BUDGET_S,
     LAYERS,
     NOT_RUN,
@@ -61,7 +61,7 @@ from sim.explore.mutant_layers import (
     run_pytest_layer,
     run_scenarios_layer,
 )
-from sim.inputs.files import InputError, read_text, write_text_whole
+from semsim.inputs.files import InputError, read_text, write_text_whole
 
 #: The ``ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
@@ -399,7 +399,7 @@ def _verdict(cell: str) -> LayerVerdict | None:
 def read_table(path: Path) -> dict[str, dict[str, LayerVerdict]]:
     """Each mutant's verdict per layer in the kill table of the Markdown file ``path``, in table order.
 
-    Raises :class:`~sim.inputs.files.InputError` when the file cannot be read and
+    Raises :class:`~semsim.inputs.files.InputError` when the file cannot be read and
     :class:`TableError` when it holds no well-formed kill table.
     """
     lines = read_text(path, MAX_TABLE_BYTES, "an expected mutation table").splitlines()
@@ -507,7 +507,7 @@ def _cpu_seconds() -> float:
 
 
 def _parse_layers(text: str | None) -> tuple[str, ...]:
-    from sim.inputs.commands import UsageError
+    from semsim.inputs.commands import UsageError
 
     if text is None:
         return LAYERS
@@ -523,7 +523,7 @@ def _parse_layers(text: str | None) -> tuple[str, ...]:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
+    from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
 
     names = list(dict.fromkeys(name.strip() for name in (args.only or "").split(",") if name.strip()))
     if args.only is not None and not names:

@@ -49,14 +49,14 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
-from sim.explore.fuzz import Campaign, RunReport, case_length
-from sim.inputs.files import InputError, check_output_file, same_file
+from semsim import __version__
+from semsim.explore.fuzz import Campaign, RunReport, case_length
+from semsim.inputs.files import InputError, check_output_file, same_file
 
 #: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
 APPLICATION_ID: Final = 0x53656D53
@@ -278,13 +278,6 @@ def _case_json(report: RunReport) -> str:
     return json.dumps(report.case.to_dict(), sort_keys=True)
 
 
-def _semsim_version() -> str:
-    try:
-        return metadata.version("semsim")
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "unknown"
-
-
 @attrs.define
 class Recorder:
     """Writes one campaign as it runs: its ``on_run`` records runs, :meth:`finish` the verdict.
@@ -328,7 +321,7 @@ class Recorder:
                     json.dumps(sorted(tolerated)),
                     executor,
                     workers,
-                    _semsim_version(),
+                    __version__,
                     socket.gethostname(),
                 ),
             )
@@ -453,7 +446,7 @@ def check_distinct(target: Path | None, others: Sequence[Path]) -> None:
     """Fail unless each file of ``others`` is neither ``target`` nor another of ``others``.
 
     The same file is found however it is named (``./x``, a symlink, a hard link:
-    :func:`~sim.inputs.files.same_file`). Merging a database into itself would
+    :func:`~semsim.inputs.files.same_file`). Merging a database into itself would
     deadlock SQLite on its own lock; a file given twice is a slip (the second time
     would add nothing).
     """

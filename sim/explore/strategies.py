@@ -14,11 +14,11 @@ from typing import Any, Final, Literal
 import attrs
 from hypothesis import strategies as st
 
-from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig
-from sim.world.client_object import ClientSettings
-from sim.world.faults import Cancel, Eviction, FaultPlan, GroupLimitChange, InputFault, LimitChange, Window
-from sim.world.operations import DEFAULT_ALARM_HANDOFF_MS, OperationsSpec
-from sim.world.workload import Workload
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig
+from semsim.world.client_object import ClientSettings
+from semsim.world.faults import Cancel, Eviction, FaultPlan, GroupLimitChange, InputFault, LimitChange, Window
+from semsim.world.operations import DEFAULT_ALARM_HANDOFF_MS, OperationsSpec
+from semsim.world.workload import Workload
 
 FAULT_KINDS: Final = (
     "request_loss",

@@ -18,8 +18,9 @@ import trio
 from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
-from sim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
-from sim.inputs.validation import (
+from semsim import __version__
+from semsim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
+from semsim.inputs.validation import (
     array,
     boolean,
     build,
@@ -35,23 +36,22 @@ from sim.inputs.validation import (
     optional,
     time_ms,
 )
-from sim.runtime.durable import DurableObject, Factory
-from sim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
-from sim.runtime.network import DEFAULT_LATENCY_MS, Network
-from sim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults
-from sim.runtime.timers import Tie
-from sim.runtime.trace import Trace
-from sim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
-from sim.world.external_api import NAME as API
-from sim.world.external_api import ApiSpec, ExternalApi
-from sim.world.faults import FaultPlan, InputFault
-from sim.world.forger import forge, forge_leases, lease_rows
-from sim.world.holder_object import Env, HolderObject
-from sim.world.jobs import Jobs
-from sim.world.operations import OperationsSpec
-from sim.world.workload import Arrival, Workload, arrivals
+from semsim.runtime.durable import DurableObject, Factory
+from semsim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
+from semsim.runtime.network import DEFAULT_LATENCY_MS, Network
+from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults
+from semsim.runtime.timers import Tie
+from semsim.runtime.trace import Trace
+from semsim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
+from semsim.world.external_api import NAME as API
+from semsim.world.external_api import ApiSpec, ExternalApi
+from semsim.world.faults import FaultPlan, InputFault
+from semsim.world.forger import forge, forge_leases, lease_rows
+from semsim.world.holder_object import Env, HolderObject
+from semsim.world.jobs import Jobs
+from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Arrival, Workload, arrivals
 
-SEMSIM_VERSION = "0.1.0"
 PROGRESS_SAMPLE_MS = 5_000
 #: Every RPC method a world's objects answer (what a drop may name).
 METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
@@ -304,11 +304,11 @@ def run_world(
     """
     check_run(config, faults, seed, tolerated)
     if limits is not None and not isinstance(limits, Limits):
-        raise TypeError(f"limits must be a sim.runtime.kernel.Limits or None, got {limits!r}")
+        raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if not isinstance(full_checks, bool):
         raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
     trace = Trace(seed, config.to_dict(), faults.to_dict())
-    trace.header["semsim"] = SEMSIM_VERSION
+    trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     # Random faults stop at the quiet point when the plan does not stop them sooner.
@@ -331,15 +331,17 @@ def run_world(
 def check_run(config: object, faults: object, seed: object, tolerated: object = frozenset()) -> None:
     """What :func:`run_world` checks before it runs: TypeError or ValueError naming the argument.
 
-    ``config`` a :class:`WorldConfig`; ``faults`` a :class:`~sim.world.faults.FaultPlan` that
+    ``config`` a :class:`WorldConfig`; ``faults`` a :class:`~semsim.world.faults.FaultPlan` that
     fits it (:func:`check_plan`); ``seed`` an ``int`` in ``[0, MAX_SEED]`` (``1.0`` and ``True``
     are not seed 1); ``tolerated`` a set or frozenset of known finding names (a string is not
     one: ``"F4"`` is not ``{"F4"}``).
     """
     if not isinstance(config, WorldConfig):
-        raise TypeError(f"config must be a sim.harness.run.WorldConfig, got {config!r}")
+        raise TypeError(f"config must be a semsim.harness.run.WorldConfig, got {config!r}")
     if not isinstance(faults, FaultPlan):
-        raise TypeError(f"faults must be a sim.world.faults.FaultPlan (FaultPlan() for none), got {faults!r}")
+        raise TypeError(
+            f"faults must be a semsim.world.faults.FaultPlan (FaultPlan() for none), got {faults!r}"
+        )
     check_seed(seed)
     check_tolerated(tolerated)
     check_plan(config, faults)

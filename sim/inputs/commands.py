@@ -1,11 +1,11 @@
 """What every ``semsim`` command shares: exit statuses, ``UsageError``, output paths, the wall clock,
 and what to do when the reader of standard output goes away.
 
-The commands live with their concepts in several packages (``scenarios.cli``,
-``sim.report.plot``, ``sim.report.replay``, ``sim.explore.mutants``,
-``sim.cli.fuzz_command``); what they all need sits here, below every layer
+The commands live with their concepts in several packages (``semsim.cli.scenario_commands``,
+``semsim.report.plot``, ``semsim.report.replay``, ``semsim.explore.mutants``,
+``semsim.cli.fuzz_command``); what they all need sits here, below every layer
 that holds a command, so no package imports the CLI's dispatcher
-(``sim.cli.main``) to report a bad argument. Exit statuses are described in
+(``semsim.cli.main``) to report a bad argument. Exit statuses are described in
 docs/CLI.md.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from sim.inputs.files import InputError, check_output_dir, check_output_file, same_file
+from semsim.inputs.files import InputError, check_output_dir, check_output_file, same_file
 
 EXIT_OK: Final = 0
 EXIT_VIOLATION: Final = 1

@@ -1,6 +1,6 @@
 """Rules for the simulator's own settings, worded as ``semaphore_core.config`` words its own.
 
-A world (``sim.harness.run.WorldConfig``) and a fault plan (``sim.world.faults``) come
+A world (``semsim.harness.run.WorldConfig``) and a fault plan (``semsim.world.faults``) come
 from Python or from a case file a person may have edited. Each field is
 checked by type and range when the object is built, with a message that
 names the field ("duration_ms must be a positive integer, got 'ten'") in

@@ -1,4 +1,4 @@
 """Reading runs back: usage plots of traces, and recorded traffic replayed through the holder.
 
-Sits on ``sim.harness`` and everything below it; independent of ``sim.explore``.
+Sits on ``semsim.harness`` and everything below it; independent of ``semsim.explore``.
 """

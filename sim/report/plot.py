@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
-from sim.inputs.files import write_whole
+from semsim.inputs.files import write_whole
 
 if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
     from matplotlib.figure import Figure
@@ -305,7 +305,7 @@ def _int(value: Any, what: str) -> int:
 
 
 def _provisioning(leases: Any) -> Provisioning | None:
-    """The header's lease options (``sim.harness.run.LeaseSpec`` as data) as a provisioning mode."""
+    """The header's lease options (``semsim.harness.run.LeaseSpec`` as data) as a provisioning mode."""
     if leases is None:
         return None
     leases = _mapping(leases, "header config.holder.leases")
@@ -1149,8 +1149,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     is an error: there is nothing to draw against. A trace of a run in which
     nothing happened is a valid, nearly empty plot (just the limit).
     """
-    from sim.inputs.commands import UsageError, distinct_files, output_file
-    from sim.runtime.trace import TraceError, read_trace
+    from semsim.inputs.commands import UsageError, distinct_files, output_file
+    from semsim.runtime.trace import TraceError, read_trace
 
     trace_path: Path = args.trace
     output: Path = output_file(args.output, "-o", image=True)
@@ -1177,9 +1177,9 @@ EXAMPLE_TITLE: Final = "eviction, lost replies, lowered limit"
 def example_run() -> Any:
     """A short run with a story: the holder is evicted at 45 s, 8% of replies are lost, client-1 is
     cut off from 70 s to 80 s, and the operator lowers the limit from 8 to 4 at 90 s."""
-    from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-    from sim.world.faults import Eviction, FaultPlan, LimitChange, Window
-    from sim.world.workload import Workload
+    from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+    from semsim.world.faults import Eviction, FaultPlan, LimitChange, Window
+    from semsim.world.workload import Workload
 
     config = WorldConfig(
         duration_ms=150_000,

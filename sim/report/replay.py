@@ -34,7 +34,7 @@ now), ``limit`` (``limit``), ``groupLimit`` (``group``, ``limit`` or null),
 batches them and the alarm reclaims at every claim deadline; with
 ``explicit`` only ``round``/``reclaim`` lines run them (what a recording
 uses, since it knows when they ran). Blank lines are skipped, as in a trace
-(``sim.inputs.files.json_lines``); messages' line numbers count them.
+(``semsim.inputs.files.json_lines``); messages' line numbers count them.
 """
 
 from __future__ import annotations
@@ -66,13 +66,13 @@ from semaphore_core import (
 from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
-from sim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
-from sim.check.invariants import ceiling_rule, group_ceiling_rule
-from sim.inputs.commands import plural
-from sim.inputs.files import InputError, json_lines, parse_json, read_text, write_text_whole
+from semsim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
+from semsim.check.invariants import ceiling_rule, group_ceiling_rule
+from semsim.inputs.commands import plural
+from semsim.inputs.files import InputError, json_lines, parse_json, read_text, write_text_whole
 
 if TYPE_CHECKING:
-    from sim.harness.run import WorldRun
+    from semsim.harness.run import WorldRun
 
 #: Bounds on what a traffic file may hold: replay is for recordings, not archives.
 MAX_TRAFFIC_BYTES: Final = 64 * 1024 * 1024
@@ -889,7 +889,7 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``semsim replay TRAFFIC.jsonl``: 0 all held, 1 an invariant failed, 2 a malformed file."""
-    from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError
+    from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError
 
     path: Path = args.traffic
     try:
@@ -1141,7 +1141,7 @@ def _in_round(events: Sequence[Mapping[str, Any]], index: int, name: str) -> boo
 
 
 def _lease_record(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``sim.harness.run.LeaseSpec`` as data -> the traffic file's (the reference's) lease options."""
+    """``semsim.harness.run.LeaseSpec`` as data -> the traffic file's (the reference's) lease options."""
     if spec is None:
         return None
     amount = spec["amount"]
@@ -1182,9 +1182,9 @@ EXAMPLE_SEED: Final = 3
 def example_traffic() -> list[dict[str, Any]]:
     """A 90 s recording: three clients (one lease-capable) in two groups, a lost reply or two,
     and the operator lowering the limit from 6 to 4 at 60 s. It replays clean."""
-    from sim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-    from sim.world.faults import FaultPlan, LimitChange
-    from sim.world.workload import Workload
+    from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+    from semsim.world.faults import FaultPlan, LimitChange
+    from semsim.world.workload import Workload
 
     config = WorldConfig(
         duration_ms=90_000,

@@ -26,9 +26,9 @@ from typing import Any, Final, Protocol
 import trio
 
 from semaphore_core import SemaphoreProtocolError
-from sim.runtime.kernel import Sim
-from sim.runtime.network import Later, RemoteError
-from sim.runtime.timers import Entry
+from semsim.runtime.kernel import Sim
+from semsim.runtime.network import Later, RemoteError
+from semsim.runtime.timers import Entry
 
 #: The platform retries a failing alarm this many times, with doubling backoff, then drops it.
 ALARM_RETRIES: Final = 6
@@ -49,14 +49,14 @@ class Instance(Protocol):
     """A live object: what ``factory`` builds on a context."""
 
     def handle(self, method: str, payload: Any) -> Any:
-        """Handle a call at once: the answer, or a :class:`~sim.runtime.network.Later` that waits for it."""
+        """Handle a call at once: the answer, or a :class:`~semsim.runtime.network.Later` to wait on."""
         ...
 
     async def alarm(self) -> None: ...
 
 
 class DurableMonitor(Protocol):
-    """What a checker is told about an object's life (``sim.check.invariants.Monitor`` is one)."""
+    """What a checker is told about an object's life (``semsim.check.invariants.Monitor`` is one)."""
 
     def evicting(self, obj: DurableObject) -> None: ...
 
@@ -223,7 +223,7 @@ class DurableObject:
         #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
         self.shadow_storage: sqlite3.Connection | None = None
         #: What a checker read from this object's storage, kept while the storage is unchanged
-        #: (``sim.check.invariants``; None: not kept). The object never reads it.
+        #: (``semsim.check.invariants``; None: not kept). The object never reads it.
         self.checker_reads: dict[Any, Any] | None = None
 
     # --- the instance -------------------------------------------------------------

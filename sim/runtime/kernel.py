@@ -4,7 +4,7 @@ Everything a run does derives from its seed:
 
 - Time is Trio's, a ``MockClock`` of rate 0 that only jumps: when every task
   is blocked, Trio's run loop calls the timers' idle hook
-  (``sim.runtime.timers``), which jumps it to the next thing due, one of
+  (``semsim.runtime.timers``), which jumps it to the next thing due, one of
   its own entries or a Trio deadline. One unit of Trio time is one
   millisecond here, so every deadline is an exact integer and the core
   sees integer ``now`` values with no float rounding.
@@ -38,9 +38,9 @@ import trio.lowlevel
 import trio.testing
 from trio._core import _run as trio_run
 
-from sim.inputs.validation import check_seed
-from sim.runtime.timers import Entry, Signal, Tie, Timers
-from sim.runtime.trace import Trace
+from semsim.inputs.validation import check_seed
+from semsim.runtime.timers import Entry, Signal, Tie, Timers
+from semsim.runtime.trace import Trace
 
 _NEEDED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
 if not all(hasattr(trio_run, name) for name in _NEEDED) or not hasattr(
@@ -83,7 +83,7 @@ class StopRun(BaseException):
     """Raised anywhere in a run to end it with a verdict: ``RunResult("violation", ...)``.
 
     The runtime's interface to whatever judges a run: it knows nothing of
-    invariants. A checker raises a subclass (``sim.check.invariants``'s
+    invariants. A checker raises a subclass (``semsim.check.invariants``'s
     ``InvariantViolation``) that sets ``name`` (what failed), ``t_ms`` (when)
     and ``finding`` (the known finding that explains it, or None); the run
     stops and its result carries them and the exception's message.
@@ -287,7 +287,7 @@ def run(
 ) -> RunResult:
     """Run ``main`` under the virtual clock with Trio's scheduling seeded by ``seed``.
 
-    ``seed``: an integer in ``[0, MAX_SEED]`` (``sim.inputs.validation``); anything else is
+    ``seed``: an integer in ``[0, MAX_SEED]`` (``semsim.inputs.validation``); anything else is
     refused before the run starts.
     """
     check_seed(seed)
@@ -332,7 +332,7 @@ def run(
 def _entry_first(group: BaseExceptionGroup[Any], failure: BaseException | None) -> BaseExceptionGroup[Any]:
     """The run's crash with the error an entry raised first: it came first (what unwinding then
     raised follows from it), though its task raises it last. A crash is reported by its first
-    leaf (``sim.explore.fuzz.run_case``)."""
+    leaf (``semsim.explore.fuzz.run_case``)."""
     if failure is None or failure not in group.exceptions or group.exceptions[0] is failure:
         return group
     return group.derive([failure, *(error for error in group.exceptions if error is not failure)])

@@ -35,8 +35,8 @@ from typing import Any, Final, Protocol
 import attrs
 import trio
 
-from sim.runtime.kernel import Sim
-from sim.runtime.timers import Signal
+from semsim.runtime.kernel import Sim
+from semsim.runtime.timers import Signal
 
 DEFAULT_LATENCY_MS: Final = 5
 DEFAULT_TIMEOUT_MS: Final = 5_000
@@ -61,7 +61,7 @@ class RemoteError(RpcError):
 
 
 class MessageFaults(Protocol):
-    """What may happen to a message: the network's part of a fault plan (``sim.world.faults.FaultPlan``).
+    """What may happen to a message: the network's part of a fault plan (``semsim.world.faults.FaultPlan``).
 
     Probabilities per message, extra delays, and scheduled faults by time:
     the network draws each decision from its own seeded stream.

@@ -6,7 +6,7 @@ the semaphore's queue. The pure ``Engine`` and ``Durability`` (seed 002's
 scheduler and durable operations, ported in ``semaphore_core/durability``)
 decide everything and do nothing: every call returns a ``Step`` saying what
 to do. This module does it, inside one live instance of a
-:class:`~sim.runtime.durable.DurableObject`:
+:class:`~semsim.runtime.durable.DurableObject`:
 
 - **The engine's alarm is the object's one alarm.** The engine writes it
   through :class:`_ObjectAlarm` inside its own SQLite transactions, so it
@@ -60,9 +60,9 @@ from semaphore_core.durability import (
     SchedulerOptions,
     Step,
 )
-from sim.runtime.durable import HandlerFailure, ObjectContext, ObjectTimer
-from sim.runtime.network import RpcError
-from sim.runtime.timers import Signal
+from semsim.runtime.durable import HandlerFailure, ObjectContext, ObjectTimer
+from semsim.runtime.network import RpcError
+from semsim.runtime.timers import Signal
 
 #: What a handler may fail with: the attempt fails (and may be retried). Anything else is a bug
 #: in the object's model and ends the run as a crash, not a retry.

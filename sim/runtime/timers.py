@@ -61,7 +61,7 @@ class Timers:
         ``tie`` places it among the entries due at the same millisecond:
         ``fifo`` in the order scheduled, ``first`` before every ``fifo`` entry,
         ``last`` after them all (an injected fault at the edge of its moment:
-        see ``sim.harness.run``).
+        see ``semsim.harness.run``).
         """
         entry = Entry(action)
         self._seq += 1

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from sim.inputs.files import InputError, json_lines, parse_json, read_text, write_whole
+from semsim.inputs.files import InputError, json_lines, parse_json, read_text, write_whole
 
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.

@@ -1,6 +1,6 @@
 """What is simulated: the holder and client objects, the job service, the workload, the fault plan.
 
-Built on ``sim.runtime`` and ``sim.inputs``. The checkers that watch these
+Built on ``semsim.runtime`` and ``semsim.inputs``. The checkers that watch these
 objects are passed in through protocols defined here (``HolderMonitor``,
 ``ClientMonitor``, ``ModelInLockstep``), never imported.
 """

@@ -7,7 +7,7 @@ other work. The caller cannot stop a call, so the fix bounds it and
 remembers it:
 
 - every call carries its attempt's deadline (``deadlineAt``), which the API
-  honours (``sim.world.external_api``): the call cannot outlive it;
+  honours (``semsim.world.external_api``): the call cannot outlive it;
 - the deadline is written here, in the object's storage, *before* the
   request leaves, so an eviction cannot lose it;
 - an operation's next call waits while its last call may still run (sent,

@@ -16,7 +16,7 @@ live instance, never the queue. A loop on the instance decides what to send:
 
 The object keeps its alarm at its next wakeup, so after an eviction the
 platform rebuilds it and the loop resumes. The alarm is the object's
-``DurabilityScheduler``'s (``sim.runtime.scheduler``), as in seed 000,
+``DurabilityScheduler``'s (``semsim.runtime.scheduler``), as in seed 000,
 where the queue attaches to the scheduler the object builds: the queue is
 one participant, whose pending time is the loop's next wakeup, and the
 scheduler's engine arms the alarm from it by the reference's rule.
@@ -37,14 +37,14 @@ from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEAS
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
-from sim.inputs.validation import boolean, integer, js_int
-from sim.runtime.durable import ObjectContext
-from sim.runtime.network import Network, RemoteError, RpcError
-from sim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults, DurabilityScheduler
-from sim.world.call_log import CallLog
-from sim.world.external_api import NAME as API
-from sim.world.jobs import Jobs
-from sim.world.operations import (
+from semsim.inputs.validation import boolean, integer, js_int
+from semsim.runtime.durable import ObjectContext
+from semsim.runtime.network import Network, RemoteError, RpcError
+from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults, DurabilityScheduler
+from semsim.world.call_log import CallLog
+from semsim.world.external_api import NAME as API
+from semsim.world.jobs import Jobs
+from semsim.world.operations import (
     CALL_TIMEOUT_MS,
     OPERATION,
     OperationsSpec,
@@ -70,7 +70,7 @@ class ClientSettings:
 
 
 class ClientMonitor(Protocol):
-    """What a checker is told by a client (``sim.check.invariants.Monitor`` is one)."""
+    """What a checker is told by a client (``semsim.check.invariants.Monitor`` is one)."""
 
     def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
 
@@ -195,7 +195,7 @@ class ClientObject:
     def asking(self) -> bool:
         """Whether a request is on its way to a round.
 
-        What a cancel aims at: see ``sim.world.faults.Cancel``.
+        What a cancel aims at: see ``semsim.world.faults.Cancel``.
         """
         return "request" in self._in_flight.values()
 
@@ -404,7 +404,7 @@ class ClientObject:
     async def _job(self, attempt: Attempt) -> Any:
         """Seed 000's handler: POST the job with its id as the idempotency key; not ok throws.
 
-        With F5's fix (``sim.world.call_log``) the call carries the attempt's
+        With F5's fix (``semsim.world.call_log``) the call carries the attempt's
         deadline, logged before the request leaves, and waits first while the
         operation's previous call may still run.
         """

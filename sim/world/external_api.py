@@ -49,8 +49,8 @@ from typing import Any, Final, Literal, Protocol
 
 import attrs
 
-from sim.runtime.kernel import Sim
-from sim.runtime.network import Later, Network, RemoteError
+from semsim.runtime.kernel import Sim
+from semsim.runtime.network import Later, Network, RemoteError
 
 NAME: Final = "api"
 #: Calls that may run at once across every account (TIGER_STYLE: a limit on everything).

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import attrs
 
-from sim.inputs.validation import (
+from semsim.inputs.validation import (
     MAX_TIME_MS,
     array,
     boolean,
@@ -112,7 +112,7 @@ class GroupLimitChange:
 
 #: The holder's callbacks a plan can make misbehave (``HolderConfig``'s inputs).
 INPUTS: Final = ("can_grant", "group_limit", "limit")
-#: What the forger may lie about (``sim.world.forger``): its grants, and leases.
+#: What the forger may lie about (``semsim.world.forger``): its grants, and leases.
 FORGED_LIES: Final = (
     "released_above_claimed",
     "claim_above_permits",
@@ -207,7 +207,7 @@ class FaultPlan:
     alarm_retries: int = 6
     #: Probability a job's completion notice to its client is lost.
     release_loss: float = 0.0
-    #: A forging client (``sim.world.forger``) sends reports that lie with this probability (0: none).
+    #: A forging client (``semsim.world.forger``) sends reports that lie with this probability (0: none).
     forged_reports: float = 0.0
     #: The lies the forger tells (empty: every one of ``FORGED_LIES``).
     forged_lies: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=_lies)
@@ -221,7 +221,7 @@ class FaultPlan:
     #: Random per-message faults, alarm failures and lost notices stop here (None: never),
     #: so liveness can be judged once the system has been quiet for a while.
     faults_until_ms: int | None = None
-    #: The external API's faults (``sim.world.external_api``; worlds with ``config.operations``
+    #: The external API's faults (``semsim.world.external_api``; worlds with ``config.operations``
     #: only), probabilities per call: it fails part-way through its work, before its write ...
     api_error: float = 0.0
     #: ... it does its work and write, then answers an error (a lost completion) ...

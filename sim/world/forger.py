@@ -51,8 +51,8 @@ from typing import Any, Final
 
 import attrs
 
-from sim.runtime.kernel import Sim
-from sim.runtime.network import Network, RpcError
+from semsim.runtime.kernel import Sim
+from semsim.runtime.network import Network, RpcError
 
 NAME: Final = "forger"
 #: How often the forger asks for a permit or reports.

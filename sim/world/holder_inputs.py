@@ -6,7 +6,7 @@ each group's limit (a raise or a bad value fails the group closed,
 ``limit_resolution_error``) and ``can_grant`` (false: ``not_permitted``). A
 simulated holder reads the deployment's limit (``Env.limit``, which the
 operator may change) and the instance's ``limitWorkflow`` caps, and a fault
-plan's :class:`~sim.world.faults.InputFault` windows make each callback misbehave
+plan's :class:`~semsim.world.faults.InputFault` windows make each callback misbehave
 for a while.
 
 Everything that hands a holder its callbacks (the holder object, and any
@@ -22,7 +22,7 @@ from typing import Final
 
 import attrs
 
-from sim.world.faults import InputFault
+from semsim.world.faults import InputFault
 
 #: What a misbehaving ``bad`` callback returns: not a non-negative safe integer.
 BAD_VALUE: Final = -1

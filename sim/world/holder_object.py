@@ -31,12 +31,12 @@ from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
-from sim.runtime.durable import DurableObject, ObjectContext
-from sim.runtime.network import Later, RemoteError
-from sim.runtime.scheduler import AlarmFaults, DurabilityScheduler
-from sim.runtime.timers import Signal
-from sim.world.faults import InputFault
-from sim.world.holder_inputs import PlannedInputFailure, holder_inputs
+from semsim.runtime.durable import DurableObject, ObjectContext
+from semsim.runtime.network import Later, RemoteError
+from semsim.runtime.scheduler import AlarmFaults, DurabilityScheduler
+from semsim.runtime.timers import Signal
+from semsim.world.faults import InputFault
+from semsim.world.holder_inputs import PlannedInputFailure, holder_inputs
 
 
 @attrs.define
@@ -57,7 +57,7 @@ class Env:
     #: Injected alarm failures stop here (the fault plan's quiet point).
     faults_until_ms: int | None = None
     #: This holder's misbehaving callbacks (the fault plan's ``input_faults``).
-    #: See ``sim.world.holder_inputs``.
+    #: See ``semsim.world.holder_inputs``.
     input_faults: tuple[InputFault, ...] = ()
 
 
@@ -72,7 +72,7 @@ class _Pending:
 
 
 class ModelInLockstep(Protocol):
-    """A model the holder is run beside, fed what the holder is fed (``sim.check.lockstep.Lockstep``).
+    """A model the holder is run beside, fed what the holder is fed (``semsim.check.lockstep.Lockstep``).
 
     The holder tells it each operation as it happens; it judges nothing the
     run would not, draws nothing and records nothing.
@@ -100,7 +100,7 @@ class ModelInLockstep(Protocol):
 
 
 class HolderMonitor(Protocol):
-    """What a checker is told by a holder (``sim.check.invariants.Monitor`` is one).
+    """What a checker is told by a holder (``semsim.check.invariants.Monitor`` is one).
 
     ``lockstep`` gives the model to run beside this instance (``exact_accounting``).
     """

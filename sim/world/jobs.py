@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 import trio
 
-from sim.runtime.kernel import Sim
-from sim.runtime.network import Network, RemoteError
+from semsim.runtime.kernel import Sim
+from semsim.runtime.network import Network, RemoteError
 
 
 @attrs.frozen

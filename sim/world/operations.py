@@ -14,7 +14,7 @@ Seed 000's ``JobShard`` wires three things to one ``DurabilityScheduler``:
 
 This module holds the world's settings for that composition and the
 example's two decisions (what the handler sends, which events release); the
-client object (``sim.world.client_object``) does the wiring. Note what the
+client object (``semsim.world.client_object``) does the wiring. Note what the
 hook does not do, faithfully: a failed *last* attempt emits
 ``attempt_settled`` with ``outcome: 'failed'``, which the example's hook
 ignores, so that permit comes back only through ``finished`` (docs/DURABILITY.md).
@@ -36,7 +36,7 @@ from semaphore_core.durability import (
 )
 from semaphore_core.durability.policy import ExponentialBackoff
 from semaphore_core.numbers import MAX_DELAY_MS
-from sim.inputs.validation import boolean, integer, js_int
+from semsim.inputs.validation import boolean, integer, js_int
 
 #: The one operation the example's shards run.
 OPERATION: Final = "run"

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from sim.inputs.validation import (
+from semsim.inputs.validation import (
     MAX_TIME_MS,
     boolean,
     check_int,
@@ -26,8 +26,8 @@ from sim.inputs.validation import (
     optional,
     time_ms,
 )
-from sim.runtime.kernel import Sim
-from sim.runtime.network import Network, RpcError
+from semsim.runtime.kernel import Sim
+from semsim.runtime.network import Network, RpcError
 
 MAX_CLIENTS: Final = 1_000
 

@@ -15,9 +15,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
-from scenarios.base import summary
-from sim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
+from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
+from semsim.scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
+from semsim.scenarios.base import summary
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result.run.trace.write(trace_path)
         print(f"trace written to {trace_path}")
     if plot_path is not None:
-        from sim.report.plot import plot_trace  # matplotlib is slow to import: only when asked
+        from semsim.report.plot import plot_trace  # matplotlib is slow to import: only when asked
 
         trace = result.run.trace
         plot_trace(
