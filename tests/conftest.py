@@ -1,7 +1,8 @@
-"""Hypothesis profiles: ``ci`` (default, derandomized and bounded), ``dev``, ``nightly``.
+"""Hypothesis profiles: ``semsim-ci`` (default, derandomized and bounded), ``semsim-dev``,
+``semsim-nightly`` (:mod:`semsim.testing.profiles`).
 
-Choose with ``pytest --hypothesis-profile=dev``. The example database lives in
-``.hypothesis-db/`` inside the project so a failure found once replays first.
+Choose with ``pytest --hypothesis-profile=semsim-dev``; the two larger ones keep
+Hypothesis's example database, so a failure found once replays first.
 
 Every project module is imported here, before any test runs. Hypothesis
 draws about 5% of generated values from constants it mines out of every
@@ -19,37 +20,13 @@ import importlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import settings
 
-DATABASE = DirectoryBasedExampleDatabase(str(Path(__file__).resolve().parent.parent / ".hypothesis-db"))
+from semsim.testing import profiles  # noqa: F401 (registers the profiles)
 
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=150,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "dev",
-    database=DATABASE,
-    deadline=None,
-    max_examples=500,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "nightly",
-    database=DATABASE,
-    deadline=None,
-    max_examples=5_000,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile("ci")
+# semsim's own profiles (semsim.testing.profiles, registered by the plugin too): the suite is
+# a user of them. `pytest --hypothesis-profile=semsim-dev` (or semsim-nightly) overrides this.
+settings.load_profile("semsim-ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,12 +1,12 @@
 """The fuzz suite: whole simulations under swarm fault plans, every invariant checked.
 
-Campaigns run under the chosen Hypothesis profile (``ci`` by default, so CI
+Campaigns run under the chosen Hypothesis profile (``semsim-ci`` by default, so CI
 is reproducible): the faithful reference, which may break invariants only
 through its known findings (docs/FINDINGS.md, counted by name), and the
 variant with every fix, which may break none. The fixed variant runs on
 several seeds derived from the suite's seed, never one, so the suite
-cannot be tuned to a seed without anyone noticing: ``ci`` runs 4 seeds x 50
-runs, ``dev`` 6 x 100, ``nightly`` 10 x 500 (``benchmarks/sweep.py`` runs
+cannot be tuned to a seed without anyone noticing: ``semsim-ci`` runs 4 seeds
+x 50 runs, ``semsim-dev`` 6 x 100, ``semsim-nightly`` 10 x 500 (``benchmarks/sweep.py`` runs
 bigger sweeps; docs/FINDINGS.md has the figures). A failure is shrunk to a
 minimal case, saved under ``.semsim-failures/`` with its trace, and the
 test prints the one-line command that replays it. Under ``pytest -n N`` each
@@ -49,8 +49,8 @@ from semsim.explore.fuzz import (
 ROOT = Path(__file__).resolve().parent.parent
 FAILURES = ROOT / ".semsim-failures"
 FINDINGS = Path(__file__).resolve().parent / "fixtures" / "findings"
-#: The reference campaign runs the profile's ``max_examples`` (150 under ``ci``) and uses its
-#: example database (none under ``ci``; ``.hypothesis-db/`` under ``dev`` and ``nightly``).
+#: The reference campaign runs the profile's ``max_examples`` (150 under ``semsim-ci``) and
+#: uses its example database (none under ``semsim-ci``; Hypothesis's under the larger two).
 PROFILE = settings()
 RUNS = PROFILE.max_examples
 SEED = 20261129

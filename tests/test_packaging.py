@@ -122,6 +122,10 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
             def test_a_scenario_runs():
                 result = run_scenario(SCENARIOS["lease-lost-in-reply"])
                 assert result.passed, result
+
+
+            def test_the_plugin_is_loaded_from_the_wheel(semsim_runner):
+                assert semsim_runner.scenario("late-claim-not-found").passed
             """
         ).format(site=str(site)),
         encoding="utf-8",
@@ -135,7 +139,7 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
         text=True,
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "2 passed" in tests.stdout
+    assert "3 passed" in tests.stdout
     listed = subprocess.run(
         [str(python), "-m", "semsim", "list"], cwd=project, env=clean, capture_output=True, text=True
     )

@@ -359,7 +359,10 @@ def test_an_unknown_scenario_exits_2_with_one_line_and_no_traceback(
     assert main(["run", name]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == f"semsim run: error: unknown scenario {name!r}; `semsim list` shows them{hint}\n"
+    assert captured.err == (
+        f"semsim run: error: unknown scenario {name!r}; `semsim list` shows them,"
+        f" and module:function names your own{hint}\n"
+    )
 
 
 @pytest.mark.parametrize("seed", ["-1", "x", "1.5"])

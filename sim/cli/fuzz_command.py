@@ -122,9 +122,13 @@ def _campaign(
     db_path: Path | None,
 ) -> int:
     from semsim.explore.examples import fuzz_examples
-    from semsim.scenarios import SCENARIOS
+    from semsim.scenarios.registry import ScenarioLookupError, every_scenario
 
-    examples = fuzz_examples(fixes)
+    try:
+        scenarios = every_scenario()  # semsim's own, then those installed packages register
+    except ScenarioLookupError as error:
+        raise UsageError(str(error)) from None
+    examples = fuzz_examples(fixes, scenarios)
     total = runs + len(examples)  # the named scenarios run first
     progress = _Progress(total, quiet=bool(args.quiet))
     with ExitStack() as resources:
@@ -185,7 +189,7 @@ def _campaign(
                 print(f"\ninterrupted after {result.runs} of {total} runs: no violation so far")
                 return EXIT_INTERRUPTED
             return EXIT_OK
-        _report_violation(failure, result, named=dict(zip(examples, SCENARIOS, strict=True)))
+        _report_violation(failure, result, named=dict(zip(examples, scenarios, strict=True)))
         print(f"replay: {replay}", flush=True)
         _save(failure, tolerated, path)
         if recorder is not None:

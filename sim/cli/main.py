@@ -112,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run a failure scenario and check what it asserts",
         description="Run a named failure scenario; exit 1 if an expectation or invariant fails.",
     )
-    run.add_argument("name", metavar="NAME", help="a scenario name (see `semsim list`)")
+    run.add_argument(
+        "name", metavar="NAME", help="a scenario name (see `semsim list`), or module:function naming your own"
+    )
     run.add_argument("--seed", type=seed_arg, help="override the scenario's seed")
     run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")

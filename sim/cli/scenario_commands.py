@@ -10,32 +10,39 @@ seen once can be studied at leisure.
 from __future__ import annotations
 
 import argparse
-import difflib
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
-from semsim.scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario
+from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
+from semsim.scenarios.registry import ScenarioLookupError, every_scenario, find
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One line per scenario, in the registry's order: the name, padded, then its description."""
-    width = max(len(name) for name in SCENARIOS)
-    for name, scenario in SCENARIOS.items():
+    try:
+        scenarios = every_scenario()
+    except ScenarioLookupError as error:
+        raise UsageError(str(error)) from None
+    width = max(len(name) for name in scenarios)
+    for name, scenario in scenarios.items():
         print(f"{name:<{width}}  {scenario.description}")
     return EXIT_OK
 
 
 def lookup(name: str) -> Scenario:
-    """The scenario called ``name``, or a usage error suggesting the closest name."""
-    scenario = SCENARIOS.get(name)
-    if scenario is not None:
-        return scenario
-    close = difflib.get_close_matches(name, list(SCENARIOS), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UsageError(f"unknown scenario {name!r}; `semsim list` shows them{hint}")
+    """The scenario ``name`` names (registered, or ``module:function``), or a usage error saying why not."""
+    if ":" in name and "" not in sys.path and os.getcwd() not in sys.path:
+        # As `python -m` does, and uvicorn and Celery for their `module:attribute`: a module in
+        # the working directory is found without being installed.
+        sys.path.insert(0, os.getcwd())
+    try:
+        return find(name)
+    except ScenarioLookupError as error:
+        raise UsageError(str(error)) from None
 
 
 def reproduce_command(name: str, seed: int) -> str:
@@ -45,6 +52,8 @@ def reproduce_command(name: str, seed: int) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario; exit 0 if every expectation and invariant held, else 1."""
     scenario = lookup(args.name)
+    # A reference is how the scenario is found again; a registered name is its own.
+    again = scenario.name if scenario.name == args.name else args.name
     trace_path: Path | None = args.trace
     plot_path: Path | None = args.plot
     # Fail on an unwritable output before the run, not after it.
@@ -88,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(
-        f"seed {result.seed}; reproduce with: {reproduce_command(scenario.name, result.seed)}",
+        f"seed {result.seed}; reproduce with: {reproduce_command(again, result.seed)}",
         file=sys.stderr,
     )
     return EXIT_VIOLATION

@@ -109,21 +109,23 @@ def run_case(
             ),
             None,
         )
+    return report_of(case, run), run
+
+
+def report_of(case: Case, run: WorldRun) -> RunReport:
+    """What ``run`` (of ``case``) broke and reached, as a campaign records it."""
     monitor = run.monitor
-    return (
-        RunReport(
-            case=case,
-            outcome=run.result.outcome,
-            invariant=run.result.invariant,
-            finding=run.result.finding,
-            detail=run.result.detail,
-            sim_ms=run.result.end_ms,
-            findings=Counter(v.finding for v in monitor.violations if v.finding is not None),
-            documented=monitor.documented + monitor.leaks,
-            coverage=coverage(run.trace.events(), case.config.latency_ms),
-            events=len(run.trace),
-        ),
-        run,
+    return RunReport(
+        case=case,
+        outcome=run.result.outcome,
+        invariant=run.result.invariant,
+        finding=run.result.finding,
+        detail=run.result.detail,
+        sim_ms=run.result.end_ms,
+        findings=Counter(v.finding for v in monitor.violations if v.finding is not None),
+        documented=monitor.documented + monitor.leaks,
+        coverage=coverage(run.trace.events(), case.config.latency_ms),
+        events=len(run.trace),
     )
 
 
@@ -439,7 +441,7 @@ def campaign(
 
     @settings(
         max_examples=runs,
-        # With a database (the dev and nightly profiles), failures found before replay first.
+        # With a database (the semsim-dev and semsim-nightly profiles), failures found before replay first.
         database=database,
         deadline=None,
         derandomize=False,

@@ -4,7 +4,7 @@
 developer (or a user checking their own change) can run:
 
 - ``unit``: the pytest suite minus the other layers' files; a subprocess
-  with the plugin (``semsim.explore.mutant_plugin``), ``-x``, the ``ci``
+  with the plugin (``semsim.explore.mutant_plugin``), ``-x``, the ``semsim-ci``
   profile. Left out as well: the mutant catalog's own tests (they pin the
   *faithful* behaviour outside a patch block, so they would "kill" every
   mutant), and the tests whose work runs in a child process that the plugin
@@ -115,7 +115,7 @@ def layer_command(name: str | None, layer: str) -> list[str]:
         "-rfE",
         "-p",
         "no:cacheprovider",
-        "--hypothesis-profile=ci",
+        "--hypothesis-profile=semsim-ci",
         *PYTEST_LAYERS[layer],
     ]
 

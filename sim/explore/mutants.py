@@ -2,7 +2,7 @@
 
 Each mutant of ``semsim.explore.mutant_catalog`` plants one plausible bug in
 ``semaphore_core`` (or the alarm engine) for the duration of a campaign. A
-mutant is *killed* when the campaign (the ``ci`` budget: the same runs and
+mutant is *killed* when the campaign (the ``semsim-ci`` budget: the same runs and
 seed as the pytest fuzz suite) breaks an invariant that no known finding of
 the reference explains; the table reports which invariant caught it, after
 how many runs, and the length of the shrunk counterexample in plan steps.
@@ -63,7 +63,7 @@ from semsim.explore.mutant_layers import (
 )
 from semsim.inputs.files import InputError, read_text, write_text_whole
 
-#: The ``ci`` profile's budget, and the pytest fuzz suite's seed.
+#: The ``semsim-ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
 CI_SEED: Final = 20261129
 #: The target: every counterexample at most this many plan steps.
@@ -316,11 +316,11 @@ def markdown(results: Sequence[MutantResult], runs: int, seed: int) -> str:
         "of the suite is run against it, each in full, so the table says which layers see",
         "which bugs:",
         "",
-        "- **unit tests**: the pytest suite minus the other layers' files (the `ci`",
+        "- **unit tests**: the pytest suite minus the other layers' files (the `semsim-ci`",
         "  profile, `-x`; the first failing test is named);",
         "- **state machine**: `tests/test_stateful_holder.py`;",
         "- **scenarios**: every named scenario's documented outcome and invariants;",
-        f"- **fuzz**: the fuzz suite's campaigns with the `ci` budget ({runs} runs each, seed {seed}):",
+        f"- **fuzz**: the fuzz suite's campaigns, `semsim-ci` budget ({runs} runs each, seed {seed}):",
         "  first the faithful reference with its known findings tolerated, then, if the",
         "  mutant survived it, the variant with every fix, where nothing is tolerated. Each",
         "  campaign first runs the named scenarios' worlds as explicit examples. The",

@@ -1,0 +1,186 @@
+"""The ``semsim_runner`` fixture's object: worlds, scenarios and campaigns run as a test's steps.
+
+Each method runs what it is given and returns it for the test to assert
+on (a run's trace and monitor, a scenario's expectations, a campaign's
+counters). When semsim itself judges the run failed (an invariant broken,
+a crash, a run that did not finish, a scenario's expectation unmet), the
+method saves the case and raises :class:`~semsim.testing.SemsimFailure`
+with the invariant, the case file and the command that replays it, as
+``semsim fuzz`` prints them. ``check=False`` returns a failed run instead,
+for a test that expects one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from semsim.explore.fuzz import Campaign, RunReport, campaign, fixes_arg, report_of, tolerated_for
+from semsim.explore.strategies import Case
+from semsim.harness.run import WorldConfig, WorldRun, run_world
+from semsim.scenarios import Scenario, ScenarioResult, run_scenario
+from semsim.scenarios.registry import find
+from semsim.testing.failures import failure
+from semsim.world.faults import FaultPlan
+
+if TYPE_CHECKING:
+    from semsim.testing.failures import SemsimFailure  # noqa: F401 (named in docstrings)
+
+#: Runs a campaign takes when neither the call nor ``--semsim-runs`` says (``semsim fuzz``'s default).
+DEFAULT_RUNS = 100
+
+
+@attrs.define
+class SemsimRunner:
+    """Runs worlds, scenarios and campaigns for one test (the ``semsim_runner`` fixture).
+
+    ``seed``: ``--semsim-seed``, the seed of :meth:`run` and :meth:`fuzz` when
+    the call names none (scenarios keep their own: their stories are told
+    under them). ``runs``: ``--semsim-runs``. ``out_dir``: ``--semsim-out``,
+    where failing cases are saved. ``test_name``: the test's, in case files' names.
+    """
+
+    out_dir: Path
+    test_name: str
+    seed: int | None = None
+    runs: int = DEFAULT_RUNS
+
+    def run(
+        self,
+        config: WorldConfig,
+        faults: FaultPlan | None = None,
+        *,
+        seed: int | None = None,
+        tolerated: frozenset[str] = frozenset(),
+        full_checks: bool = False,
+        check: bool = True,
+    ) -> WorldRun:
+        """``run_world(config, faults, seed, ...)``; a run that did not complete fails the test.
+
+        ``seed``: the call's, else ``--semsim-seed``, else 0. ``check=False``
+        returns the run whatever its outcome (``run.result`` says it).
+        """
+        __tracebackhide__ = True
+        plan = FaultPlan() if faults is None else faults
+        case = Case(config=config, faults=plan, seed=self._seed(seed))
+        try:
+            run = run_world(config, plan, case.seed, tolerated=tolerated, full_checks=full_checks)
+        except Exception as error:  # a crash: the case is saved, the traceback kept
+            crashed = failure(
+                [f"the run crashed: {type(error).__name__}: {error}"], case, tolerated, None, *self._where()
+            )
+            error.add_note(str(crashed))
+            raise
+        if check and run.result.outcome != "completed":
+            report = report_of(case, run)
+            raise failure([_headline(run)], case, tolerated, report, *self._where())
+        return run
+
+    def scenario(self, scenario: Scenario | str, *, seed: int | None = None) -> ScenarioResult:
+        """Run a scenario (an object, a registered name or ``module:function``) and require it to pass.
+
+        It fails when an invariant broke, the run did not finish, or an
+        expectation of its check was unmet: each unmet one is listed.
+        """
+        __tracebackhide__ = True
+        found = find(scenario) if isinstance(scenario, str) else scenario
+        result = run_scenario(found, seed)
+        if result.passed:
+            return result
+        case = Case(config=found.config, faults=found.faults, seed=result.seed)
+        report = report_of(case, result.run) if result.invariant_failure is not None else None
+        # A case holds the world, not the scenario's check: only `semsim run` judges its expectations.
+        again = scenario if isinstance(scenario, str) else None
+        hint = None if again is None else f"semsim run {again} --seed {result.seed} --trace out.jsonl"
+        lines = [
+            f"scenario {found.name}, seed {result.seed}:",
+            *(f"  FAILED: {line}" for line in result.failures),
+        ]
+        if again is None and report is None:
+            lines.append(
+                "  the invariants held; the replay below runs the world, and the expectations are the"
+                " scenario's own (name it as module:function for a `semsim run` command)"
+            )
+        raise failure(lines, case, found.tolerated, report, *self._where(), replay_hint=hint)
+
+    def fuzz(
+        self,
+        *,
+        runs: int | None = None,
+        seed: int | None = None,
+        fixes: str | Sequence[str] = (),
+        examples: Sequence[Case] = (),
+        on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
+    ) -> Campaign:
+        """A campaign (``semsim fuzz``'s): ``runs`` from the call, else ``--semsim-runs``.
+
+        ``fixes``: fix names (``semaphore_core.fixes``), or ``"all"``; an unknown
+        name is a ``ValueError`` naming the known ones. The first failure is
+        shrunk, saved and fails the test with its replay command; findings the
+        reference is known for are tolerated as ``semsim fuzz`` tolerates them,
+        unless ``fixes`` correct them.
+        """
+        __tracebackhide__ = True
+        chosen = fixes_arg(fixes if isinstance(fixes, str) else ",".join(fixes))
+        tolerated = tolerated_for(chosen)
+        result = campaign(
+            self.runs if runs is None else runs,
+            self._seed(seed),
+            chosen,
+            tolerated,
+            on_run=on_run,
+            examples=examples,
+        )
+        report = result.failure
+        if report is not None:
+            lines = [
+                f"a campaign of {result.runs} runs (seed {self._seed(seed)}) broke {report.failure_name}"
+                f" at t={report.sim_ms} ms: {report.detail}"
+            ]
+            if result.shrink_cut_short:
+                lines.append("(the shrink ran out of budget: the case is the smallest found so far)")
+            raise failure(lines, report.case, tolerated, report, *self._where())
+        return result
+
+    def _seed(self, seed: int | None) -> int:
+        if seed is not None:
+            return seed
+        return 0 if self.seed is None else self.seed
+
+    def _where(self) -> tuple[Path, str]:
+        return self.out_dir, self.test_name
+
+
+def _headline(run: WorldRun) -> str:
+    result = run.result
+    if result.outcome == "violation":
+        # The detail names the invariant and the time: "capacity_returns at t=267000 ms: ...".
+        headline = f"invariant violated: {result.detail}"
+        if result.finding is None:
+            return headline
+        return (
+            f"{headline}\nthis is the reference's known finding {result.finding} (docs/FINDINGS.md):"
+            f" tolerated=frozenset({{{result.finding!r}}}) accepts it"
+        )
+    return f"the run ended with {result.outcome} at t={result.end_ms} ms: {result.detail}"
+
+
+def scenario_test(scenario: Scenario | str) -> Callable[[SemsimRunner], None]:
+    """A test function that runs ``scenario`` and passes when it does::
+
+        test_double_eviction = scenario_test("myservice.scenarios:double_eviction")
+
+    A name or ``module:function`` is looked up when the test runs, so a
+    scenario that cannot be found fails its test, not the collection.
+    """
+
+    def test(semsim_runner: SemsimRunner) -> None:
+        __tracebackhide__ = True
+        semsim_runner.scenario(scenario)
+
+    label = scenario if isinstance(scenario, str) else scenario.name
+    test.__doc__ = f"The scenario {label} tells its story: every expectation and invariant holds."
+    return test
