@@ -109,6 +109,28 @@ def test_check_false_returns_a_failed_run_for_a_test_that_expects_one(pytester: 
     assert not (pytester.path / "semsim-failures").exists()
 
 
+def test_a_variant_failure_names_the_variant_and_its_judges_and_no_reference_replay(
+    pytester: pytest.Pytester,
+) -> None:
+    _suite(
+        pytester,
+        """
+        from semsim.world.variant import Variant
+        from tests.test_variants import OverAdmittingHolder
+
+        def test_variant(semsim_runner):
+            variant = Variant("over", holder=OverAdmittingHolder, model=None)
+            semsim_runner.run(CONFIG, FAULTS, variant=variant)
+        """,
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--semsim-out", str(pytester.path / "cases"))
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "variant over, judged by: safety, liveness" in text
+    assert "semsim fuzz --replay" not in text
+    assert "run_world(..., variant=) with variant 'over'" in text
+
+
 def test_a_scenario_becomes_a_test_and_a_failing_check_lists_what_was_unmet(
     pytester: pytest.Pytester,
 ) -> None:

@@ -42,6 +42,7 @@ from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMi
 from semsim.check.reads import CheckerReadError, never_built, select
 from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from semsim.runtime.kernel import StopRun
+from semsim.world.variant import REFERENCE, Variant
 
 if TYPE_CHECKING:
     from semsim.runtime.durable import DurableObject
@@ -253,8 +254,12 @@ class _HolderState:
 class Monitor:
     """Checks one run's invariants; see the module docstring."""
 
-    def __init__(self, sim: Sim, tolerated: Iterable[str] = (), full: bool = False) -> None:
+    def __init__(
+        self, sim: Sim, tolerated: Iterable[str] = (), full: bool = False, variant: Variant = REFERENCE
+    ) -> None:
         self.sim = sim
+        #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
+        self.variant = variant
         self.tolerated = frozenset(tolerated)
         #: Debug mode: judge every commit from every row and every client's storage, as the
         #: checker did before it was incremental, and assert the incremental state agrees.
@@ -320,9 +325,15 @@ class Monitor:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
         self._holders[key] = _HolderState(obj, env, RowMirror(obj.storage))
 
-    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep:
-        """The literal model to run beside a new instance of holder ``key`` (``exact_accounting``)."""
-        return lockstep_module.Lockstep(obj, config, key, self, full=self.full)
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep | None:
+        """The model to run beside a new instance of holder ``key`` (``exact_accounting``): the
+        literal one, the variant's own, or none when the variant is judged by the invariants alone."""
+        model = self.variant.model
+        if model is None:
+            return None
+        if model == "literal":
+            return lockstep_module.Lockstep(obj, config, key, self, full=self.full)
+        return lockstep_module.Lockstep(obj, config, key, self, full=self.full, model=model)
 
     # --- reporting ---------------------------------------------------------------
 

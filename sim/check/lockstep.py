@@ -32,6 +32,7 @@ from semsim.check.literal_holder import (
 from semsim.check.literal_holder import parse as literal_parse
 from semsim.check.row_mirror import RowMirror
 from semsim.runtime.durable import DurableObject
+from semsim.world.variant import ModelFactory
 
 
 class Judge(Protocol):
@@ -52,7 +53,13 @@ class Lockstep:
     """
 
     def __init__(
-        self, obj: DurableObject, config: HolderConfig, key: str, monitor: Judge, full: bool = False
+        self,
+        obj: DurableObject,
+        config: HolderConfig,
+        key: str,
+        monitor: Judge,
+        full: bool = False,
+        model: ModelFactory = LiteralHolder,
     ) -> None:
         if obj.shadow_storage is None:
             obj.shadow_storage = sqlite3.connect(":memory:", isolation_level=None)
@@ -60,7 +67,8 @@ class Lockstep:
         self._monitor = monitor
         self._ids: deque[str] = deque()
         self._extra = 0
-        self.model = LiteralHolder(obj.shadow_storage, options_from_config(config), self._next_id)
+        #: The literal model, or a variant's own (a LiteralHolder subclass, built the same way).
+        self.model = model(obj.shadow_storage, options_from_config(config), self._next_id)
         #: The model's rows and ``usage()``'s sums over them, kept from what each operation
         #: changed; ``full`` (the checker's debug mode) also runs the literal ``usage()``,
         #: which lists every row, and a difference is the ``checker`` verdict.

@@ -50,6 +50,7 @@ from semsim.world.forger import forge, forge_leases, lease_rows
 from semsim.world.holder_object import Env, HolderObject
 from semsim.world.jobs import Jobs
 from semsim.world.operations import OperationsSpec
+from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Arrival, Workload, arrivals
 
 PROGRESS_SAMPLE_MS = 5_000
@@ -281,6 +282,11 @@ class WorldRun:
     def monitor(self) -> Monitor:
         return self.world.monitor
 
+    @property
+    def variant(self) -> Variant:
+        """The holder design the run judged, and by whom (``variant.judges()``)."""
+        return self.world.monitor.variant
+
 
 def run_world(
     config: WorldConfig,
@@ -289,8 +295,13 @@ def run_world(
     limits: Limits | None = None,
     tolerated: frozenset[str] = frozenset(),
     full_checks: bool = False,
+    variant: Variant = REFERENCE,
 ) -> WorldRun:
     """Build and run one world; the trace header records seed, config and faults.
+
+    ``variant`` is the holder design its holders run and who judges it
+    (:mod:`semsim.world.variant`): the reference, judged against the literal
+    model, unless told. The header names any other, with its judges.
 
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
@@ -307,9 +318,13 @@ def run_world(
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if not isinstance(full_checks, bool):
         raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
+    if not isinstance(variant, Variant):
+        raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
+    if variant != REFERENCE:
+        trace.header["variant"] = {"name": variant.name, "judges": list(variant.judges())}
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     # Random faults stop at the quiet point when the plan does not stop them sooner.
     if faults.faults_until_ms is None:
@@ -318,7 +333,8 @@ def run_world(
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            world = _build(sim, config, faults, nursery, Monitor(sim, tolerated, full=full_checks))
+            monitor = Monitor(sim, tolerated, full=full_checks, variant=variant)
+            world = _build(sim, config, faults, nursery, monitor, variant)
             built.append(world)
             await _judge_liveness(sim, world, config, quiet_from_ms)
             nursery.cancel_scope.cancel()
@@ -422,7 +438,12 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
 
 
 def _build(
-    sim: Sim, config: WorldConfig, faults: FaultPlan, nursery: trio.Nursery, monitor: Monitor
+    sim: Sim,
+    config: WorldConfig,
+    faults: FaultPlan,
+    nursery: trio.Nursery,
+    monitor: Monitor,
+    variant: Variant = REFERENCE,
 ) -> World:
     network = Network(sim, faults, nursery, config.latency_ms)
     monitor.network = network
@@ -438,7 +459,9 @@ def _build(
         name = world.holder_name(key)
         mine = tuple(fault for fault in faults.input_faults if fault.key in (None, key))
         env = config.holder.env(faults.alarm_failure, faults.faults_until_ms, mine)
-        obj = DurableObject(sim, name, _holder_factory(env, key, monitor), nursery, faults.alarm_retries)
+        obj = DurableObject(
+            sim, name, _holder_factory(env, key, monitor, variant), nursery, faults.alarm_retries
+        )
         obj.monitor = monitor
         monitor.attach(key, obj, env)
         monitor.clients = world.clients
@@ -584,8 +607,8 @@ def stall_ms(config: WorldConfig) -> int:
     return longest + claim_ms + 2 * client.rpc_timeout_ms + client.finished_check_ms + min_quiet_ms(config)
 
 
-def _holder_factory(env: Env, key: str, monitor: Monitor) -> Factory:
-    return lambda ctx: HolderObject(ctx, env, key, monitor)
+def _holder_factory(env: Env, key: str, monitor: Monitor, variant: Variant) -> Factory:
+    return lambda ctx: HolderObject(ctx, env, key, monitor, variant)
 
 
 def _client_factory(

@@ -25,6 +25,7 @@ from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.registry import find
 from semsim.testing.failures import failure
 from semsim.world.faults import FaultPlan
+from semsim.world.variant import REFERENCE, Variant
 
 if TYPE_CHECKING:
     from semsim.testing.failures import SemsimFailure  # noqa: F401 (named in docstrings)
@@ -57,17 +58,21 @@ class SemsimRunner:
         tolerated: frozenset[str] = frozenset(),
         full_checks: bool = False,
         check: bool = True,
+        variant: Variant = REFERENCE,
     ) -> WorldRun:
         """``run_world(config, faults, seed, ...)``; a run that did not complete fails the test.
 
         ``seed``: the call's, else ``--semsim-seed``, else 0. ``check=False``
         returns the run whatever its outcome (``run.result`` says it).
+        ``variant``: the holder design and its judges (:mod:`semsim.world.variant`).
         """
         __tracebackhide__ = True
         plan = FaultPlan() if faults is None else faults
         case = Case(config=config, faults=plan, seed=self._seed(seed))
         try:
-            run = run_world(config, plan, case.seed, tolerated=tolerated, full_checks=full_checks)
+            run = run_world(
+                config, plan, case.seed, tolerated=tolerated, full_checks=full_checks, variant=variant
+            )
         except Exception as error:  # a crash: the case is saved, the traceback kept
             crashed = failure(
                 [f"the run crashed: {type(error).__name__}: {error}"], case, tolerated, None, *self._where()
@@ -76,7 +81,13 @@ class SemsimRunner:
             raise
         if check and run.result.outcome != "completed":
             report = report_of(case, run)
-            raise failure([_headline(run)], case, tolerated, report, *self._where())
+            lines = [_headline(run)]
+            hint = None
+            if variant != REFERENCE:
+                lines.append(f"variant {variant.name}, judged by: {', '.join(variant.judges())}")
+                # The command line runs the reference: replaying a variant's case is Python's job.
+                hint = f"load_case(the case) and run_world(..., variant=) with variant {variant.name!r}"
+            raise failure(lines, case, tolerated, report, *self._where(), replay_hint=hint)
         return run
 
     def scenario(self, scenario: Scenario | str, *, seed: int | None = None) -> ScenarioResult:

@@ -37,6 +37,7 @@ from semsim.runtime.scheduler import AlarmFaults, DurabilityScheduler
 from semsim.runtime.timers import Signal
 from semsim.world.faults import InputFault
 from semsim.world.holder_inputs import PlannedInputFailure, holder_inputs
+from semsim.world.variant import REFERENCE, Variant
 
 
 @attrs.define
@@ -102,10 +103,11 @@ class ModelInLockstep(Protocol):
 class HolderMonitor(Protocol):
     """What a checker is told by a holder (``semsim.check.invariants.Monitor`` is one).
 
-    ``lockstep`` gives the model to run beside this instance (``exact_accounting``).
+    ``lockstep`` gives the model to run beside this instance (``exact_accounting``), or None when
+    the run's variant is judged by the invariants alone.
     """
 
-    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> ModelInLockstep: ...
+    def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> ModelInLockstep | None: ...
 
     def committed(self, key: str, holder: HolderObject) -> None: ...
 
@@ -122,9 +124,16 @@ class HolderObject:
     """One live instance of a holder object; the next one is built on the same storage."""
 
     def __init__(
-        self, ctx: ObjectContext, env: Env, key: str = "", monitor: HolderMonitor | None = None
+        self,
+        ctx: ObjectContext,
+        env: Env,
+        key: str = "",
+        monitor: HolderMonitor | None = None,
+        variant: Variant = REFERENCE,
     ) -> None:
         self.ctx = ctx
+        #: The holder design this object runs (semsim.world.variant): the reference unless told.
+        self.variant = variant
         self.env = env
         self.key = key
         # In memory on purpose: limitWorkflow() caps are gone after eviction.
@@ -154,14 +163,14 @@ class HolderObject:
             fixes=env.fixes,
             on_event=self._lifecycle,
         )
-        #: The literal model in lockstep (exact_accounting), whenever a monitor judges the run.
-        #: It is handed the same callbacks, so a planned failing input fails both alike.
+        #: The model in lockstep (exact_accounting), when a monitor judges the run and the
+        #: variant has one. It is handed the same callbacks, so a planned failing input fails both.
         self.lockstep = None if monitor is None else monitor.lockstep(ctx.object, config, key)
         lockstep = self.lockstep
-        self.holder = Holder(
+        self.holder = variant.build(
             ctx.storage,
             config,
-            new_id=(
+            (
                 (lambda: ctx.sim.next_id(f"{ctx.name}/g"))
                 if lockstep is None
                 else (lambda: lockstep.drew(ctx.sim.next_id(f"{ctx.name}/g")))
