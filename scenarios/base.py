@@ -23,6 +23,7 @@ import attrs
 
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.world.faults import FaultPlan
+from semsim.world.variant import REFERENCE, Variant
 
 #: The holder object of the one key the scenarios use.
 HOLDER: Final = "holder:acct"
@@ -110,10 +111,13 @@ class ScenarioResult:
         return not self.failures
 
 
-def run_scenario(scenario: Scenario, seed: int | None = None, full_checks: bool = False) -> ScenarioResult:
+def run_scenario(
+    scenario: Scenario, seed: int | None = None, full_checks: bool = False, variant: Variant = REFERENCE
+) -> ScenarioResult:
     """Run ``scenario`` (with its own seed unless given one) and judge it.
 
     ``full_checks`` runs the checker's debug mode (``run_world``'s): same verdict, slower.
+    ``variant``: the holder design its holders run, and its judges (``run_world``'s).
 
     It fails when its check reports an unmet expectation, when an invariant
     was violated, or when the run did not complete (time or step limit,
@@ -121,7 +125,12 @@ def run_scenario(scenario: Scenario, seed: int | None = None, full_checks: bool 
     """
     used = scenario.seed if seed is None else seed
     run = run_world(
-        scenario.config, scenario.faults, used, tolerated=scenario.tolerated, full_checks=full_checks
+        scenario.config,
+        scenario.faults,
+        used,
+        tolerated=scenario.tolerated,
+        full_checks=full_checks,
+        variant=variant,
     )
     check = scenario.check
     if isinstance(check, Check):

@@ -11,8 +11,10 @@ judges ran is the verdict's to say, and the run and its trace say it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -23,6 +25,9 @@ from semaphore_core.holder import RoundOutcome
 from semaphore_core.policy import resolve_limit
 from semaphore_core.usage import Usage
 from semsim.check.literal_holder import LiteralHolder
+from semsim.cli.main import main
+from semsim.explore.fuzz import case_text, load_case
+from semsim.explore.strategies import Case
 from semsim.harness.run import HolderSpec, WorldConfig, run_world
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
@@ -138,3 +143,75 @@ def test_a_malformed_variant_is_refused_naming_the_field(
 def test_run_world_refuses_what_is_not_a_variant() -> None:
     with pytest.raises(TypeError, match=r"variant must be a semsim\.world\.variant\.Variant"):
         run_world(CONFIG, FaultPlan(), 1, variant=OverAdmittingHolder)  # type: ignore[arg-type]
+
+
+# --- variants by name: the command line and case files ------------------------------------------
+
+#: Module-level, so `module:attribute` finds them (tests.test_variants:OVER).
+OVER = Variant("over-admitting", holder=OverAdmittingHolder, model=None)
+RESERVE = Variant("reserve-showing", holder=ReserveShowingHolder, model=None)
+RESERVE_BY_THE_MODEL = Variant("reserve-showing", holder=ReserveShowingHolder)
+
+
+def test_run_takes_a_variant_says_who_judged_and_reproduces_with_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "strict-burst", "--variant", "tests.test_variants:RESERVE"]) == 0
+    assert "variant tests.test_variants:RESERVE, judged by: safety, liveness" in capsys.readouterr().out
+    assert main(["run", "strict-burst", "--variant", "tests.test_variants:RESERVE_BY_THE_MODEL"]) == 1
+    err = capsys.readouterr().err
+    assert "exact_accounting" in err
+    assert "--variant tests.test_variants:RESERVE_BY_THE_MODEL --trace out.jsonl" in err
+
+
+def test_a_campaign_of_a_variant_saves_a_case_that_names_it_and_replays_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["fuzz", "--variant", "tests.test_variants:OVER", "--runs", "2", "--workers", "1", "--no-db"]
+    assert main([*argv, "--out", str(tmp_path), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "variant tests.test_variants:OVER (judged by: safety, liveness)" in out
+    (case,) = tmp_path.glob("*.json")
+    assert json.loads(case.read_text(encoding="utf-8"))["variant"] == "tests.test_variants:OVER"
+    assert load_case(case)[0].variant == "tests.test_variants:OVER"
+    assert main(["fuzz", "--replay", str(case)]) == 1
+    replayed = capsys.readouterr().out
+    assert "variant tests.test_variants:OVER (judged by: safety, liveness)" in replayed
+    assert "ceiling" in replayed
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["run", "strict-burst", "--variant", "no-such-variant"], "unknown variant 'no-such-variant'"),
+        (["fuzz", "--variant", "tests.test_variants:CONFIG", "--no-db"], "is a WorldConfig, not a Variant"),
+        (["fuzz", "--variant", "nosuchmodule:V", "--no-db"], "cannot import 'nosuchmodule'"),
+    ],
+)
+def test_a_variant_that_cannot_be_loaded_is_exit_2_in_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_replay_cannot_drop_the_variant_its_case_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = tmp_path / "case.json"
+    data = json.loads(
+        case_text(Case(CONFIG, FaultPlan(), 1, variant="tests.test_variants:GONE"), frozenset())
+    )
+    case.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["fuzz", "--replay", str(case)]) == 2
+    err = capsys.readouterr().err
+    assert "names variant 'tests.test_variants:GONE', which cannot be loaded" in err
+    assert main(["fuzz", "--replay", str(case), "--variant", "reference"]) == 2
+    assert "--variant does not go with --replay" in capsys.readouterr().err
+
+
+def test_a_case_of_the_reference_reads_and_writes_as_it_always_has() -> None:
+    text = case_text(Case(CONFIG, FaultPlan(), 1), frozenset())
+    assert '"variant"' not in text

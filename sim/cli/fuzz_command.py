@@ -56,6 +56,7 @@ from semsim.explore.fuzz import (
 )
 from semsim.explore.results import DEFAULT_DB, Recorder, ResultsError, check_db, open_db
 from semsim.explore.strategies import Case
+from semsim.harness.variants import VariantLookupError, find_variant
 from semsim.inputs.commands import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -69,6 +70,7 @@ from semsim.inputs.commands import (
 )
 from semsim.inputs.files import write_text_whole
 from semsim.runtime.kernel import SCHEDULE
+from semsim.world.variant import REFERENCE, Variant
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0
@@ -106,6 +108,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         except ResultsError as error:
             raise UsageError(str(error)) from None
     tolerated = tolerated_for(fixes)
+    if args.variant is not None:
+        _variant(args.variant, "--variant")
     try:
         return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path)
     except ResultsError as error:  # the results file failed: a full disk, a locked file
@@ -128,7 +132,9 @@ def _campaign(
         scenarios = every_scenario()  # semsim's own, then those installed packages register
     except ScenarioLookupError as error:
         raise UsageError(str(error)) from None
-    examples = fuzz_examples(fixes, scenarios)
+    variant_name = args.variant or REFERENCE.name
+    variant = _variant(variant_name, "--variant")
+    examples = [attrs.evolve(case, variant=variant_name) for case in fuzz_examples(fixes, scenarios)]
     total = runs + len(examples)  # the named scenarios run first
     progress = _Progress(total, quiet=bool(args.quiet))
     with ExitStack() as resources:
@@ -149,20 +155,38 @@ def _campaign(
                 workers=workers,
             )
             on_run = _both(progress, recorder)
-        variant = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
+        holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
+        if variant != REFERENCE:
+            holder = f"variant {variant_name} (judged by: {', '.join(variant.judges())}), " + holder
         print(
-            f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {variant}, {where}", flush=True
+            f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {holder}, {where}", flush=True
         )
         started = wall_clock()
         with _interrupts() as stop:
             try:
                 if executor is None:
                     result = campaign(
-                        runs, seed, fixes, tolerated, on_run=on_run, examples=examples, stop=stop
+                        runs,
+                        seed,
+                        fixes,
+                        tolerated,
+                        on_run=on_run,
+                        examples=examples,
+                        stop=stop,
+                        variant=variant_name,
                     )
                 else:
                     result = parallel_campaign(
-                        runs, seed, executor, workers, fixes, tolerated, on_run, examples=examples, stop=stop
+                        runs,
+                        seed,
+                        executor,
+                        workers,
+                        fixes,
+                        tolerated,
+                        on_run,
+                        examples=examples,
+                        stop=stop,
+                        variant=variant_name,
                     )
             except BaseException as error:
                 if not interrupted_by(error) or progress.state is None:
@@ -349,6 +373,14 @@ def _counts(counter: Counter[str]) -> str:
 # --- one case ---------------------------------------------------------------------------------
 
 
+def _variant(name: str, what: str) -> Variant:
+    """The variant ``name`` names, or a usage error (exit 2) saying ``what`` and why not."""
+    try:
+        return find_variant(name)
+    except VariantLookupError as error:
+        raise UsageError(f"{what}: {error}") from None
+
+
 def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     """``semsim fuzz --replay CASE [--fixes A,B] [--trace F.jsonl]``: one case, exactly.
 
@@ -357,13 +389,16 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     """
     given = [
         name
-        for name in ("runs", "seed", "out", "workers", "scheduler", "db")
+        for name in ("runs", "seed", "out", "workers", "scheduler", "db", "variant")
         if getattr(args, name) is not None
     ]
     if args.no_db:
         given.append("no-db")
     if given:
-        raise UsageError(f"--{given[0]} does not go with --replay: a replay runs the one case it is given")
+        raise UsageError(
+            f"--{given[0]} does not go with --replay: a replay runs the one case it is given"
+            + (" (the case names its variant)" if given[0] == "variant" else "")
+        )
     try:
         case, tolerated = load_case(args.replay)
     except CaseFileError as error:
@@ -379,10 +414,13 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     if args.trace is not None:
         output_file(args.trace, "--trace")
         distinct_files([("the case being replayed (--replay)", args.replay)], [("--trace", args.trace)])
+    variant = _variant(case.variant, f"{args.replay} names variant {case.variant!r}, which cannot be loaded")
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
+    if variant != REFERENCE:
+        on += f", variant {case.variant} (judged by: {', '.join(variant.judges())})"
     print(
         f"replayed {args.replay}: seed {case.seed}, {plural(case_length(case), 'plan step')}{on}, "
         f"outcome {report.outcome}"

@@ -42,6 +42,11 @@ from semsim.inputs.commands import (
 #: The largest seed accepted on the command line: ``semsim.inputs.validation.MAX_SEED``, the largest a
 #: run takes (not imported from there, so ``semsim --help`` loads neither attrs nor the core).
 MAX_SEED: Final = 2**63 - 1
+#: ``--variant`` of ``run`` and ``fuzz``.
+VARIANT_HELP: Final = (
+    "the holder variant to run: reference (the default), a name installed packages register, "
+    "or module:attribute naming a semsim.world.variant.Variant"
+)
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
 #: The most local processes one campaign may be spread over.
@@ -116,6 +121,11 @@ def _parser() -> argparse.ArgumentParser:
         "name", metavar="NAME", help="a scenario name (see `semsim list`), or module:function naming your own"
     )
     run.add_argument("--seed", type=seed_arg, help="override the scenario's seed")
+    run.add_argument(
+        "--variant",
+        metavar="V",
+        help=VARIANT_HELP,
+    )
     run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
@@ -143,6 +153,11 @@ def _parser() -> argparse.ArgumentParser:
         "with --replay, turned on in the replayed case",
     )
     fuzz.add_argument("--replay", type=_path, metavar="CASE.json", help="replay one recorded case")
+    fuzz.add_argument(
+        "--variant",
+        metavar="V",
+        help=VARIANT_HELP,
+    )
     fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
         "--full-checks",

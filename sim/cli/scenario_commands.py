@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import textwrap
 from pathlib import Path
 
+from semsim.harness.variants import VariantLookupError, find_variant
 from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
 from semsim.scenarios.registry import ScenarioLookupError, every_scenario, find
+from semsim.world.variant import REFERENCE
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -45,8 +48,9 @@ def lookup(name: str) -> Scenario:
         raise UsageError(str(error)) from None
 
 
-def reproduce_command(name: str, seed: int) -> str:
-    return f"semsim run {name} --seed {seed} --trace out.jsonl"
+def reproduce_command(name: str, seed: int, variant: str | None = None) -> str:
+    on = "" if variant is None else f" --variant {shlex.quote(variant)}"
+    return f"semsim run {shlex.quote(name)} --seed {seed}{on} --trace out.jsonl"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -64,7 +68,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = (("--trace", trace_path), ("--plot", plot_path))
     distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
-    result = run_scenario(scenario, args.seed, full_checks=bool(args.full_checks))
+    try:
+        variant = REFERENCE if args.variant is None else find_variant(args.variant)
+    except VariantLookupError as error:
+        raise UsageError(f"--variant: {error}") from None
+    result = run_scenario(scenario, args.seed, full_checks=bool(args.full_checks), variant=variant)
+    if variant != REFERENCE:
+        print(f"variant {args.variant}, judged by: {', '.join(variant.judges())}")
     print_report(result)
 
     if trace_path is not None:
@@ -97,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(
-        f"seed {result.seed}; reproduce with: {reproduce_command(again, result.seed)}",
+        f"seed {result.seed}; reproduce with: {reproduce_command(again, result.seed, args.variant)}",
         file=sys.stderr,
     )
     return EXIT_VIOLATION

@@ -307,6 +307,7 @@ def parallel_campaign(
     stop: Callable[[], bool] | None = None,
     chunk_runs: int = CHUNK_RUNS,
     dispatch: Dispatch | None = None,
+    variant: str = "reference",
 ) -> Campaign:
     """:func:`~semsim.explore.fuzz.campaign` with its runs done ahead on ``executor``'s ``workers``.
 
@@ -338,7 +339,16 @@ def parallel_campaign(
     try:
         with suppress(_StopDrawing):
             # Step 1 (and step 2 as chunks fill): draw the plan with a stub runner.
-            campaign(runs, seed, fixes, tolerated=allowed, shrink=False, examples=examples, runner=ahead.draw)
+            campaign(
+                runs,
+                seed,
+                fixes,
+                tolerated=allowed,
+                shrink=False,
+                examples=examples,
+                runner=ahead.draw,
+                variant=variant,
+            )
         ahead.finish()
     finally:
         ahead.cancel_all()
@@ -367,6 +377,7 @@ def parallel_campaign(
         # Stopping is for work still to do: the runs answered from reports cost nothing.
         stop=lambda: asked() and not replay.answering(),
         runner=replay,
+        variant=variant,
     )
 
 

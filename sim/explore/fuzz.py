@@ -32,6 +32,7 @@ from semsim.check.coverage import coverage, missing
 from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
 from semsim.explore.strategies import Case, cases
 from semsim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
+from semsim.harness.variants import find_variant
 from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
 from semsim.inputs.validation import check_seed
 from semsim.runtime.kernel import SCHEDULE
@@ -88,8 +89,11 @@ def run_case(
     """
     check_seed(case.seed, "case.seed")
     check_tolerated(tolerated)
+    variant = find_variant(case.variant)  # VariantLookupError: the caller's to report, not a crash
     try:
-        run = run_world(case.config, case.faults, case.seed, tolerated=tolerated, full_checks=full_checks)
+        run = run_world(
+            case.config, case.faults, case.seed, tolerated=tolerated, full_checks=full_checks, variant=variant
+        )
     except Exception as error:  # a crash is a finding, reported with its message
         while isinstance(error, BaseExceptionGroup) and isinstance(error.exceptions[0], Exception):
             error = error.exceptions[0]
@@ -202,7 +206,8 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         raise CaseFileError(f"{path}: a case is a JSON object")
     if data.get("format") != CASE_FORMAT:
         raise CaseFileError(f"{path}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
-    unknown = sorted(set(data) - {"format", "schedule", "tolerated", "expect", "seed", "config", "faults"})
+    known = {"format", "schedule", "tolerated", "expect", "seed", "variant", "config", "faults"}
+    unknown = sorted(set(data) - known)
     if unknown:
         raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
     schedule = data.get("schedule", 1)
@@ -220,6 +225,9 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
     except (TypeError, ValueError) as error:
         raise CaseFileError(f"{path}: {error}") from None
     assert isinstance(seed, int), seed
+    variant = data.get("variant", "reference")
+    if not isinstance(variant, str) or not variant.strip():
+        raise CaseFileError(f"{path}: variant must be a variant's name or module:attribute, got {variant!r}")
     if "expect" in data:
         problem = _expect_problem(data["expect"])
         if problem:
@@ -230,7 +238,7 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         check_plan(config, faults)
     except ValueError as error:
         raise CaseFileError(f"{path}: {error}") from None
-    return Case(config=config, faults=faults, seed=seed), frozenset(tolerated)
+    return Case(config=config, faults=faults, seed=seed, variant=variant), frozenset(tolerated)
 
 
 #: What a saved case can have broken (``expect.outcome``): every outcome of a failed run.
@@ -412,8 +420,12 @@ def campaign(
     database: ExampleDatabase | None = None,
     stop: Callable[[], bool] | None = None,
     runner: Runner | None = None,
+    variant: str = "reference",
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
+
+    ``variant``: the holder variant every drawn case runs, by the name
+    :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own).
 
     ``on_run(campaign, report, shrinking)`` is called after every run (the
     progress line); an exception out of it ends the campaign and is raised
@@ -432,6 +444,7 @@ def campaign(
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
     check_seed(seed)
+    find_variant(variant)  # one that cannot be loaded is the caller's error, before any run
     if tolerated is not None:
         check_tolerated(tolerated)
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
@@ -451,7 +464,7 @@ def campaign(
         suppress_health_check=list(HealthCheck),
     )
     @hypothesis_seed(seed)
-    @given(cases(fixes))
+    @given(cases(fixes, variant))
     def one(case: Case) -> None:
         known = failed.get(case)
         if known is not None:

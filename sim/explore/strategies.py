@@ -63,9 +63,14 @@ class Case:
     config: WorldConfig
     faults: FaultPlan
     seed: int
+    #: The holder variant it runs, by the name it is found by (semsim.harness.variants).
+    variant: str = "reference"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "config": self.config.to_dict(), "faults": self.faults.to_dict()}
+        data: dict[str, Any] = {"seed": self.seed}
+        if self.variant != "reference":  # a case of the reference reads as it always has
+            data["variant"] = self.variant
+        return {**data, "config": self.config.to_dict(), "faults": self.faults.to_dict()}
 
 
 @st.composite
@@ -271,6 +276,7 @@ def _api_faults(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def cases(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> Case:
+def cases(draw: st.DrawFn, fixes: tuple[str, ...] = (), variant: str = "reference") -> Case:
     config = draw(configs(fixes))
-    return Case(config=config, faults=draw(fault_plans(config)), seed=draw(st.integers(0, 2**16)))
+    faults = draw(fault_plans(config))  # the plan, then the seed: the order every campaign drew in
+    return Case(config=config, faults=faults, seed=draw(st.integers(0, 2**16)), variant=variant)

@@ -1,0 +1,98 @@
+"""Every holder variant semsim can run by name: the reference, installed packages', ``module:attribute``.
+
+A team registers its variants under the entry-point group ``semsim.variants``::
+
+    [project.entry-points."semsim.variants"]
+    capped = "myservice.variants:CAPPED"
+
+An entry point, like a ``module:attribute`` reference on the command line
+(``semsim fuzz --variant myservice.variants:CAPPED``), names a
+:class:`~semsim.world.variant.Variant` or a function returning one. The name
+a variant was found by is what case files record, so ``semsim fuzz
+--replay`` finds it again, in this process or in a campaign's workers.
+What cannot be loaded is a :class:`VariantLookupError` saying which and why.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from importlib import metadata
+from typing import Final
+
+from semsim.world.variant import REFERENCE, Variant
+
+#: The entry-point group installed packages register their variants under.
+GROUP: Final = "semsim.variants"
+
+
+class VariantLookupError(LookupError):
+    """A variant name or reference that names no variant; the message says what and why."""
+
+
+def _variant_of(value: object, where: str) -> Variant:
+    if isinstance(value, Variant):
+        return value
+    if callable(value) and not isinstance(value, type):
+        try:
+            built = value()
+        except Exception as error:  # the user's builder failing is their error, named
+            raise VariantLookupError(f"{where} failed: {type(error).__name__}: {error}") from None
+        if isinstance(built, Variant):
+            return built
+        value = built
+    raise VariantLookupError(
+        f"{where} is a {type(value).__name__}, not a Variant (wrap a Holder subclass in "
+        f"semsim.world.variant.Variant(name, holder=..., model=...): its judges are chosen explicitly)"
+    )
+
+
+def _installed_entries() -> dict[str, metadata.EntryPoint]:
+    return {entry.name: entry for entry in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)}
+
+
+def installed() -> dict[str, Variant]:
+    """The variants installed packages register, by entry-point name."""
+    return {name: _load(entry) for name, entry in _installed_entries().items()}
+
+
+def _load(entry: metadata.EntryPoint) -> Variant:
+    where = f"entry point {entry.name!r} ({entry.value}) of group {GROUP}"
+    try:
+        value = entry.load()
+    except Exception as error:  # a broken package is named, not a traceback
+        raise VariantLookupError(f"cannot load {where}: {type(error).__name__}: {error}") from None
+    return _variant_of(value, where)
+
+
+@functools.cache
+def find_variant(name: str) -> Variant:
+    """The variant ``name`` names: ``reference``, a registered name, or ``module:attribute``.
+
+    Cached: a campaign resolves its variant once per process, not once per run.
+    """
+    if name == REFERENCE.name:
+        return REFERENCE
+    if ":" in name:
+        module_name, _, attribute = name.partition(":")
+        if not module_name or not attribute:
+            raise VariantLookupError(f"{name!r} is not a module:attribute reference")
+        try:
+            target: object = importlib.import_module(module_name)
+        except ImportError as error:
+            raise VariantLookupError(f"cannot import {module_name!r} (from {name!r}): {error}") from None
+        for part in attribute.split("."):
+            if not hasattr(target, part):
+                raise VariantLookupError(f"{name!r}: {module_name} has no attribute {attribute!r}")
+            target = getattr(target, part)
+        return _variant_of(target, repr(name))
+    entries = _installed_entries()
+    if name in entries:
+        return _load(entries[name])
+    known = [REFERENCE.name, *entries]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise VariantLookupError(
+        f"unknown variant {name!r}: known are {', '.join(known)}, and module:attribute names your own{hint}"
+    )
