@@ -22,7 +22,6 @@ import error is a usage error, not a violation.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 from collections.abc import Callable
 from importlib import metadata
@@ -30,6 +29,7 @@ from typing import Final
 
 import attrs
 
+from semsim.inputs.references import ReferenceLookupError, resolve
 from semsim.scenarios import SCENARIOS
 from semsim.scenarios.base import Scenario
 
@@ -70,17 +70,10 @@ def _built(build: Callable[[], object], where: str) -> Scenario:
 
 def load_reference(reference: str) -> list[Scenario]:
     """The scenarios ``module:attribute`` names (``attribute`` may be dotted)."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ScenarioLookupError(f"{reference!r} is not a module:attribute reference")
     try:
-        target: object = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ScenarioLookupError(f"cannot import {module_name!r} (from {reference!r}): {error}") from None
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise ScenarioLookupError(f"{reference!r}: {module_name} has no attribute {attribute!r}")
-        target = getattr(target, part)
+        target = resolve(reference)
+    except ReferenceLookupError as error:
+        raise ScenarioLookupError(str(error)) from None
     return _scenarios_of(target, repr(reference))
 
 

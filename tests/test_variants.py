@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,20 @@ def test_a_replay_cannot_drop_the_variant_its_case_names(
 def test_a_case_of_the_reference_reads_and_writes_as_it_always_has() -> None:
     text = case_text(Case(CONFIG, FaultPlan(), 1), frozenset())
     assert '"variant"' not in text
+
+
+def test_a_variant_in_the_working_directory_is_found_as_python_m_finds_a_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "workdirvariants.py").write_text(
+        "from semsim.world.variant import Variant\nALONE = Variant('alone', model=None)\n", encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "workdirvariants", raising=False)
+    try:
+        assert main(["run", "late-claim-not-found", "--variant", "workdirvariants:ALONE"]) == 0
+    finally:
+        sys.modules.pop("workdirvariants", None)  # a local module left behind would change what
+        # later derandomized tests draw (Hypothesis mines constants from every local module)
+    assert "variant workdirvariants:ALONE, judged by: safety, liveness" in capsys.readouterr().out

@@ -69,6 +69,7 @@ from semsim.inputs.commands import (
     wall_clock,
 )
 from semsim.inputs.files import write_text_whole
+from semsim.inputs.references import importable_from_working_directory
 from semsim.runtime.kernel import SCHEDULE
 from semsim.world.variant import REFERENCE, Variant
 
@@ -375,6 +376,7 @@ def _counts(counter: Counter[str]) -> str:
 
 def _variant(name: str, what: str) -> Variant:
     """The variant ``name`` names, or a usage error (exit 2) saying ``what`` and why not."""
+    importable_from_working_directory(name)
     try:
         return find_variant(name)
     except VariantLookupError as error:

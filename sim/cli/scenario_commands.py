@@ -10,14 +10,20 @@ seen once can be studied at leisure.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import textwrap
 from pathlib import Path
 
 from semsim.harness.variants import VariantLookupError, find_variant
-from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, distinct_files, output_file
+from semsim.inputs.commands import (
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    distinct_files,
+    output_file,
+)
+from semsim.inputs.references import importable_from_working_directory
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
 from semsim.scenarios.registry import ScenarioLookupError, every_scenario, find
@@ -38,10 +44,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def lookup(name: str) -> Scenario:
     """The scenario ``name`` names (registered, or ``module:function``), or a usage error saying why not."""
-    if ":" in name and "" not in sys.path and os.getcwd() not in sys.path:
-        # As `python -m` does, and uvicorn and Celery for their `module:attribute`: a module in
-        # the working directory is found without being installed.
-        sys.path.insert(0, os.getcwd())
+    importable_from_working_directory(name)
     try:
         return find(name)
     except ScenarioLookupError as error:
@@ -68,6 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = (("--trace", trace_path), ("--plot", plot_path))
     distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
+    if args.variant is not None:
+        importable_from_working_directory(args.variant)
     try:
         variant = REFERENCE if args.variant is None else find_variant(args.variant)
     except VariantLookupError as error:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 from importlib import metadata
 from typing import Final
 
+from semsim.inputs.references import ReferenceLookupError, resolve
 from semsim.world.variant import REFERENCE, Variant
 
 #: The entry-point group installed packages register their variants under.
@@ -75,17 +75,10 @@ def find_variant(name: str) -> Variant:
     if name == REFERENCE.name:
         return REFERENCE
     if ":" in name:
-        module_name, _, attribute = name.partition(":")
-        if not module_name or not attribute:
-            raise VariantLookupError(f"{name!r} is not a module:attribute reference")
         try:
-            target: object = importlib.import_module(module_name)
-        except ImportError as error:
-            raise VariantLookupError(f"cannot import {module_name!r} (from {name!r}): {error}") from None
-        for part in attribute.split("."):
-            if not hasattr(target, part):
-                raise VariantLookupError(f"{name!r}: {module_name} has no attribute {attribute!r}")
-            target = getattr(target, part)
+            target = resolve(name)
+        except ReferenceLookupError as error:
+            raise VariantLookupError(str(error)) from None
         return _variant_of(target, repr(name))
     entries = _installed_entries()
     if name in entries:
