@@ -24,12 +24,11 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable
-from importlib import metadata
 from typing import Final
 
 import attrs
 
-from semsim.inputs.references import ReferenceLookupError, resolve
+from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
 from semsim.scenarios import SCENARIOS
 from semsim.scenarios.base import Scenario
 
@@ -84,12 +83,11 @@ def installed() -> dict[str, Scenario]:
     depend on the order packages were installed in.
     """
     found: dict[str, Scenario] = {}
-    for entry in sorted(metadata.entry_points(group=GROUP), key=lambda e: (e.name, e.value)):
-        where = f"entry point {entry.name!r} ({entry.value}) of group {GROUP}"
+    for entry in entry_points(GROUP):
         try:
-            value = entry.load()
-        except Exception as error:  # a broken package is named, not a traceback
-            raise ScenarioLookupError(f"cannot load {where}: {type(error).__name__}: {error}") from None
+            value, where = load_entry_point(entry, GROUP)
+        except ReferenceLookupError as error:
+            raise ScenarioLookupError(str(error)) from None
         for scenario in _scenarios_of(value, where):
             if scenario.name in SCENARIOS or scenario.name in found:
                 raise ScenarioLookupError(

@@ -17,6 +17,7 @@ other Hypothesis tests (the holder's state machine, protocol fuzzing) do.
 from __future__ import annotations
 
 import importlib
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,12 @@ settings.load_profile("semsim-ci")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: Each directory of the repository and the import name it has (pyproject.toml's package-dir).
-IMPORT_NAMES = {
-    "semaphore_core": "semaphore_core",
-    "sim": "semsim",
-    "scenarios": "semsim.scenarios",
-    "tests": "tests",
-}
+#: Each directory of the repository and the import name it has (pyproject.toml's package-dir), in
+#: the order the modules were always imported in (it decides the order constants are mined in).
+_PACKAGE_DIR = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+    "package-dir"
+]
+IMPORT_NAMES = {directory: name for name, directory in _PACKAGE_DIR.items()} | {"tests": "tests"}
 
 
 def _import_project_modules() -> None:

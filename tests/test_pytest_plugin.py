@@ -228,24 +228,25 @@ def test_the_plugin_is_the_installed_pytest11_entry_point() -> None:
     assert entry.value == "semsim.testing.plugin"
 
 
+def _stories(path: Path, body: str) -> None:
+    """A user's module of scenarios, built on semsim's own worlds."""
+    imports = "import attrs\nfrom semsim.scenarios import SCENARIOS\n"
+    path.write_text(imports + textwrap.dedent(body), encoding="utf-8")
+
+
 @pytest.mark.usefixtures("forget_user_modules")
 def test_scenario_commands_find_a_module_function_in_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "mystories.py").write_text(
-        textwrap.dedent(
-            """
-            import attrs
-            from semsim.scenarios import SCENARIOS
+    _stories(
+        tmp_path / "mystories.py",
+        """
+        def mine():
+            '''My story, told with a built-in world.'''
+            return attrs.evolve(SCENARIOS["late-claim-not-found"], name="mine")
 
-            def mine():
-                '''My story, told with a built-in world.'''
-                return attrs.evolve(SCENARIOS["late-claim-not-found"], name="mine")
-
-            NOT_A_SCENARIO = 3
-            """
-        ),
-        encoding="utf-8",
+        NOT_A_SCENARIO = 3
+        """,
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -267,20 +268,15 @@ def test_scenario_commands_find_a_module_function_in_the_working_directory(
 def test_scenarios_registered_by_an_installed_package_are_listed_and_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "theirstories.py").write_text(
-        textwrap.dedent(
-            """
-            import attrs
-            from semsim.scenarios import SCENARIOS
+    _stories(
+        tmp_path / "theirstories.py",
+        """
+        def theirs():
+            base = SCENARIOS["late-claim-not-found"]
+            return attrs.evolve(base, name="theirs", description="their story")
 
-            def theirs():
-                base = SCENARIOS["late-claim-not-found"]
-                return attrs.evolve(base, name="theirs", description="their story")
-
-            ALL = [theirs]
-            """
-        ),
-        encoding="utf-8",
+        ALL = [theirs]
+        """,
     )
     info = tmp_path / "theirstories-1.0.dist-info"
     info.mkdir()

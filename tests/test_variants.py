@@ -233,3 +233,20 @@ def test_a_variant_in_the_working_directory_is_found_as_python_m_finds_a_module(
         sys.modules.pop("workdirvariants", None)  # a local module left behind would change what
         # later derandomized tests draw (Hypothesis mines constants from every local module)
     assert "variant workdirvariants:ALONE, judged by: safety, liveness" in capsys.readouterr().out
+
+
+def test_a_variant_an_installed_package_registers_runs_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    info = tmp_path / "theirvariants-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: theirvariants\nVersion: 1.0\n", encoding="utf-8"
+    )
+    entry = "[semsim.variants]\nregistered-reserve = tests.test_variants:RESERVE\n"
+    (info / "entry_points.txt").write_text(entry, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "strict-burst", "--variant", "registered-reserve"]) == 0
+    assert "variant registered-reserve, judged by: safety, liveness" in capsys.readouterr().out
+    assert main(["run", "strict-burst", "--variant", "registered-reserv"]) == 2
+    assert "(did you mean 'registered-reserve'?)" in capsys.readouterr().err

@@ -331,8 +331,6 @@ class Monitor:
         model = self.variant.model
         if model is None:
             return None
-        if model == "literal":
-            return lockstep_module.Lockstep(obj, config, key, self, full=self.full)
         return lockstep_module.Lockstep(obj, config, key, self, full=self.full, model=model)
 
     # --- reporting ---------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from semaphore_core import Holder, HolderConfig, SemaphoreProtocolError
 from semsim.check.literal_holder import (
@@ -59,7 +59,7 @@ class Lockstep:
         key: str,
         monitor: Judge,
         full: bool = False,
-        model: ModelFactory = LiteralHolder,
+        model: Literal["literal"] | ModelFactory = "literal",
     ) -> None:
         if obj.shadow_storage is None:
             obj.shadow_storage = sqlite3.connect(":memory:", isolation_level=None)
@@ -68,7 +68,8 @@ class Lockstep:
         self._ids: deque[str] = deque()
         self._extra = 0
         #: The literal model, or a variant's own (a LiteralHolder subclass, built the same way).
-        self.model = model(obj.shadow_storage, options_from_config(config), self._next_id)
+        build = LiteralHolder if model == "literal" else model
+        self.model = build(obj.shadow_storage, options_from_config(config), self._next_id)
         #: The model's rows and ``usage()``'s sums over them, kept from what each operation
         #: changed; ``full`` (the checker's debug mode) also runs the literal ``usage()``,
         #: which lists every row, and a difference is the ``checker`` verdict.

@@ -109,8 +109,6 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         except ResultsError as error:
             raise UsageError(str(error)) from None
     tolerated = tolerated_for(fixes)
-    if args.variant is not None:
-        _variant(args.variant, "--variant")
     try:
         return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path)
     except ResultsError as error:  # the results file failed: a full disk, a locked file

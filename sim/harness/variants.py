@@ -20,7 +20,7 @@ import functools
 from importlib import metadata
 from typing import Final
 
-from semsim.inputs.references import ReferenceLookupError, resolve
+from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
 from semsim.world.variant import REFERENCE, Variant
 
 #: The entry-point group installed packages register their variants under.
@@ -48,21 +48,11 @@ def _variant_of(value: object, where: str) -> Variant:
     )
 
 
-def _installed_entries() -> dict[str, metadata.EntryPoint]:
-    return {entry.name: entry for entry in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)}
-
-
-def installed() -> dict[str, Variant]:
-    """The variants installed packages register, by entry-point name."""
-    return {name: _load(entry) for name, entry in _installed_entries().items()}
-
-
 def _load(entry: metadata.EntryPoint) -> Variant:
-    where = f"entry point {entry.name!r} ({entry.value}) of group {GROUP}"
     try:
-        value = entry.load()
-    except Exception as error:  # a broken package is named, not a traceback
-        raise VariantLookupError(f"cannot load {where}: {type(error).__name__}: {error}") from None
+        value, where = load_entry_point(entry, GROUP)
+    except ReferenceLookupError as error:
+        raise VariantLookupError(str(error)) from None
     return _variant_of(value, where)
 
 
@@ -80,7 +70,7 @@ def find_variant(name: str) -> Variant:
         except ReferenceLookupError as error:
             raise VariantLookupError(str(error)) from None
         return _variant_of(target, repr(name))
-    entries = _installed_entries()
+    entries = {entry.name: entry for entry in entry_points(GROUP)}
     if name in entries:
         return _load(entries[name])
     known = [REFERENCE.name, *entries]

@@ -1,4 +1,5 @@
-"""``module:attribute`` references: how a person names their own scenario or variant to semsim.
+"""``module:attribute`` references and entry points: how a person names their own scenario or
+variant to semsim.
 
 The form is the one entry points, uvicorn and Celery use: a module to
 import, a colon, and an attribute of it (dotted for one inside a class or
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from importlib import metadata
 
 
 class ReferenceLookupError(LookupError):
@@ -32,6 +34,24 @@ def resolve(reference: str) -> object:
             raise ReferenceLookupError(f"{reference!r}: {module_name} has no attribute {attribute!r}")
         target = getattr(target, part)
     return target
+
+
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The entry points of ``group``, by name (then value): an order that does not depend on the
+    order packages were installed in."""
+    return sorted(metadata.entry_points(group=group), key=lambda e: (e.name, e.value))
+
+
+def load_entry_point(entry: metadata.EntryPoint, group: str) -> tuple[object, str]:
+    """What ``entry`` names, and how to name the entry point in a message.
+
+    A package that fails to load is a :class:`ReferenceLookupError` naming it, not a traceback.
+    """
+    where = f"entry point {entry.name!r} ({entry.value}) of group {group}"
+    try:
+        return entry.load(), where
+    except Exception as error:  # a broken package is named, not a traceback
+        raise ReferenceLookupError(f"cannot load {where}: {type(error).__name__}: {error}") from None
 
 
 def importable_from_working_directory(reference: str) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from semsim.testing import profiles
+from semsim.testing import profiles  # noqa: F401 (registers the Hypothesis profiles)
 
 if TYPE_CHECKING:
     from semsim.testing.runner import SemsimRunner
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 #: The most runs ``--semsim-runs`` takes (``semsim fuzz --runs``'s bound).
 MAX_RUNS = 1_000_000
 MAX_SEED = 2**63 - 1
-
-assert profiles.PROFILES  # registered on import
 
 
 def _seed(text: str) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -26,9 +25,6 @@ from semsim.scenarios.registry import find
 from semsim.testing.failures import failure
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
-
-if TYPE_CHECKING:
-    from semsim.testing.failures import SemsimFailure  # noqa: F401 (named in docstrings)
 
 #: Runs a campaign takes when neither the call nor ``--semsim-runs`` says (``semsim fuzz``'s default).
 DEFAULT_RUNS = 100

@@ -132,8 +132,6 @@ class HolderObject:
         variant: Variant = REFERENCE,
     ) -> None:
         self.ctx = ctx
-        #: The holder design this object runs (semsim.world.variant): the reference unless told.
-        self.variant = variant
         self.env = env
         self.key = key
         # In memory on purpose: limitWorkflow() caps are gone after eviction.

@@ -71,11 +71,6 @@ class Variant:
     #: One line, for listings.
     description: str = ""
 
-    @property
-    def in_lockstep(self) -> bool:
-        """Whether a model runs beside each holder (``exact_accounting``)."""
-        return self.model is not None
-
     def judges(self) -> tuple[str, ...]:
         """Who judges its runs, in words a verdict can print."""
         if self.model is None:
