@@ -199,11 +199,23 @@ def test_the_runs_option_reaches_a_campaign(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-p", "no:cacheprovider", "--semsim-runs", "3").assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("on_ci_service", [False, True], ids=["local", "CI=true"])
 @pytest.mark.parametrize(
     ("name", "examples"), [("semsim-ci", 150), ("semsim-dev", 500), ("semsim-nightly", 5_000)]
 )
-def test_the_profiles_are_semsims_own(pytester: pytest.Pytester, name: str, examples: int) -> None:
+def test_the_profiles_are_semsims_own(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    examples: int,
+    on_ci_service: bool,
+) -> None:
     # In a process of its own: loading a profile is global, and would outlive an inline run.
+    # Under CI=true Hypothesis loads its own "ci" profile at import; ours must not inherit it.
+    if on_ci_service:
+        monkeypatch.setenv("CI", "true")
+    else:
+        monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(
         test_profile=textwrap.dedent(
             f"""

@@ -10,6 +10,12 @@ Choose one with ``pytest --hypothesis-profile=semsim-ci``.
 
 A whole-system run takes a tenth of a second or more, so every profile
 lifts the deadline and the "too slow" health check.
+
+Each profile descends from Hypothesis's ``default`` profile, not from the
+settings active at import. Under a CI service (``CI`` set) Hypothesis loads
+its ``ci`` profile, which derandomizes and drops the database; a profile
+inheriting from it would make ``semsim-dev`` replay the same examples in
+CI and nowhere else.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ _SLOW_IS_EXPECTED: Final = [HealthCheck.too_slow]
 
 def register() -> None:
     """Register the profiles (again: a profile registered twice is simply replaced)."""
+    base = settings.get_profile("default")
     settings.register_profile(
         "semsim-ci",
+        base,
         derandomize=True,
         database=None,
         deadline=None,
@@ -36,6 +44,7 @@ def register() -> None:
     )
     settings.register_profile(
         "semsim-dev",
+        base,
         deadline=None,
         max_examples=500,
         print_blob=True,
@@ -43,6 +52,7 @@ def register() -> None:
     )
     settings.register_profile(
         "semsim-nightly",
+        base,
         deadline=None,
         max_examples=5_000,
         print_blob=True,
