@@ -16,11 +16,12 @@ still raises into one unmet expectation naming the error.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import attrs
 
+from semsim.check.checker import Checker
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
@@ -112,12 +113,17 @@ class ScenarioResult:
 
 
 def run_scenario(
-    scenario: Scenario, seed: int | None = None, full_checks: bool = False, variant: Variant = REFERENCE
+    scenario: Scenario,
+    seed: int | None = None,
+    full_checks: bool = False,
+    variant: Variant = REFERENCE,
+    checkers: Sequence[type[Checker]] = (),
 ) -> ScenarioResult:
     """Run ``scenario`` (with its own seed unless given one) and judge it.
 
     ``full_checks`` runs the checker's debug mode (``run_world``'s): same verdict, slower.
     ``variant``: the holder design its holders run, and its judges (``run_world``'s).
+    ``checkers``: the user's own invariants, judged beside semsim's (``run_world``'s).
 
     It fails when its check reports an unmet expectation, when an invariant
     was violated, or when the run did not complete (time or step limit,
@@ -131,6 +137,7 @@ def run_scenario(
         tolerated=scenario.tolerated,
         full_checks=full_checks,
         variant=variant,
+        checkers=checkers,
     )
     check = scenario.check
     if isinstance(check, Check):

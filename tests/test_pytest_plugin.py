@@ -8,6 +8,7 @@ the options are checked; the Hypothesis profiles are semsim's own.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from semsim.cli.main import main
 from semsim.explore.examples import fuzz_examples
 from semsim.scenarios.registry import every_scenario
 from semsim.testing import profiles
+from tests.installed import install_entry_points
 
 pytest_plugins = ["pytester"]
 
@@ -94,6 +96,59 @@ def test_a_violation_fails_the_test_with_its_invariant_case_and_a_replay_that_re
     argv = replay.group(1).split()[1:]
     assert main(argv) == 1
     assert "capacity_returns" in capsys.readouterr().out
+
+
+USER_INVARIANT = """
+from semsim.check.checker import Checker, Violated
+
+
+class MaxGrant(Checker):
+    name = "max_grant"
+
+    def on_round(self, round):
+        for reply in round.replies:
+            for grant in reply.grants:
+                if grant.permits > 1:
+                    raise Violated(f"{grant.grant_id} grants {grant.permits} permits")
+"""
+
+
+def test_a_users_invariant_fails_the_test_and_its_case_replays_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], forget_user_modules: None
+) -> None:
+    _suite(
+        pytester,
+        USER_INVARIANT
+        + textwrap.dedent(
+            """
+        def test_run(semsim_runner):
+            semsim_runner.run(CONFIG, FAULTS, seed=1, tolerated=frozenset({"F4"}), invariants=[MaxGrant])
+
+        def test_fuzz(semsim_runner):
+            semsim_runner.fuzz(runs=3, invariants=[MaxGrant])
+
+        def test_local_class(semsim_runner):
+            class Local(MaxGrant):
+                name = "local"
+            semsim_runner.run(CONFIG, FAULTS, invariants=[Local])
+        """
+        ),
+    )
+    out = pytester.path / "cases"
+    result = pytester.runpytest("-p", "no:cacheprovider", "--semsim-out", str(out))
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    assert "invariant violated: max_grant at t=" in text
+    assert "judged by: exact_accounting against the literal model, safety, liveness, max_grant" in text
+    assert "broke max_grant" in text  # the campaign's
+    assert "define it at the top level of a module" in text
+    cases = sorted(out.glob("*.json"))
+    assert [case.name for case in cases] == ["test_fuzz-max_grant.json", "test_run-max_grant.json"]
+    for case in cases:
+        assert json.loads(case.read_text(encoding="utf-8"))["invariants"] == ["test_user:MaxGrant"]
+        capsys.readouterr()
+        assert main(["fuzz", "--replay", str(case)]) == 1
+        assert "VIOLATED max_grant" in capsys.readouterr().out
 
 
 def test_check_false_returns_a_failed_run_for_a_test_that_expects_one(pytester: pytest.Pytester) -> None:
@@ -290,15 +345,9 @@ def test_scenarios_registered_by_an_installed_package_are_listed_and_run(
         ALL = [theirs]
         """,
     )
-    info = tmp_path / "theirstories-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: theirstories\nVersion: 1.0\n", encoding="utf-8"
+    install_entry_points(
+        tmp_path, monkeypatch, "theirstories", "semsim.scenarios", {"theirs": "theirstories:ALL"}
     )
-    (info / "entry_points.txt").write_text(
-        "[semsim.scenarios]\ntheirs = theirstories:ALL\n", encoding="utf-8"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["list"]) == 0
     assert re.search(r"^theirs +their story$", capsys.readouterr().out, re.MULTILINE)
     assert main(["run", "theirs"]) == 0

@@ -33,6 +33,7 @@ from semsim.harness.run import HolderSpec, WorldConfig, run_world
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Workload
+from tests.installed import install_entry_points
 
 #: Busy enough that grant room is the limit: a room one larger over-admits at once.
 CONFIG = WorldConfig(
@@ -238,14 +239,8 @@ def test_a_variant_in_the_working_directory_is_found_as_python_m_finds_a_module(
 def test_a_variant_an_installed_package_registers_runs_by_its_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    info = tmp_path / "theirvariants-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: theirvariants\nVersion: 1.0\n", encoding="utf-8"
-    )
-    entry = "[semsim.variants]\nregistered-reserve = tests.test_variants:RESERVE\n"
-    (info / "entry_points.txt").write_text(entry, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    entries = {"registered-reserve": "tests.test_variants:RESERVE"}
+    install_entry_points(tmp_path, monkeypatch, "theirvariants", "semsim.variants", entries)
     assert main(["run", "strict-burst", "--variant", "registered-reserve"]) == 0
     assert "variant registered-reserve, judged by: safety, liveness" in capsys.readouterr().out
     assert main(["run", "strict-burst", "--variant", "registered-reserv"]) == 2

@@ -26,6 +26,7 @@ import functools
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
@@ -35,10 +36,13 @@ from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Eve
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
+from semaphore_core.usage import Usage
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
+from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
+from semsim.check.events import Admission, Commit, Finish, HolderView, Release, Round
 from semsim.check.reads import CheckerReadError, never_built, select
 from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from semsim.runtime.kernel import StopRun
@@ -255,9 +259,18 @@ class Monitor:
     """Checks one run's invariants; see the module docstring."""
 
     def __init__(
-        self, sim: Sim, tolerated: Iterable[str] = (), full: bool = False, variant: Variant = REFERENCE
+        self,
+        sim: Sim,
+        tolerated: Iterable[str] = (),
+        full: bool = False,
+        variant: Variant = REFERENCE,
+        checkers: Sequence[type[Checker]] = (),
     ) -> None:
         self.sim = sim
+        #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
+        #: the ones that define it: only they hear it, and only for them is its event built.
+        self.checkers = tuple(checker() for checker in checkers)
+        self._hearing = {hook: [c for c in self.checkers if hears(c, hook)] for hook in HOOKS}
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -344,6 +357,22 @@ class Monitor:
             return
         raise InvariantViolation(name, t, detail, finding, state)
 
+    def _tell(self, hook: str, event: object) -> None:
+        """Hand ``event`` to every user checker that hears ``hook``; a violation stops the run."""
+        for checker in self._hearing[hook]:
+            try:
+                getattr(checker, hook)(event)
+            except Violated as violated:
+                self.fail(checker.name, violated.detail)
+            except AssertionError as error:
+                self.fail(checker.name, assertion_detail(error))
+            except Exception as error:  # the checker's own bug: named, never the protocol's fault
+                self.fail(
+                    CHECKER_FAILED,
+                    f"invariant {checker.name} ({type(checker).__qualname__}.{hook}) failed: "
+                    f"{type(error).__name__}: {error}",
+                )
+
     # --- holder commits ---------------------------------------------------------------
 
     def committed(self, key: str, holder: HolderObject) -> None:
@@ -355,11 +384,21 @@ class Monitor:
         stops the run like any violation, rather than swallowed.
         """
         try:
-            self._committed(key, holder)
+            usage = self._committed(key, holder)
         except Exception as error:
             self.fail("checker", f"{key}: the checker failed after a commit: {type(error).__name__}: {error}")
+        if self._hearing["on_commit"]:
+            commit = Commit(
+                self.sim.now(),
+                key,
+                usage,
+                MappingProxyType(dict(holder.group_limits)),
+                self.in_use[key],
+                HolderView(key, holder.ctx.storage),
+            )
+            self._tell("on_commit", commit)
 
-    def _committed(self, key: str, holder: HolderObject) -> None:
+    def _committed(self, key: str, holder: HolderObject) -> Usage:
         now = self.sim.now()
         state = self._holders[key]
         usage = holder.judged_usage(now)
@@ -432,6 +471,7 @@ class Monitor:
         else:
             self._conservative_on_changes(key, delta)
         self._round_was_full(key, state)
+        return usage
 
     def _monotone(
         self,
@@ -476,11 +516,19 @@ class Monitor:
 
     # --- what clients do -------------------------------------------------------------------
 
-    @_reads_storage
     def admitted(
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None:
         """A client admitted ``item`` of ``key`` (through ``grant`` or ``lease``): one more permit in use."""
+        self._admitted(key, group, client=client, item=item, grant=grant, lease=lease)
+        if self._hearing["on_admit"]:
+            admission = Admission(self.sim.now(), key, group, client, item, grant, lease, self.in_use[key])
+            self._tell("on_admit", admission)
+
+    @_reads_storage
+    def _admitted(
+        self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
+    ) -> None:
         holding = _holding(grant, lease)
         assert (client, item) not in self._running_items, (client, item)
         self._running_items[client, item] = (key, holding)
@@ -611,8 +659,16 @@ class Monitor:
             return call.attempt < self._latest_attempt.get(call.key, call.attempt)
         return call.started_at < self._attempt_started_at.get(call.key, call.started_at)
 
-    @_reads_storage
     def round_served(
+        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
+    ) -> None:
+        """A round of ``key`` was served: semsim's checks of it, then the user's (``on_round``)."""
+        self._round_served(key, requests, replies)
+        if self._hearing["on_round"]:
+            self._tell("on_round", Round(self.sim.now(), key, tuple(requests), tuple(replies)))
+
+    @_reads_storage
+    def _round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
     ) -> None:
         """``progress``, oldest first: no younger demand gets permits while older waits on the limit.
@@ -673,6 +729,8 @@ class Monitor:
         self.in_use_by_client[key, client] -= 1
         assert self.in_use[key] >= 0, key
         assert self.in_use_by_client[key, client] >= 0, (key, client)
+        if self._hearing["on_release"]:
+            self._tell("on_release", Release(self.sim.now(), key, group, client, item, self.in_use[key]))
 
     def _conservative_per_client(self, key: str, conn: Any) -> None:
         """Each running item's own grant or lease is still charged for it: slack elsewhere hides nothing."""
@@ -1155,14 +1213,27 @@ class Monitor:
                 + (" ..." if len(pending) > 5 else ""),
             )
 
-    @_reads_storage
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
         """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
 
         Called once :meth:`settled` holds: nothing runs and every change has been
         reported, so whatever the holder still charges, apart from the documented
-        leak, is capacity that did not come back.
+        leak, is capacity that did not come back. The user's checkers hear
+        ``on_finish`` after semsim's own liveness held.
         """
+        self._finish(clients)
+        if self._hearing["on_finish"]:
+            keys = sorted(self._holders)
+            finish = Finish(
+                self.sim.now(),
+                MappingProxyType({key: HolderView(key, self._holders[key].obj.storage) for key in keys}),
+                MappingProxyType({key: self.in_use[key] for key in keys}),
+                self.outstanding(clients),
+            )
+            self._tell("on_finish", finish)
+
+    @_reads_storage
+    def _finish(self, clients: Mapping[str, DurableObject]) -> None:
         assert self.settled(clients), "finish() judges a settled run"
         now = self.sim.now()
         self.sim.event("settled", waiting=self.outstanding(clients))

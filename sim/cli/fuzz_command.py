@@ -36,7 +36,10 @@ from typing import Final, TextIO
 
 import attrs
 
+from semsim.check.checker import CHECKER_FAILED
 from semsim.check.coverage import EXPECTED
+from semsim.check.invariants import INVARIANTS
+from semsim.cli.loading import load_invariants, load_variant
 from semsim.cli.main import interrupted_by
 from semsim.explore import campaigns
 from semsim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool, parallel_campaign
@@ -46,6 +49,7 @@ from semsim.explore.fuzz import (
     CaseFileError,
     RunReport,
     campaign,
+    case_expected_invariant,
     case_length,
     case_schedule,
     case_text,
@@ -56,7 +60,6 @@ from semsim.explore.fuzz import (
 )
 from semsim.explore.results import DEFAULT_DB, Recorder, ResultsError, check_db, open_db
 from semsim.explore.strategies import Case
-from semsim.harness.variants import VariantLookupError, find_variant
 from semsim.inputs.commands import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -69,9 +72,8 @@ from semsim.inputs.commands import (
     wall_clock,
 )
 from semsim.inputs.files import write_text_whole
-from semsim.inputs.references import importable_from_working_directory
 from semsim.runtime.kernel import SCHEDULE
-from semsim.world.variant import REFERENCE, Variant
+from semsim.world.variant import REFERENCE
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0
@@ -132,8 +134,13 @@ def _campaign(
     except ScenarioLookupError as error:
         raise UsageError(str(error)) from None
     variant_name = args.variant or REFERENCE.name
-    variant = _variant(variant_name, "--variant")
-    examples = [attrs.evolve(case, variant=variant_name) for case in fuzz_examples(fixes, scenarios)]
+    variant = load_variant(variant_name, "--variant")
+    invariants = tuple(args.invariant or ())
+    checkers = load_invariants(invariants, "--invariant")
+    examples = [
+        attrs.evolve(case, variant=variant_name, invariants=invariants)
+        for case in fuzz_examples(fixes, scenarios)
+    ]
     total = runs + len(examples)  # the named scenarios run first
     progress = _Progress(total, quiet=bool(args.quiet))
     with ExitStack() as resources:
@@ -157,6 +164,8 @@ def _campaign(
         holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
         if variant != REFERENCE:
             holder = f"variant {variant_name} (judged by: {', '.join(variant.judges())}), " + holder
+        if checkers:
+            holder += f", with invariants {', '.join(checker.name for checker in checkers)}"
         print(
             f"semsim fuzz: the named scenarios, then {runs} runs, seed {seed}, {holder}, {where}", flush=True
         )
@@ -173,6 +182,7 @@ def _campaign(
                         examples=examples,
                         stop=stop,
                         variant=variant_name,
+                        invariants=invariants,
                     )
                 else:
                     result = parallel_campaign(
@@ -186,6 +196,7 @@ def _campaign(
                         examples=examples,
                         stop=stop,
                         variant=variant_name,
+                        invariants=invariants,
                     )
             except BaseException as error:
                 if not interrupted_by(error) or progress.state is None:
@@ -372,15 +383,6 @@ def _counts(counter: Counter[str]) -> str:
 # --- one case ---------------------------------------------------------------------------------
 
 
-def _variant(name: str, what: str) -> Variant:
-    """The variant ``name`` names, or a usage error (exit 2) saying ``what`` and why not."""
-    importable_from_working_directory(name)
-    try:
-        return find_variant(name)
-    except VariantLookupError as error:
-        raise UsageError(f"{what}: {error}") from None
-
-
 def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     """``semsim fuzz --replay CASE [--fixes A,B] [--trace F.jsonl]``: one case, exactly.
 
@@ -389,7 +391,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     """
     given = [
         name
-        for name in ("runs", "seed", "out", "workers", "scheduler", "db", "variant")
+        for name in ("runs", "seed", "out", "workers", "scheduler", "db", "variant", "invariant")
         if getattr(args, name) is not None
     ]
     if args.no_db:
@@ -398,6 +400,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
         raise UsageError(
             f"--{given[0]} does not go with --replay: a replay runs the one case it is given"
             + (" (the case names its variant)" if given[0] == "variant" else "")
+            + (" (the case names its invariants)" if given[0] == "invariant" else "")
         )
     try:
         case, tolerated = load_case(args.replay)
@@ -414,13 +417,27 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
     if args.trace is not None:
         output_file(args.trace, "--trace")
         distinct_files([("the case being replayed (--replay)", args.replay)], [("--trace", args.trace)])
-    variant = _variant(case.variant, f"{args.replay} names variant {case.variant!r}, which cannot be loaded")
+    variant = load_variant(
+        case.variant, f"{args.replay} names variant {case.variant!r}, which cannot be loaded"
+    )
+    checkers = load_invariants(case.invariants, str(args.replay))
+    expected = case_expected_invariant(args.replay)
+    judged = {*INVARIANTS, CHECKER_FAILED, *(checker.name for checker in checkers)}
+    if expected is not None and expected not in judged:
+        # Replaying without the check the case broke would report "every invariant held": a lie.
+        raise UsageError(
+            f"{args.replay} expects invariant {expected!r}, which neither semsim nor the case's "
+            f"invariants ({', '.join(case.invariants) or 'none named'}) define: add the reference "
+            f'that finds it to the case\'s "invariants" list'
+        )
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
     if variant != REFERENCE:
         on += f", variant {case.variant} (judged by: {', '.join(variant.judges())})"
+    if checkers:
+        on += f", with invariants {', '.join(checker.name for checker in checkers)}"
     print(
         f"replayed {args.replay}: seed {case.seed}, {plural(case_length(case), 'plan step')}{on}, "
         f"outcome {report.outcome}"

@@ -47,6 +47,11 @@ VARIANT_HELP: Final = (
     "the holder variant to run: reference (the default), a name installed packages register, "
     "or module:attribute naming a semsim.world.variant.Variant"
 )
+#: ``--invariant`` of ``run`` and ``fuzz``.
+INVARIANT_HELP: Final = (
+    "judge an invariant of your own too (repeat for more): a name installed packages register, "
+    "or module:attribute naming a semsim.check.checker.Checker subclass"
+)
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
 #: The most local processes one campaign may be spread over.
@@ -126,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="V",
         help=VARIANT_HELP,
     )
+    run.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
     run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
@@ -158,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="V",
         help=VARIANT_HELP,
     )
+    fuzz.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
     fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
         "--full-checks",

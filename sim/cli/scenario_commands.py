@@ -13,9 +13,10 @@ import argparse
 import shlex
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
-from semsim.harness.variants import VariantLookupError, find_variant
+from semsim.cli.loading import load_invariants, load_variant
 from semsim.inputs.commands import (
     EXIT_OK,
     EXIT_VIOLATION,
@@ -51,8 +52,11 @@ def lookup(name: str) -> Scenario:
         raise UsageError(str(error)) from None
 
 
-def reproduce_command(name: str, seed: int, variant: str | None = None) -> str:
+def reproduce_command(
+    name: str, seed: int, variant: str | None = None, invariants: Sequence[str] = ()
+) -> str:
     on = "" if variant is None else f" --variant {shlex.quote(variant)}"
+    on += "".join(f" --invariant {shlex.quote(reference)}" for reference in invariants)
     return f"semsim run {shlex.quote(name)} --seed {seed}{on} --trace out.jsonl"
 
 
@@ -71,15 +75,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = (("--trace", trace_path), ("--plot", plot_path))
     distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
-    if args.variant is not None:
-        importable_from_working_directory(args.variant)
-    try:
-        variant = REFERENCE if args.variant is None else find_variant(args.variant)
-    except VariantLookupError as error:
-        raise UsageError(f"--variant: {error}") from None
-    result = run_scenario(scenario, args.seed, full_checks=bool(args.full_checks), variant=variant)
-    if variant != REFERENCE:
-        print(f"variant {args.variant}, judged by: {', '.join(variant.judges())}")
+    variant = REFERENCE if args.variant is None else load_variant(args.variant, "--variant")
+    checkers = load_invariants(args.invariant or (), "--invariant")
+    result = run_scenario(
+        scenario, args.seed, full_checks=bool(args.full_checks), variant=variant, checkers=checkers
+    )
+    if variant != REFERENCE or checkers:
+        print(f"variant {args.variant or variant.name}, judged by: {', '.join(result.run.judges())}")
     print_report(result)
 
     if trace_path is not None:
@@ -112,7 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(
-        f"seed {result.seed}; reproduce with: {reproduce_command(again, result.seed, args.variant)}",
+        f"seed {result.seed}; reproduce with: "
+        f"{reproduce_command(again, result.seed, args.variant, args.invariant or ())}",
         file=sys.stderr,
     )
     return EXIT_VIOLATION

@@ -308,6 +308,7 @@ def parallel_campaign(
     chunk_runs: int = CHUNK_RUNS,
     dispatch: Dispatch | None = None,
     variant: str = "reference",
+    invariants: tuple[str, ...] = (),
 ) -> Campaign:
     """:func:`~semsim.explore.fuzz.campaign` with its runs done ahead on ``executor``'s ``workers``.
 
@@ -348,6 +349,7 @@ def parallel_campaign(
                 examples=examples,
                 runner=ahead.draw,
                 variant=variant,
+                invariants=invariants,
             )
         ahead.finish()
     finally:
@@ -378,6 +380,7 @@ def parallel_campaign(
         stop=lambda: asked() and not replay.answering(),
         runner=replay,
         variant=variant,
+        invariants=invariants,
     )
 
 

@@ -28,9 +28,11 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
+from semsim.check.checker import MAX_CHECKERS
 from semsim.check.coverage import coverage, missing
 from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
 from semsim.explore.strategies import Case, cases
+from semsim.harness.invariants import find_invariants
 from semsim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
 from semsim.harness.variants import find_variant
 from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
@@ -90,9 +92,16 @@ def run_case(
     check_seed(case.seed, "case.seed")
     check_tolerated(tolerated)
     variant = find_variant(case.variant)  # VariantLookupError: the caller's to report, not a crash
+    checkers = find_invariants(case.invariants)  # InvariantLookupError: the same
     try:
         run = run_world(
-            case.config, case.faults, case.seed, tolerated=tolerated, full_checks=full_checks, variant=variant
+            case.config,
+            case.faults,
+            case.seed,
+            tolerated=tolerated,
+            full_checks=full_checks,
+            variant=variant,
+            checkers=checkers,
         )
     except Exception as error:  # a crash is a finding, reported with its message
         while isinstance(error, BaseExceptionGroup) and isinstance(error.exceptions[0], Exception):
@@ -206,7 +215,7 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         raise CaseFileError(f"{path}: a case is a JSON object")
     if data.get("format") != CASE_FORMAT:
         raise CaseFileError(f"{path}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
-    known = {"format", "schedule", "tolerated", "expect", "seed", "variant", "config", "faults"}
+    known = {"format", "schedule", "tolerated", "expect", "seed", "variant", "invariants", "config", "faults"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
@@ -228,6 +237,16 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
     variant = data.get("variant", "reference")
     if not isinstance(variant, str) or not variant.strip():
         raise CaseFileError(f"{path}: variant must be a variant's name or module:attribute, got {variant!r}")
+    invariants = data.get("invariants", [])
+    if not (
+        isinstance(invariants, list)
+        and len(invariants) <= MAX_CHECKERS
+        and all(isinstance(name, str) and name.strip() for name in invariants)
+    ):
+        raise CaseFileError(
+            f"{path}: invariants must be a list of at most {MAX_CHECKERS} invariants' names or "
+            f"module:attribute references, got {invariants!r}"
+        )
     if "expect" in data:
         problem = _expect_problem(data["expect"])
         if problem:
@@ -238,7 +257,8 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         check_plan(config, faults)
     except ValueError as error:
         raise CaseFileError(f"{path}: {error}") from None
-    return Case(config=config, faults=faults, seed=seed, variant=variant), frozenset(tolerated)
+    case = Case(config=config, faults=faults, seed=seed, variant=variant, invariants=tuple(invariants))
+    return case, frozenset(tolerated)
 
 
 #: What a saved case can have broken (``expect.outcome``): every outcome of a failed run.
@@ -279,6 +299,16 @@ def case_schedule(path: Path) -> int:
     schedule = data.get("schedule", 1)
     assert isinstance(schedule, int), schedule
     return schedule
+
+
+def case_expected_invariant(path: Path) -> str | None:
+    """The invariant a case file says it broke (``expect.invariant``), or None; read it after
+    :func:`load_case` accepted the file."""
+    data = parse_json(read_text(path, MAX_CASE_BYTES, "a case file"))
+    expect = data.get("expect") or {}
+    invariant = expect.get("invariant")
+    assert invariant is None or isinstance(invariant, str), invariant
+    return invariant
 
 
 # --- campaigns ----------------------------------------------------------------------------
@@ -421,11 +451,14 @@ def campaign(
     stop: Callable[[], bool] | None = None,
     runner: Runner | None = None,
     variant: str = "reference",
+    invariants: tuple[str, ...] = (),
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
     ``variant``: the holder variant every drawn case runs, by the name
     :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own).
+    ``invariants``: the user's own invariants every drawn case judges, by the references
+    :func:`semsim.harness.invariants.find_invariant` finds them by.
 
     ``on_run(campaign, report, shrinking)`` is called after every run (the
     progress line); an exception out of it ends the campaign and is raised
@@ -445,6 +478,7 @@ def campaign(
     assert shrink_budget_events >= 0, shrink_budget_events
     check_seed(seed)
     find_variant(variant)  # one that cannot be loaded is the caller's error, before any run
+    find_invariants(invariants)
     if tolerated is not None:
         check_tolerated(tolerated)
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
@@ -464,7 +498,7 @@ def campaign(
         suppress_health_check=list(HealthCheck),
     )
     @hypothesis_seed(seed)
-    @given(cases(fixes, variant))
+    @given(cases(fixes, variant, tuple(invariants)))
     def one(case: Case) -> None:
         known = failed.get(case)
         if known is not None:

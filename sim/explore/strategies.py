@@ -65,11 +65,16 @@ class Case:
     seed: int
     #: The holder variant it runs, by the name it is found by (semsim.harness.variants).
     variant: str = "reference"
+    #: The user's own invariants judged beside semsim's, by the references they are found by
+    #: (semsim.harness.invariants).
+    invariants: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"seed": self.seed}
         if self.variant != "reference":  # a case of the reference reads as it always has
             data["variant"] = self.variant
+        if self.invariants:
+            data["invariants"] = list(self.invariants)
         return {**data, "config": self.config.to_dict(), "faults": self.faults.to_dict()}
 
 
@@ -276,7 +281,13 @@ def _api_faults(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def cases(draw: st.DrawFn, fixes: tuple[str, ...] = (), variant: str = "reference") -> Case:
+def cases(
+    draw: st.DrawFn,
+    fixes: tuple[str, ...] = (),
+    variant: str = "reference",
+    invariants: tuple[str, ...] = (),
+) -> Case:
     config = draw(configs(fixes))
     faults = draw(fault_plans(config))  # the plan, then the seed: the order every campaign drew in
-    return Case(config=config, faults=faults, seed=draw(st.integers(0, 2**16)), variant=variant)
+    seed = draw(st.integers(0, 2**16))
+    return Case(config=config, faults=faults, seed=seed, variant=variant, invariants=invariants)

@@ -9,7 +9,7 @@ objects for inspection. The same three inputs give the same trace bytes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -19,7 +19,8 @@ from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Unde
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semsim import __version__
-from semsim.check.invariants import KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
+from semsim.check.checker import Checker, check_checkers
+from semsim.check.invariants import INVARIANTS, KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
 from semsim.inputs.validation import (
     array,
     boolean,
@@ -54,6 +55,9 @@ from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Arrival, Workload, arrivals
 
 PROGRESS_SAMPLE_MS = 5_000
+#: Names a user's invariant may not take: semsim's own invariants, and the outcomes a failed
+#: run reports where no invariant broke (a case file's ``expect`` could not tell them apart).
+RESERVED_NAMES = (*INVARIANTS, "violation", "crash", "deadlock", "time_limit", "step_limit")
 #: Every RPC method a world's objects answer (what a drop may name).
 METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
 #: The most items a run's workload may submit: every item costs memory and trace events
@@ -287,6 +291,11 @@ class WorldRun:
         """The holder design the run judged, and by whom (``variant.judges()``)."""
         return self.world.monitor.variant
 
+    def judges(self) -> tuple[str, ...]:
+        """Who judged the run, in words a verdict can print: the variant's judges, then the
+        user's invariants by name."""
+        return (*self.variant.judges(), *(checker.name for checker in self.monitor.checkers))
+
 
 def run_world(
     config: WorldConfig,
@@ -296,12 +305,15 @@ def run_world(
     tolerated: frozenset[str] = frozenset(),
     full_checks: bool = False,
     variant: Variant = REFERENCE,
+    checkers: Sequence[type[Checker]] = (),
 ) -> WorldRun:
     """Build and run one world; the trace header records seed, config and faults.
 
     ``variant`` is the holder design its holders run and who judges it
     (:mod:`semsim.world.variant`): the reference, judged against the literal
     model, unless told. The header names any other, with its judges.
+    ``checkers`` are the user's own invariants (:mod:`semsim.check.checker`),
+    judged beside semsim's; the header names them.
 
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
@@ -320,11 +332,14 @@ def run_world(
         raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
     if not isinstance(variant, Variant):
         raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
+    checkers = check_checkers(checkers, RESERVED_NAMES)
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
     if variant != REFERENCE:
         trace.header["variant"] = {"name": variant.name, "judges": list(variant.judges())}
+    if checkers:
+        trace.header["invariants"] = [checker.name for checker in checkers]
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     # Random faults stop at the quiet point when the plan does not stop them sooner.
     if faults.faults_until_ms is None:
@@ -333,7 +348,7 @@ def run_world(
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            monitor = Monitor(sim, tolerated, full=full_checks, variant=variant)
+            monitor = Monitor(sim, tolerated, full=full_checks, variant=variant, checkers=checkers)
             world = _build(sim, config, faults, nursery, monitor, variant)
             built.append(world)
             await _judge_liveness(sim, world, config, quiet_from_ms)

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import attrs
 
+from semsim.check.checker import Checker
 from semsim.explore.fuzz import Campaign, RunReport, campaign, fixes_arg, report_of, tolerated_for
 from semsim.explore.strategies import Case
+from semsim.harness.invariants import find_invariant, find_invariants, reference_to
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.registry import find
@@ -28,6 +31,21 @@ from semsim.world.variant import REFERENCE, Variant
 
 #: Runs a campaign takes when neither the call nor ``--semsim-runs`` says (``semsim fuzz``'s default).
 DEFAULT_RUNS = 100
+
+#: The user's own invariants, as a test names them: checker classes, registered names, or
+#: ``module:attribute`` references.
+Invariants: TypeAlias = Sequence[str | type[Checker]]
+
+
+def _references(invariants: Invariants) -> tuple[str, ...]:
+    """Each invariant as the reference that finds it again (what a case file records)."""
+    if isinstance(invariants, str):
+        raise TypeError(f"invariants is a list of checkers or references, got {invariants!r}")
+    references = tuple(
+        invariant if isinstance(invariant, str) else reference_to(invariant) for invariant in invariants
+    )
+    find_invariants(references)  # unknown, malformed or two of one name: raised here, before any run
+    return references
 
 
 @attrs.define
@@ -55,19 +73,30 @@ class SemsimRunner:
         full_checks: bool = False,
         check: bool = True,
         variant: Variant = REFERENCE,
+        invariants: Invariants = (),
     ) -> WorldRun:
         """``run_world(config, faults, seed, ...)``; a run that did not complete fails the test.
 
         ``seed``: the call's, else ``--semsim-seed``, else 0. ``check=False``
         returns the run whatever its outcome (``run.result`` says it).
         ``variant``: the holder design and its judges (:mod:`semsim.world.variant`).
+        ``invariants``: the user's own, judged beside semsim's (:mod:`semsim.check.checker`);
+        a failing case names them, so its replay judges them too.
         """
         __tracebackhide__ = True
         plan = FaultPlan() if faults is None else faults
-        case = Case(config=config, faults=plan, seed=self._seed(seed))
+        references = _references(invariants)
+        case = Case(config=config, faults=plan, seed=self._seed(seed), invariants=references)
+        checkers = tuple(find_invariant(reference) for reference in references)
         try:
             run = run_world(
-                config, plan, case.seed, tolerated=tolerated, full_checks=full_checks, variant=variant
+                config,
+                plan,
+                case.seed,
+                tolerated=tolerated,
+                full_checks=full_checks,
+                variant=variant,
+                checkers=checkers,
             )
         except Exception as error:  # a crash: the case is saved, the traceback kept
             crashed = failure(
@@ -79,29 +108,38 @@ class SemsimRunner:
             report = report_of(case, run)
             lines = [_headline(run)]
             hint = None
+            if variant != REFERENCE or checkers:
+                lines.append(f"variant {variant.name}, judged by: {', '.join(run.judges())}")
             if variant != REFERENCE:
-                lines.append(f"variant {variant.name}, judged by: {', '.join(variant.judges())}")
                 # The command line runs the reference: replaying a variant's case is Python's job.
                 hint = f"load_case(the case) and run_world(..., variant=) with variant {variant.name!r}"
             raise failure(lines, case, tolerated, report, *self._where(), replay_hint=hint)
         return run
 
-    def scenario(self, scenario: Scenario | str, *, seed: int | None = None) -> ScenarioResult:
+    def scenario(
+        self, scenario: Scenario | str, *, seed: int | None = None, invariants: Invariants = ()
+    ) -> ScenarioResult:
         """Run a scenario (an object, a registered name or ``module:function``) and require it to pass.
 
-        It fails when an invariant broke, the run did not finish, or an
-        expectation of its check was unmet: each unmet one is listed.
+        It fails when an invariant broke (``invariants``: the user's own, judged
+        beside semsim's), the run did not finish, or an expectation of its
+        check was unmet: each unmet one is listed.
         """
         __tracebackhide__ = True
         found = find(scenario) if isinstance(scenario, str) else scenario
-        result = run_scenario(found, seed)
+        references = _references(invariants)
+        checkers = tuple(find_invariant(reference) for reference in references)
+        result = run_scenario(found, seed, checkers=checkers)
         if result.passed:
             return result
-        case = Case(config=found.config, faults=found.faults, seed=result.seed)
+        case = Case(config=found.config, faults=found.faults, seed=result.seed, invariants=references)
         report = report_of(case, result.run) if result.invariant_failure is not None else None
         # A case holds the world, not the scenario's check: only `semsim run` judges its expectations.
         again = scenario if isinstance(scenario, str) else None
-        hint = None if again is None else f"semsim run {again} --seed {result.seed} --trace out.jsonl"
+        hint = None
+        if again is not None:
+            judged = "".join(f" --invariant {reference}" for reference in references)
+            hint = f"semsim run {again} --seed {result.seed}{judged} --trace out.jsonl"
         lines = [
             f"scenario {found.name}, seed {result.seed}:",
             *(f"  FAILED: {line}" for line in result.failures),
@@ -121,11 +159,13 @@ class SemsimRunner:
         fixes: str | Sequence[str] = (),
         examples: Sequence[Case] = (),
         on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
+        invariants: Invariants = (),
     ) -> Campaign:
         """A campaign (``semsim fuzz``'s): ``runs`` from the call, else ``--semsim-runs``.
 
         ``fixes``: fix names (``semaphore_core.fixes``), or ``"all"``; an unknown
-        name is a ``ValueError`` naming the known ones. The first failure is
+        name is a ``ValueError`` naming the known ones. ``invariants``: the
+        user's own, judged in every run beside semsim's. The first failure is
         shrunk, saved and fails the test with its replay command; findings the
         reference is known for are tolerated as ``semsim fuzz`` tolerates them,
         unless ``fixes`` correct them.
@@ -140,6 +180,7 @@ class SemsimRunner:
             tolerated,
             on_run=on_run,
             examples=examples,
+            invariants=_references(invariants),
         )
         report = result.failure
         if report is not None:

@@ -1,0 +1,126 @@
+"""What a :class:`~semsim.check.checker.Checker` hears: one frozen record per event of a run.
+
+Each record holds what the event is about and the oracle's count of the
+permits actually in use (admitted by clients and not yet released,
+counted from the clients' own admissions and releases, independent of the
+holder's accounting). A holder's rows are read through a
+:class:`HolderView`, which only reads, and only when asked: a checker that
+looks at nothing costs nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+import attrs
+
+from semaphore_core.protocol import PermitGrant, PermitRequest
+from semaphore_core.store import GrantRow, HolderStore, LeaseRow
+from semaphore_core.usage import Usage
+from semsim.check.reads import CheckerReadError, never_built
+
+_GRANTS = "durability_semaphore_grants"
+
+
+class HolderView:
+    """The holder of one key, read-only: its grant and lease rows as they are now.
+
+    Valid during the hook it was handed to (the rows move on as the run
+    does); read again rather than keep one. A holder nobody ever called has
+    no rows.
+    """
+
+    def __init__(self, key: str, storage: sqlite3.Connection) -> None:
+        self.key = key
+        self._storage = storage
+
+    def grants(self) -> list[GrantRow]:
+        """Every grant row, in the holder's order."""
+        if not self._built():
+            return []
+        try:
+            return HolderStore(self._storage).list_grants()
+        except sqlite3.OperationalError as error:
+            raise CheckerReadError(f"holder {self.key}: could not list its grants: {error}") from error
+
+    def leases(self) -> list[LeaseRow]:
+        """Every lease row, live and retired, in the holder's order."""
+        if not self._built():
+            return []
+        try:
+            return HolderStore(self._storage).list_leases()
+        except sqlite3.OperationalError as error:
+            raise CheckerReadError(f"holder {self.key}: could not list its leases: {error}") from error
+
+    def _built(self) -> bool:
+        return not never_built(self._storage, _GRANTS)
+
+    def __repr__(self) -> str:
+        return f"HolderView({self.key!r})"
+
+
+@attrs.frozen
+class Commit:
+    """A holder transaction committed (a round, a sync, the alarm's reclaim)."""
+
+    t_ms: int
+    key: str
+    #: ``Holder.usage(now)`` after the commit: limit, granted, leased, available, per group.
+    usage: Usage
+    #: The group caps in force (groups without one are absent).
+    group_limits: Mapping[str, int]
+    #: Permits actually in use for ``key`` (the oracle's count).
+    in_use: int
+    holder: HolderView
+
+
+@attrs.frozen
+class Admission:
+    """A client admitted ``item`` of ``key`` on a grant's or a lease's permit (one of the two is set)."""
+
+    t_ms: int
+    key: str
+    group: str
+    client: str
+    item: str
+    grant: str | None
+    lease: str | None
+    #: Permits actually in use for ``key``, this one included.
+    in_use: int
+
+
+@attrs.frozen
+class Release:
+    """A client released the permit ``item`` of ``key`` ran on."""
+
+    t_ms: int
+    key: str
+    group: str
+    client: str
+    item: str
+    #: Permits actually in use for ``key``, this one no longer.
+    in_use: int
+
+
+@attrs.frozen
+class Round:
+    """A round of ``key``: its requests, and the replies sent, in the same order."""
+
+    t_ms: int
+    key: str
+    requests: tuple[PermitRequest, ...]
+    replies: tuple[PermitGrant, ...]
+
+
+@attrs.frozen
+class Finish:
+    """The run settled after its faults stopped: nothing runs, every change was reported."""
+
+    t_ms: int
+    #: Every holder of the run, by key.
+    holders: Mapping[str, HolderView]
+    #: Permits actually in use, by key (zero for a key whose items all ran).
+    in_use: Mapping[str, int]
+    #: Items still waiting on any client (in a capped group, say): the run settled with them.
+    waiting: int

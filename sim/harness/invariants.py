@@ -1,0 +1,117 @@
+"""Every invariant of a team's own that semsim can judge by name: installed packages', ``module:attribute``.
+
+A team registers its checkers (:mod:`semsim.check.checker`) under the
+entry-point group ``semsim.invariants``::
+
+    [project.entry-points."semsim.invariants"]
+    max_grant = "myservice.invariants:MaxGrant"
+
+An entry point, like a ``module:attribute`` reference on the command line
+(``semsim fuzz --invariant myservice.invariants:MaxGrant``), names a
+:class:`~semsim.check.checker.Checker` subclass. The reference a checker was
+found by is what case files record (``"invariants": [...]``), so ``semsim
+fuzz --replay`` judges the same invariants again, in this process or in a
+campaign's workers; a case naming one that cannot be loaded is refused,
+never replayed without it. What cannot be loaded is an
+:class:`InvariantLookupError` saying which and why.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Final
+
+from semsim.check.checker import Checker, check_checkers
+from semsim.harness.run import RESERVED_NAMES
+from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
+
+#: The entry-point group installed packages register their invariants under.
+GROUP: Final = "semsim.invariants"
+
+
+class InvariantLookupError(LookupError):
+    """A reference that names no invariant; the message says what and why."""
+
+
+def _checker_of(value: object, where: str) -> type[Checker]:
+    try:
+        (checker,) = check_checkers([value], RESERVED_NAMES)
+    except (TypeError, ValueError) as error:
+        raise InvariantLookupError(f"{where}: {error}") from None
+    return checker
+
+
+def _load(entry: metadata.EntryPoint) -> type[Checker]:
+    try:
+        value, where = load_entry_point(entry, GROUP)
+    except ReferenceLookupError as error:
+        raise InvariantLookupError(str(error)) from None
+    return _checker_of(value, where)
+
+
+@functools.cache
+def find_invariant(reference: str) -> type[Checker]:
+    """The checker ``reference`` names: a registered name, or ``module:attribute``.
+
+    Cached: a campaign resolves its invariants once per process, not once per run.
+    """
+    if not isinstance(reference, str) or not reference.strip():
+        raise InvariantLookupError(
+            f"an invariant is a registered name or module:attribute, got {reference!r}"
+        )
+    if ":" in reference:
+        try:
+            target = resolve(reference)
+        except ReferenceLookupError as error:
+            raise InvariantLookupError(str(error)) from None
+        return _checker_of(target, repr(reference))
+    entries = {entry.name: entry for entry in entry_points(GROUP)}
+    if reference in entries:
+        return _load(entries[reference])
+    if reference in RESERVED_NAMES:
+        raise InvariantLookupError(
+            f"{reference!r} is one of semsim's own invariants: every run judges it already"
+        )
+    close = difflib.get_close_matches(reference, list(entries), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = f"installed are {', '.join(sorted(entries))}" if entries else "no package installs any"
+    raise InvariantLookupError(
+        f"unknown invariant {reference!r}: {known}, and module:attribute names your own{hint}"
+    )
+
+
+def find_invariants(references: Sequence[str]) -> tuple[type[Checker], ...]:
+    """Every checker ``references`` name, in order; two with the same name are refused."""
+    found = [find_invariant(reference) for reference in references]
+    try:
+        return check_checkers(found, RESERVED_NAMES)
+    except (TypeError, ValueError) as error:
+        raise InvariantLookupError(str(error)) from None
+
+
+def reference_to(checker: type[Checker]) -> str:
+    """The ``module:attribute`` reference that finds ``checker`` again, in any process.
+
+    What a case file records, and what a campaign hands its workers: a checker
+    defined inside a function (``<locals>``) cannot be found that way and is
+    refused, saying so.
+    """
+    reference = f"{checker.__module__}:{checker.__qualname__}"
+    try:
+        found = find_invariant(reference)
+    except InvariantLookupError:
+        found = None
+    if found is not checker:
+        raise InvariantLookupError(
+            f"checker {checker.__qualname__} cannot be found again as {reference}: define it at the top "
+            f"level of a module, so case files and a campaign's workers can name it"
+        )
+    return reference
+
+
+def installed() -> dict[str, str]:
+    """The registered invariants, name to ``module:attribute``, for listings (nothing is imported)."""
+    return {entry.name: entry.value for entry in sorted(entry_points(GROUP), key=lambda e: e.name)}
