@@ -10,6 +10,7 @@ packages of its own named ``sim`` and ``scenarios``, which must keep working.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -72,11 +73,11 @@ def test_the_wheel_holds_only_semsim_and_semaphore_core(wheel: Path) -> None:
     assert f"semsim-{semsim.__version__}.dist-info/entry_points.txt" in names
 
 
-def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
-    wheel: Path, tmp_path: Path
-) -> None:
-    """A fresh environment with the wheel, and this environment's libraries (not its semsim)."""
-    env = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A fresh environment with the wheel, and this environment's libraries (not its semsim):
+    ``(its python, its site-packages)``."""
+    env = tmp_path_factory.mktemp("env") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     python = env / "bin" / "python"
     site = Path(
@@ -90,11 +91,26 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
     # This environment's site-packages as a plain path: its libraries import, and its own .pth
     # files (the editable semsim among them) are not run.
     (site / "libraries.pth").write_text(sysconfig.get_path("purelib") + "\n", encoding="utf-8")
+    _pip_install(python, str(wheel))
+    return python, site
+
+
+def _pip_install(python: Path, *what: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", *what],
         check=True,
         capture_output=True,
     )
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "HYPOTHESIS"))}
+
+
+def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
+    fresh_env: tuple[Path, Path], tmp_path: Path
+) -> None:
+    python, site = fresh_env
     project = tmp_path / "project"
     (project / "sim").mkdir(parents=True)
     (project / "scenarios").mkdir()
@@ -130,7 +146,7 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
         ).format(site=str(site)),
         encoding="utf-8",
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "HYPOTHESIS"))}
+    clean = _clean_env()
     tests = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=project,
@@ -149,3 +165,38 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
         [str(python), "-m", "semsim", "--version"], cwd=project, env=clean, capture_output=True, text=True
     )
     assert version.stdout.strip() == f"semsim {semsim.__version__}", version.stderr
+
+
+def test_the_example_project_installs_and_runs_with_the_plugin_and_the_command_line(
+    fresh_env: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """examples/myservice, as its README tells a user: its tests, then the semsim commands."""
+    python, _ = fresh_env
+    project = tmp_path / "myservice"
+    ignored = shutil.ignore_patterns("*.egg-info", "build", "__pycache__")
+    shutil.copytree(ROOT / "examples" / "myservice", project, ignore=ignored)
+    _pip_install(python, str(project))
+    clean = _clean_env()
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", *argv], cwd=project, env=clean, capture_output=True, text=True, check=False
+        )
+
+    tests = run("pytest", "-q", "-p", "no:cacheprovider")
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "4 passed" in tests.stdout
+    listed = run("semsim", "list")
+    assert "double-eviction" in listed.stdout, listed.stderr
+    held = run("semsim", "run", "double-eviction", "--variant", "quick-claims", "--invariant", "claim_window")
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "judged by: safety, liveness, claim_window" in held.stdout
+    broken = run("semsim", "run", "double-eviction", "--invariant", "claim_window")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "invariant claim_window violated" in broken.stdout
+    fuzzed = run(
+        "semsim", "fuzz", "--variant", "quick-claims", "--invariant", "claim_window",
+        "--runs", "4", "--workers", "2", "--no-db", "--quiet",
+    )  # fmt: skip
+    assert fuzzed.returncode == 0, fuzzed.stdout + fuzzed.stderr
+    assert "with invariants claim_window" in fuzzed.stdout

@@ -364,3 +364,13 @@ def test_scenarios_registered_by_an_installed_package_are_listed_and_run(
     del sys.modules["theirstories"]
     assert main(["list"]) == 2
     assert "a scenario named 'late-claim-not-found' is already registered" in capsys.readouterr().err
+
+
+def test_a_campaign_names_its_variant_so_its_cases_can(tmp_path: Path) -> None:
+    from semsim.testing import SemsimRunner
+    from semsim.world.variant import REFERENCE
+
+    runner = SemsimRunner(out_dir=tmp_path, test_name="t", runs=1)
+    with pytest.raises(TypeError, match="a campaign's variant is the name it is found by"):
+        runner.fuzz(variant=REFERENCE)  # type: ignore[arg-type]
+    assert runner.fuzz(variant="reference").runs == 1

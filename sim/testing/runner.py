@@ -23,6 +23,7 @@ from semsim.explore.fuzz import Campaign, RunReport, campaign, fixes_arg, report
 from semsim.explore.strategies import Case
 from semsim.harness.invariants import find_invariant, find_invariants, reference_to
 from semsim.harness.run import WorldConfig, WorldRun, run_world
+from semsim.harness.variants import find_variant
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.registry import find
 from semsim.testing.failures import failure
@@ -35,6 +36,17 @@ DEFAULT_RUNS = 100
 #: The user's own invariants, as a test names them: checker classes, registered names, or
 #: ``module:attribute`` references.
 Invariants: TypeAlias = Sequence[str | type[Checker]]
+
+
+def _variant_name(variant: object) -> str:
+    """A campaign's variant, as the name its cases record (a Variant object has none)."""
+    if not isinstance(variant, str):
+        raise TypeError(
+            f"a campaign's variant is the name it is found by (reference, a registered name or "
+            f"module:attribute), so its cases can name it; got {variant!r}"
+        )
+    find_variant(variant)
+    return variant
 
 
 def _references(invariants: Invariants) -> tuple[str, ...]:
@@ -72,21 +84,24 @@ class SemsimRunner:
         tolerated: frozenset[str] = frozenset(),
         full_checks: bool = False,
         check: bool = True,
-        variant: Variant = REFERENCE,
+        variant: Variant | str = REFERENCE,
         invariants: Invariants = (),
     ) -> WorldRun:
         """``run_world(config, faults, seed, ...)``; a run that did not complete fails the test.
 
         ``seed``: the call's, else ``--semsim-seed``, else 0. ``check=False``
         returns the run whatever its outcome (``run.result`` says it).
-        ``variant``: the holder design and its judges (:mod:`semsim.world.variant`).
+        ``variant``: the holder design and its judges (:mod:`semsim.world.variant`), or the
+        name it is found by (``semsim run --variant``'s), which a failing case then records.
         ``invariants``: the user's own, judged beside semsim's (:mod:`semsim.check.checker`);
         a failing case names them, so its replay judges them too.
         """
         __tracebackhide__ = True
         plan = FaultPlan() if faults is None else faults
         references = _references(invariants)
-        case = Case(config=config, faults=plan, seed=self._seed(seed), invariants=references)
+        named = variant if isinstance(variant, str) else REFERENCE.name
+        variant = find_variant(variant) if isinstance(variant, str) else variant
+        case = Case(config=config, faults=plan, seed=self._seed(seed), variant=named, invariants=references)
         checkers = tuple(find_invariant(reference) for reference in references)
         try:
             run = run_world(
@@ -110,8 +125,9 @@ class SemsimRunner:
             hint = None
             if variant != REFERENCE or checkers:
                 lines.append(f"variant {variant.name}, judged by: {', '.join(run.judges())}")
-            if variant != REFERENCE:
-                # The command line runs the reference: replaying a variant's case is Python's job.
+            if variant != REFERENCE and named == REFERENCE.name:
+                # A Variant object has no name the command line can find it by: replaying its
+                # case is Python's job (or name the variant by reference to get a command).
                 hint = f"load_case(the case) and run_world(..., variant=) with variant {variant.name!r}"
             raise failure(lines, case, tolerated, report, *self._where(), replay_hint=hint)
         return run
@@ -159,13 +175,16 @@ class SemsimRunner:
         fixes: str | Sequence[str] = (),
         examples: Sequence[Case] = (),
         on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
+        variant: str = REFERENCE.name,
         invariants: Invariants = (),
     ) -> Campaign:
         """A campaign (``semsim fuzz``'s): ``runs`` from the call, else ``--semsim-runs``.
 
         ``fixes``: fix names (``semaphore_core.fixes``), or ``"all"``; an unknown
-        name is a ``ValueError`` naming the known ones. ``invariants``: the
-        user's own, judged in every run beside semsim's. The first failure is
+        name is a ``ValueError`` naming the known ones. ``variant``: the holder
+        variant every run runs, by the name it is found by (``semsim fuzz
+        --variant``'s: campaign cases record it). ``invariants``: the user's
+        own, judged in every run beside semsim's. The first failure is
         shrunk, saved and fails the test with its replay command; findings the
         reference is known for are tolerated as ``semsim fuzz`` tolerates them,
         unless ``fixes`` correct them.
@@ -180,6 +199,7 @@ class SemsimRunner:
             tolerated,
             on_run=on_run,
             examples=examples,
+            variant=_variant_name(variant),
             invariants=_references(invariants),
         )
         report = result.failure
