@@ -7,8 +7,6 @@ a failure does not need. Runs are short (a couple of simulated minutes of
 faults, then a quiet period for liveness) so a campaign can afford many.
 """
 
-from __future__ import annotations
-
 from typing import Any, Final, Literal
 
 import attrs

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import attrs
 
@@ -108,7 +108,12 @@ def check_list(name: str, value: object, most: int = MAX_LIST) -> None:
 # --- as attrs validators ----------------------------------------------------------------------
 
 
-Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+if TYPE_CHECKING:
+    Field: TypeAlias = attrs.Attribute[Any]
+else:  # attrs.Attribute takes no subscript at run time, where the API reference reads annotations
+    Field = attrs.Attribute
+#: An attrs validator: ``(instance, field, value) -> None``, raising on a bad value.
+Validator: TypeAlias = Callable[[Any, Field, Any], None]
 
 
 def integer(low: int = 0, high: int = MAX_SAFE_INTEGER) -> Validator:
@@ -128,7 +133,7 @@ def instance(cls: type, what: str | None = None) -> Validator:
     article = "an" if cls.__name__[:1] in "AEIOU" else "a"
     allowed = what or f"{article} {cls.__name__}"
 
-    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    def check(_: Any, attribute: Field, value: Any) -> None:
         if not isinstance(value, cls):
             raise TypeError(f"{attribute.name} must be {allowed}, got {value!r}")
 
@@ -141,18 +146,18 @@ def list_as_tuple(value: Any) -> Any:
 
 
 def optional(validator: Validator) -> Validator:
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    def check(instance: Any, attribute: Field, value: Any) -> None:
         if value is not None:
             validator(instance, attribute, value)
 
     return check
 
 
-def named(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def named(_: Any, attribute: Field, value: Any) -> None:
     check_name(attribute.name, value)
 
 
-def boolean(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def boolean(_: Any, attribute: Field, value: Any) -> None:
     check_bool(attribute.name, value)
 
 

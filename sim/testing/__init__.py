@@ -35,4 +35,6 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # found once: later uses (and the API reference) read it directly
+    return value
