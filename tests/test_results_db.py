@@ -404,3 +404,60 @@ def test_an_unfinished_campaign_counts_the_runs_it_recorded(
     assert [(c["status"], c["runs"]) for c in data["campaigns"]] == [("running", recorded), ("passed", total)]
     assert data["runs"] == sum(c["runs"] for c in data["campaigns"])  # the totals are the lines' sums
     assert data["sim_hours"] == round(sum(c["sim_ms"] for c in data["campaigns"]) / 3_600_000, 6)
+
+
+def test_a_campaign_records_its_variant_and_invariants_and_the_report_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    invariant = "tests.test_user_invariants:Hears"
+    argv = ["--variant", "tests.test_variants:RESERVE", "--invariant", invariant, "--workers", "1"]
+    assert _fuzz(db, *argv) == EXIT_OK
+    assert _rows(db, "SELECT variant, invariants FROM campaigns") == [
+        ("tests.test_variants:RESERVE", json.dumps([invariant]))
+    ]
+    capsys.readouterr()
+    assert main(["report", str(db)]) == EXIT_OK
+    line = capsys.readouterr().out.splitlines()[1]
+    assert f"variant tests.test_variants:RESERVE, the faithful reference, with invariants {invariant}" in line
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    (campaign,) = json.loads(capsys.readouterr().out)["campaigns"]
+    assert (campaign["variant"], campaign["invariants"]) == ("tests.test_variants:RESERVE", [invariant])
+
+
+def test_a_schema_1_database_is_migrated_keeping_its_campaigns_and_their_identity(tmp_path: Path) -> None:
+    from semsim.explore.results import MIGRATIONS, digest
+
+    db = tmp_path / "old.sqlite"
+    with closing(sqlite3.connect(db)) as old:
+        old.executescript(MIGRATIONS[1])
+        old.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        old.execute("PRAGMA user_version = 1")
+        old.execute(
+            "INSERT INTO campaigns (uid, seed, runs_asked, examples, fixes, tolerated, executor, workers,"
+            " semsim_version, host, status) VALUES ('u', 4, 3, 0, '[]', '[]', 'serial', 1, '0.1.0', 'h',"
+            " 'passed')"
+        )
+        old.commit()
+        before = hashlib_of(old)
+    with closing(open_db(db)) as migrated:
+        assert migrated.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert migrated.execute("SELECT seed, variant, invariants FROM campaigns").fetchall() == [
+            (4, "reference", "[]")
+        ]
+        # A campaign of the reference keeps the identity schema 1 gave it (merges still dedupe);
+        # one of a variant is another campaign.
+        assert digest(migrated, "main", 1) == before
+        migrated.execute("UPDATE campaigns SET variant = 'mine'")
+        assert digest(migrated, "main", 1) != before
+
+
+def hashlib_of(db: sqlite3.Connection) -> str:
+    """Campaign 1's identity as schema 1 computed it: its fields, runs and failure, nothing else."""
+    import hashlib
+
+    fields = db.execute(
+        "SELECT seed, runs_asked, examples, fixes, tolerated, semsim_version, status, runs, sim_ms,"
+        " shrink_runs, shrink_events, shrink_cut_short FROM campaigns WHERE id = 1"
+    ).fetchone()
+    return hashlib.sha256(json.dumps([list(fields), [], []]).encode()).hexdigest()

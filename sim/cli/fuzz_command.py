@@ -159,6 +159,8 @@ def _campaign(
                 tolerated=tolerated,
                 executor="serial" if executor is None else "dask" if args.scheduler else "local",
                 workers=workers,
+                variant=variant_name,
+                invariants=invariants,
             )
             on_run = _both(progress, recorder)
         holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"

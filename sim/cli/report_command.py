@@ -91,6 +91,10 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     )
     for row in found.campaigns:
         fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
+        if row.variant != "reference":
+            fixes = f"variant {row.variant}, {fixes}"
+        if row.invariants:
+            fixes += ", with invariants " + ", ".join(row.invariants)
         where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
         status, so_far = row.status, ""
         if status == "running":  # no verdict recorded: the runs recorded so far

@@ -13,13 +13,15 @@ one transaction); a newer version, another application's SQLite database,
 or a file that is not SQLite at all is refused (:class:`ResultsError`) and
 left as it was.
 
-Tables (schema 1):
+Tables (schema 2):
 
 - ``campaigns``: one row a campaign: ``uid`` (its identity across merged
   files: a digest of what was asked and what every run gave, written when
   the campaign ends, so the same campaign recorded on two machines is one
   campaign, and merging a file twice adds nothing), what was asked (seed,
-  runs, named scenarios run first, fixes, tolerated findings), how it ran
+  runs, named scenarios run first, fixes, tolerated findings, the holder
+  ``variant`` by the name it was found by, and the user's ``invariants``
+  as the JSON list of their references: both added in schema 2), how it ran
   (``executor``: serial, local or dask, and ``workers``), semsim's version
   and the host's name (metadata only), and what it saw (``status``:
   running, passed, failed or interrupted; runs, simulated ms, shrink runs
@@ -60,7 +62,7 @@ from semsim.inputs.files import InputError, check_output_file, same_file
 
 #: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
 APPLICATION_ID: Final = 0x53656D53
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 DEFAULT_DB: Final = Path("semsim-results.sqlite")
 #: Runs written per transaction by :class:`Recorder`.
 RUNS_PER_TRANSACTION: Final = 16
@@ -115,8 +117,14 @@ CREATE TABLE failures (
 );
 """
 
+#: Version 2: the holder variant each campaign ran and the user's invariants it judged (issue 24).
+_SCHEMA_2: Final = """
+ALTER TABLE campaigns ADD COLUMN variant TEXT NOT NULL DEFAULT 'reference';
+ALTER TABLE campaigns ADD COLUMN invariants TEXT NOT NULL DEFAULT '[]'
+"""
+
 #: Schema version -> the statements that bring the version before it up to it.
-MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1}
+MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1, 2: _SCHEMA_2}
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
 
 _TABLES: Final = ("campaigns", "failures", "runs")
@@ -308,11 +316,14 @@ class Recorder:
         tolerated: frozenset[str],
         executor: str,
         workers: int,
+        variant: str = "reference",
+        invariants: Sequence[str] = (),
     ) -> Recorder:
         with _recording(path), _transaction(db):
             cursor = db.execute(
                 "INSERT INTO campaigns (seed, runs_asked, examples, fixes, tolerated, executor, workers,"
-                " semsim_version, host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+                " semsim_version, host, status, variant, invariants)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
                 (
                     seed,
                     runs,
@@ -323,6 +334,8 @@ class Recorder:
                     workers,
                     __version__,
                     socket.gethostname(),
+                    variant,
+                    json.dumps(list(invariants)),
                 ),
             )
         assert cursor.lastrowid is not None
@@ -466,7 +479,10 @@ def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
     same results anywhere, so recorded twice it is still one campaign.
     """
     assert schema in ("main", "other"), schema
-    content = [
+    variant, invariants = db.execute(
+        f"SELECT variant, invariants FROM {schema}.campaigns WHERE id = ?", (campaign_id,)
+    ).fetchone()
+    content: list[Any] = [
         list(
             db.execute(
                 f"SELECT seed, runs_asked, examples, fixes, tolerated, semsim_version, status, runs, sim_ms,"
@@ -491,6 +507,9 @@ def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
             )
         ],
     ]
+    if (variant, invariants) != ("reference", "[]"):
+        # Only then: a campaign of the reference keeps the identity it had before version 2.
+        content.append([variant, json.loads(invariants)])
     return hashlib.sha256(json.dumps(content).encode()).hexdigest()
 
 
@@ -549,6 +568,9 @@ class CampaignRow:
     sim_ms: int
     host: str
     semsim_version: str
+    #: The holder variant it ran, by the name it was found by, and the user's invariants it judged.
+    variant: str = "reference"
+    invariants: list[str] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -594,13 +616,15 @@ def summary(db: sqlite3.Connection) -> Summary:
             sim_ms=row[10],
             host=row[11],
             semsim_version=row[12],
+            variant=row[13],
+            invariants=json.loads(row[14]),
         )
         for row in db.execute(
             # A campaign still running, or stopped hard, has no verdict yet: its runs so far are in `runs`.
             "SELECT c.id, c.uid, c.seed, c.runs_asked, c.examples, c.fixes, c.executor, c.workers, c.status,"
             " CASE c.status WHEN 'running' THEN COALESCE(r.runs, 0) ELSE c.runs END,"
             " CASE c.status WHEN 'running' THEN COALESCE(r.sim_ms, 0) ELSE c.sim_ms END,"
-            " c.host, c.semsim_version FROM campaigns c LEFT JOIN"
+            " c.host, c.semsim_version, c.variant, c.invariants FROM campaigns c LEFT JOIN"
             " (SELECT campaign_id, COUNT(*) AS runs, SUM(sim_ms) AS sim_ms FROM runs GROUP BY campaign_id) r"
             " ON r.campaign_id = c.id ORDER BY c.id"
         )
