@@ -211,6 +211,11 @@ def test_an_invariant_an_installed_package_registers_is_found_by_its_name(
 ) -> None:
     entries = {"registered-max-grant": "tests.test_user_invariants:MaxGrant"}
     install_entry_points(tmp_path, monkeypatch, "theirinvariants", "semsim.invariants", entries)
+    assert main(["list", "--invariants"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split() == ["ceiling", "semsim's", "(safety)"]
+    assert listed[-1].split()[0] == "registered-max-grant"
+    assert "no grant is larger than 1 permit (safety; tests.test_user_invariants)" in listed[-1]
     assert main(["run", "strict-burst", "--invariant", "registered-max-grant"]) == 1
     captured = capsys.readouterr()
     assert "invariant max_grant violated" in captured.out
@@ -319,3 +324,13 @@ def test_campaign_workers_judge_it_as_the_serial_campaign_does() -> None:
     assert serial.failure.invariant == "asserts"
     assert parallel.failure == serial.failure
     assert parallel.runs == serial.runs
+
+
+def test_listing_an_installed_invariant_that_cannot_load_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_entry_points(tmp_path, monkeypatch, "brokeninvariants", "semsim.invariants", {"gone": "nosuch:X"})
+    assert main(["list", "--invariants"]) == 2
+    err = capsys.readouterr().err
+    assert "invariant 'gone' cannot be loaded" in err
+    assert len(err.strip().splitlines()) == 1

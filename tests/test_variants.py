@@ -241,6 +241,11 @@ def test_a_variant_an_installed_package_registers_runs_by_its_name(
 ) -> None:
     entries = {"registered-reserve": "tests.test_variants:RESERVE"}
     install_entry_points(tmp_path, monkeypatch, "theirvariants", "semsim.variants", entries)
+    assert main(["list", "--variants"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "reference           the faithful port of seed 000's holder",
+        "registered-reserve",
+    ]
     assert main(["run", "strict-burst", "--variant", "registered-reserve"]) == 0
     assert "variant registered-reserve, judged by: safety, liveness" in capsys.readouterr().out
     assert main(["run", "strict-burst", "--variant", "registered-reserv"]) == 2

@@ -113,8 +113,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot to this file")
 
-    commands.add_parser(
-        "list", help="the failure scenarios, one line each", description="List the failure scenarios."
+    listing = commands.add_parser(
+        "list",
+        help="the failure scenarios, one line each",
+        description="List the failure scenarios (or the holder variants, or the invariants), one line each.",
+    )
+    shown = listing.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--variants", action="store_true", help="the holder variants --variant finds by name instead"
+    )
+    shown.add_argument(
+        "--invariants",
+        action="store_true",
+        help="the invariants instead: semsim's own, then those installed packages register",
     )
 
     run = commands.add_parser(

@@ -16,7 +16,11 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from semsim.check.allocation_checks import NAMES as ALLOCATION
+from semsim.check.invariants import LIVENESS, SAFETY
 from semsim.cli.loading import load_invariants, load_variant
+from semsim.harness.invariants import installed as installed_invariants
+from semsim.harness.variants import installed as installed_variants
 from semsim.inputs.commands import (
     EXIT_OK,
     EXIT_VIOLATION,
@@ -32,15 +36,40 @@ from semsim.world.variant import REFERENCE
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """One line per scenario, in the registry's order: the name, padded, then its description."""
-    try:
-        scenarios = every_scenario()
-    except ScenarioLookupError as error:
-        raise UsageError(str(error)) from None
-    width = max(len(name) for name in scenarios)
-    for name, scenario in scenarios.items():
-        print(f"{name:<{width}}  {scenario.description}")
+    """One line per scenario, in the registry's order: the name, padded, then its description.
+
+    ``--variants`` and ``--invariants`` list what ``--variant`` and ``--invariant`` find by
+    name instead, loading each: one an installed package registers but cannot load is a
+    usage error naming it.
+    """
+    if args.variants:
+        lines = {REFERENCE.name: REFERENCE.description}
+        for name in installed_variants():
+            lines[name] = load_variant(name, "semsim list --variants").description
+    elif args.invariants:
+        lines = {name: f"semsim's ({kind})" for name, kind in own_invariants()}
+        for name in installed_invariants():
+            (checker,) = load_invariants([name], "semsim list --invariants")
+            lines[name] = f"{checker.description or checker.name} ({checker.kind}; {checker.__module__})"
+    else:
+        try:
+            scenarios = every_scenario()
+        except ScenarioLookupError as error:
+            raise UsageError(str(error)) from None
+        lines = {name: scenario.description for name, scenario in scenarios.items()}
+    width = max(len(name) for name in lines)
+    for name, description in lines.items():
+        print(f"{name:<{width}}  {description}".rstrip())
     return EXIT_OK
+
+
+def own_invariants() -> list[tuple[str, str]]:
+    """semsim's own invariants, by name, each with its kind (docs/INVARIANTS.md's order)."""
+    return [
+        *((name, "safety") for name in SAFETY),
+        *((name, "liveness") for name in LIVENESS),
+        *((name, "allocation") for name in ALLOCATION),
+    ]
 
 
 def lookup(name: str) -> Scenario:

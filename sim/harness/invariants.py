@@ -112,6 +112,6 @@ def reference_to(checker: type[Checker]) -> str:
     return reference
 
 
-def installed() -> dict[str, str]:
-    """The registered invariants, name to ``module:attribute``, for listings (nothing is imported)."""
-    return {entry.name: entry.value for entry in sorted(entry_points(GROUP), key=lambda e: e.name)}
+def installed() -> list[str]:
+    """The names installed packages register invariants under, sorted (nothing is imported)."""
+    return sorted({entry.name for entry in entry_points(GROUP)})

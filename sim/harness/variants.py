@@ -79,3 +79,8 @@ def find_variant(name: str) -> Variant:
     raise VariantLookupError(
         f"unknown variant {name!r}: known are {', '.join(known)}, and module:attribute names your own{hint}"
     )
+
+
+def installed() -> list[str]:
+    """The names installed packages register variants under, sorted (nothing is imported)."""
+    return sorted({entry.name for entry in entry_points(GROUP)})
