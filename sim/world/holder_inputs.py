@@ -17,6 +17,7 @@ same inputs at the same virtual time.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final
 
@@ -30,6 +31,25 @@ BAD_VALUE: Final = -1
 
 class PlannedInputFailure(RuntimeError):
     """A holder callback raising because the fault plan says so."""
+
+
+class _NotPlanned(logging.Filter):
+    """Drops the core's log records of a planned callback failure.
+
+    ``semaphore_core`` logs a ``group_limit`` callback that raises, with its
+    traceback, as an application would want. In a simulation the failure is
+    one the fault plan injected, and pytest's captured-log section would
+    print a traceback for every one of them beside a test's real failure.
+    Any other exception a callback raises is still logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], PlannedInputFailure))
+
+
+#: On the core's logger itself (its records are logged there), once, when simulation is imported.
+_PLANNED_FILTER: Final = _NotPlanned()
+logging.getLogger("semaphore_core").addFilter(_PLANNED_FILTER)
 
 
 @attrs.define
