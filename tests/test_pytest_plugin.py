@@ -374,3 +374,75 @@ def test_a_campaign_names_its_variant_so_its_cases_can(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="a campaign's variant is the name it is found by"):
         runner.fuzz(variant=REFERENCE)  # type: ignore[arg-type]
     assert runner.fuzz(variant="reference").runs == 1
+
+
+CASES_SUITE = (
+    USER_INVARIANT
+    + """
+from hypothesis import given, settings
+from semsim.testing import cases, check_case
+
+
+@settings(max_examples=4, deadline=None, database=None)
+@given(cases(fixes="all"))
+def test_every_fix(case):
+    assert check_case(case) is not None
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(cases(invariants=[MaxGrant]))
+def test_their_promise(case):
+    check_case(case, shrink_budget_events=1)
+"""
+)
+
+
+def test_a_campaign_as_a_users_own_hypothesis_test(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], forget_user_modules: None
+) -> None:
+    pytester.makepyfile(test_cases=CASES_SUITE)
+    out = pytester.path / "cases"
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--semsim-out", str(out), "--hypothesis-show-statistics"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    # The coverage counters are Hypothesis events: the statistics show how often each came up.
+    assert re.search(r"reached \w+", text), text
+    assert "invariant violated: max_grant at t=" in text
+    # The shrink stopped at its budget (one run's work), on the smallest case found by then.
+    assert "(the shrink ran out of budget: the case is the smallest found so far)" in text
+    (case,) = out.glob("test_their_promise-max_grant.json")
+    assert json.loads(case.read_text(encoding="utf-8"))["invariants"] == ["test_cases:MaxGrant"]
+    replay = re.search(r"replay: (semsim fuzz --replay \S+ --trace \S+)", text)
+    assert replay is not None, text
+    capsys.readouterr()
+    assert main(replay.group(1).split()[1:]) == 1
+    assert "VIOLATED max_grant" in capsys.readouterr().out
+
+
+def test_a_campaign_takes_the_active_profile_and_hypothesis_seed_when_asked(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        "from hypothesis import settings\nsettings.register_profile('tiny', max_examples=2, database=None)\n"
+    )
+    pytester.makepyfile(
+        test_profile=textwrap.dedent(
+            """
+            from semsim.explore.fuzz import campaign
+
+            def test_profile(semsim_runner):
+                seen, expected = [], []
+                result = semsim_runner.fuzz(profile=True, on_run=lambda c, r, s: seen.append(r.case))
+                assert result.runs == 2  # the profile's max_examples
+                campaign(2, 7, on_run=lambda c, r, s: expected.append(r.case))  # --hypothesis-seed's
+                assert seen == expected
+                assert semsim_runner.fuzz(runs=1).runs == 1  # without profile=True: as always
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hypothesis-profile=tiny", "--hypothesis-seed=7"
+    )
+    result.assert_outcomes(passed=1)

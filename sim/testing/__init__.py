@@ -5,7 +5,9 @@ Installing semsim registers the plugin (the ``pytest11`` entry point
 ``semsim_runner`` fixture (:class:`SemsimRunner`) to run a world, a
 scenario or a campaign: a violated invariant fails the test with the
 invariant, the case file it wrote and the one-line command that replays it.
-:func:`scenario_test` makes a scenario a test of its own. The Hypothesis
+:func:`scenario_test` makes a scenario a test of its own. :func:`cases`
+and :func:`check_case` make a campaign a Hypothesis test of the user's own
+(:mod:`semsim.testing.strategy`). The Hypothesis
 profiles ``semsim-ci``, ``semsim-dev`` and ``semsim-nightly`` are
 registered whenever the plugin is (:mod:`semsim.testing.profiles`).
 """
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from semsim.testing.failures import SemsimFailure
     from semsim.testing.runner import SemsimRunner, scenario_test
+    from semsim.testing.strategy import cases, check_case
 
-__all__ = ["SemsimFailure", "SemsimRunner", "scenario_test"]
+__all__ = ["SemsimFailure", "SemsimRunner", "cases", "check_case", "scenario_test"]
 
 #: Where each public name lives. They are imported when first used: pytest loads the plugin in
 #: every session of an environment semsim is installed in, and the simulator takes a second to
@@ -28,6 +31,8 @@ _HOMES = {
     "SemsimFailure": "semsim.testing.failures",
     "SemsimRunner": "semsim.testing.runner",
     "scenario_test": "semsim.testing.runner",
+    "cases": "semsim.testing.strategy",
+    "check_case": "semsim.testing.strategy",
 }
 
 

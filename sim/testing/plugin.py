@@ -16,6 +16,8 @@ the simulator is imported when a test first asks for the fixture.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,9 @@ from semsim.testing import profiles  # noqa: F401 (registers the Hypothesis prof
 
 if TYPE_CHECKING:
     from semsim.testing.runner import SemsimRunner
+
+#: ``--semsim-out``, or its default, as the session configured it (``check_case`` reads it).
+OUT_DIR: Path | None = None
 
 #: The most runs ``--semsim-runs`` takes (``semsim fuzz --runs``'s bound).
 MAX_RUNS = 1_000_000
@@ -65,6 +70,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    global OUT_DIR
+    out: Path | None = config.getoption("semsim_out", None)
+    OUT_DIR = out if out is not None else config.rootpath / "semsim-failures"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    cases = sys.modules.get("semsim.testing.strategy")  # only once a test used it: nothing to import
+    if cases is not None:
+        cases.forget()  # each test's shrink budget starts afresh
+
+
 @pytest.fixture
 def semsim_runner(request: pytest.FixtureRequest) -> SemsimRunner:
     """Runs worlds, scenarios and campaigns; a failure names its invariant, case file and replay."""
@@ -78,4 +95,16 @@ def semsim_runner(request: pytest.FixtureRequest) -> SemsimRunner:
         test_name=request.node.name,
         seed=config.getoption("semsim_seed"),
         runs=DEFAULT_RUNS if runs is None else runs,
+        hypothesis_seed=_hypothesis_seed(config),
     )
+
+
+def _hypothesis_seed(config: pytest.Config) -> int | None:
+    """``--hypothesis-seed`` (Hypothesis's own plugin adds it) as a campaign seed: an integer is
+    taken as it is, any other text as a stable digest of it."""
+    text = config.getoption("hypothesis_seed", None)
+    if text is None:
+        return None
+    if str(text).isdigit() and int(text) <= MAX_SEED:
+        return int(text)
+    return int.from_bytes(hashlib.sha256(str(text).encode()).digest()[:8], "big") >> 1

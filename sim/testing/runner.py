@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 import attrs
+from hypothesis import settings
 
 from semsim.check.checker import Checker
 from semsim.explore.fuzz import Campaign, RunReport, campaign, fixes_arg, report_of, tolerated_for
@@ -49,7 +50,7 @@ def _variant_name(variant: object) -> str:
     return variant
 
 
-def _references(invariants: Invariants) -> tuple[str, ...]:
+def references_of(invariants: Invariants) -> tuple[str, ...]:
     """Each invariant as the reference that finds it again (what a case file records)."""
     if isinstance(invariants, str):
         raise TypeError(f"invariants is a list of checkers or references, got {invariants!r}")
@@ -74,6 +75,8 @@ class SemsimRunner:
     test_name: str
     seed: int | None = None
     runs: int = DEFAULT_RUNS
+    #: ``--hypothesis-seed``, for :meth:`fuzz` with ``profile=True``.
+    hypothesis_seed: int | None = None
 
     def run(
         self,
@@ -98,7 +101,7 @@ class SemsimRunner:
         """
         __tracebackhide__ = True
         plan = FaultPlan() if faults is None else faults
-        references = _references(invariants)
+        references = references_of(invariants)
         named = variant if isinstance(variant, str) else REFERENCE.name
         variant = find_variant(variant) if isinstance(variant, str) else variant
         case = Case(config=config, faults=plan, seed=self._seed(seed), variant=named, invariants=references)
@@ -143,7 +146,7 @@ class SemsimRunner:
         """
         __tracebackhide__ = True
         found = find(scenario) if isinstance(scenario, str) else scenario
-        references = _references(invariants)
+        references = references_of(invariants)
         checkers = tuple(find_invariant(reference) for reference in references)
         result = run_scenario(found, seed, checkers=checkers)
         if result.passed:
@@ -177,6 +180,7 @@ class SemsimRunner:
         on_run: Callable[[Campaign, RunReport, bool], None] | None = None,
         variant: str = REFERENCE.name,
         invariants: Invariants = (),
+        profile: bool = False,
     ) -> Campaign:
         """A campaign (``semsim fuzz``'s): ``runs`` from the call, else ``--semsim-runs``.
 
@@ -184,7 +188,12 @@ class SemsimRunner:
         name is a ``ValueError`` naming the known ones. ``variant``: the holder
         variant every run runs, by the name it is found by (``semsim fuzz
         --variant``'s: campaign cases record it). ``invariants``: the user's
-        own, judged in every run beside semsim's. The first failure is
+        own, judged in every run beside semsim's. ``profile=True`` takes what
+        the call does not say from Hypothesis instead: runs from the active
+        profile's ``max_examples``, its example database (a failure found once
+        replays first), and the seed from ``--hypothesis-seed`` when given
+        (``semsim fuzz`` keeps its fixed settings, so a seed names one
+        campaign everywhere). The first failure is
         shrunk, saved and fails the test with its replay command; findings the
         reference is known for are tolerated as ``semsim fuzz`` tolerates them,
         unless ``fixes`` correct them.
@@ -192,6 +201,13 @@ class SemsimRunner:
         __tracebackhide__ = True
         chosen = fixes_arg(fixes if isinstance(fixes, str) else ",".join(fixes))
         tolerated = tolerated_for(chosen)
+        database = None
+        if profile:
+            active = settings()
+            runs = active.max_examples if runs is None else runs
+            database = active.database
+            if seed is None and self.hypothesis_seed is not None:
+                seed = self.hypothesis_seed
         result = campaign(
             self.runs if runs is None else runs,
             self._seed(seed),
@@ -199,8 +215,9 @@ class SemsimRunner:
             tolerated,
             on_run=on_run,
             examples=examples,
+            database=database,
             variant=_variant_name(variant),
-            invariants=_references(invariants),
+            invariants=references_of(invariants),
         )
         report = result.failure
         if report is not None:
