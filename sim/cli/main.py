@@ -25,7 +25,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 from semsim import __version__
 from semsim.inputs.commands import (
@@ -98,22 +98,39 @@ def workers_arg(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+class Parsers(NamedTuple):
+    """semsim's parser and each command's own, by name (argparse keeps no public list of them)."""
+
+    top: argparse.ArgumentParser
+    commands: dict[str, argparse.ArgumentParser]
+
+
+def parsers() -> Parsers:
+    """Every parser of the command line, built afresh."""
+    made: dict[str, argparse.ArgumentParser] = {}
+    return Parsers(_parser(made), made)
+
+
+def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="semsim",
         description="Deterministic simulation and fuzzing of the DurabilitySemaphore protocol.",
     )
     parser.add_argument("--version", action="version", version=f"semsim {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    demo = commands.add_parser(
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        made[name] = subparsers.add_parser(name, **kwargs)
+        return made[name]
+
+    demo = command(
         "demo",
         help="a scripted allocation story on the core: lost reply, alarm, lowered limit",
         description="Run a scripted allocation story on the pure core and check every step.",
     )
     demo.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot to this file")
 
-    listing = commands.add_parser(
+    listing = command(
         "list",
         help="the failure scenarios, one line each",
         description="List the failure scenarios (or the holder variants, or the invariants), one line each.",
@@ -128,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the invariants instead: semsim's own, then those installed packages register",
     )
 
-    run = commands.add_parser(
+    run = command(
         "run",
         help="run a failure scenario and check what it asserts",
         description="Run a named failure scenario; exit 1 if an expectation or invariant fails.",
@@ -152,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
         help="debug the checker: judge every commit from every row, not from what changed (slower)",
     )
 
-    fuzz = commands.add_parser(
+    fuzz = command(
         "fuzz",
         help="whole-system runs under random fault plans",
         description=(
@@ -207,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     fuzz.add_argument("--no-db", action="store_true", help="record nothing")
 
-    mutants = commands.add_parser(
+    mutants = command(
         "mutants",
         help="run every layer of the suite against each protocol mutant and print the kill table",
         description="Apply each catalogued mutant of semaphore_core and report which layers kill it.",
@@ -236,14 +253,14 @@ def _parser() -> argparse.ArgumentParser:
         help="CPU seconds a pytest layer may take per mutant before it is timed out (default 1200)",
     )
 
-    replay = commands.add_parser(
+    replay = command(
         "replay",
         help="recorded wire traffic through the holder model, invariants checked",
         description="Replay recorded wire traffic through the holder model and check invariants.",
     )
     replay.add_argument("traffic", type=_path, metavar="TRAFFIC.jsonl")
 
-    report = commands.add_parser(
+    report = command(
         "report",
         help="summarise a results database: campaigns, runs, violations, coverage, cases to replay",
         description=(
@@ -265,7 +282,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cases", type=_path, metavar="DIR", help="write each failure's shrunk case here, to replay anywhere"
     )
 
-    plot = commands.add_parser(
+    plot = command(
         "plot",
         help="plot usage over simulated time from a trace",
         description="Plot usage over simulated time from a trace file.",
@@ -311,13 +328,13 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with standard output closed: the verdict still stands
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
-    parser = _parser()
+    parser, commands = parsers()
     args, extra = parser.parse_known_args(argv)
     if extra:
         # What the command's own parser did not take goes with its usage and name, not semsim's;
         # the top level takes nothing but the command, so anything before it is the top level's.
         given = sys.argv[1:] if argv is None else list(argv)
-        owner = parser if given[0] != args.command else _command_parser(parser, args.command)
+        owner = parser if given[0] != args.command else commands[args.command]
         owner.error(f"unrecognized arguments: {' '.join(extra)}")
     module_name, function_name = HANDLERS[args.command].split(":")
     try:
@@ -349,14 +366,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"\nsemsim {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    """The parser of ``command`` (``semsim run``), for errors argparse leaves to the top level."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return cast(argparse.ArgumentParser, action.choices[command])
-    raise AssertionError("semsim's parser has its commands")
 
 
 def interrupted_by(error: BaseException) -> bool:
