@@ -32,7 +32,7 @@ from concurrent.futures import Executor
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 
@@ -66,6 +66,7 @@ from semsim.inputs.commands import (
     EXIT_VIOLATION,
     UsageError,
     distinct_files,
+    json_result,
     output_dir,
     output_file,
     plural,
@@ -83,6 +84,13 @@ PROGRESS_EVERY_SHRINK_RUNS: Final = 25
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    """A campaign, or one case replayed (``--json``: the result as one object on standard output)."""
+    with json_result(args.json) as out:
+        status = _fuzz(args, out)
+    return status
+
+
+def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     try:
         fixes = fixes_arg(args.fixes or "")
     except ValueError as error:
@@ -90,7 +98,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.fixes is not None and not fixes:
         raise UsageError("--fixes names no fix: give all or A,B, or leave it out for the faithful reference")
     if args.replay is not None:
-        return _replay(args, fixes)
+        return _replay(args, fixes, out)
     if args.trace is not None:
         raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
     if args.full_checks:
@@ -112,7 +120,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
     tolerated = tolerated_for(fixes)
     try:
-        return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path)
+        return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path, out)
     except ResultsError as error:  # the results file failed: a full disk, a locked file
         raise UsageError(str(error)) from None
 
@@ -125,6 +133,7 @@ def _campaign(
     tolerated: frozenset[str],
     out_dir: Path,
     db_path: Path | None,
+    out: dict[str, Any] | None = None,
 ) -> int:
     from semsim.explore.examples import fuzz_examples
     from semsim.scenarios.registry import ScenarioLookupError, every_scenario
@@ -218,6 +227,18 @@ def _campaign(
             else:
                 recorder.finish(result, case_text(failure.case, tolerated, failure), replay)
         print_summary(result, wall_clock() - started)
+        if out is not None:
+            out.update(
+                _campaign_json(result, seed, runs, len(examples), fixes, variant_name, invariants, db_path)
+            )
+            if failure is not None:
+                out["failure"] = {
+                    **_report_json(failure),
+                    "shrink_runs": result.shrink_runs,
+                    "shrink_cut_short": result.shrink_cut_short,
+                    "case": str(path),
+                    "replay": replay,
+                }
         if failure is None:
             if recorder is not None:
                 print(f"recorded in {db_path}")
@@ -385,7 +406,51 @@ def _counts(counter: Counter[str]) -> str:
 # --- one case ---------------------------------------------------------------------------------
 
 
-def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
+def _campaign_json(
+    result: Campaign,
+    seed: int,
+    runs: int,
+    examples: int,
+    fixes: tuple[str, ...],
+    variant: str,
+    invariants: tuple[str, ...],
+    db_path: Path | None,
+) -> dict[str, Any]:
+    """``semsim fuzz --json``'s object for a campaign (docs/CLI.md lists its fields)."""
+    return {
+        "seed": seed,
+        "runs_asked": runs,
+        "examples": examples,
+        "fixes": list(fixes),
+        "variant": variant,
+        "invariants": list(invariants),
+        "runs": result.runs,
+        "sim_ms": result.sim_ms,
+        "interrupted": result.interrupted,
+        "findings": dict(sorted(result.findings.items())),
+        "documented": dict(sorted(result.documented.items())),
+        "coverage": dict(sorted(result.coverage.items())),
+        "never_reached": result.missing_coverage(),
+        "failure": None,
+        "db": None if db_path is None else str(db_path),
+    }
+
+
+def _report_json(report: RunReport) -> dict[str, Any]:
+    """What one run broke, as ``--json`` shows it."""
+    return {
+        "name": report.failure_name,
+        "outcome": report.outcome,
+        "invariant": report.invariant,
+        "finding": report.finding,
+        "detail": report.detail,
+        "sim_ms": report.sim_ms,
+        "steps": case_length(report.case),
+        "seed": report.case.seed,
+    }
+
+
+def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any] | None = None) -> int:
     """``semsim fuzz --replay CASE [--fixes A,B] [--trace F.jsonl]``: one case, exactly.
 
     ``--fixes`` turns those fixes on in the replayed case (does the fix fix
@@ -454,6 +519,22 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...]) -> int:
         print("known findings (tolerated):", _counts(report.findings))
     if report.documented:
         print("documented behaviour:", _counts(report.documented))
+    if out is not None:
+        out.update(
+            {
+                "replayed": str(args.replay),
+                "seed": case.seed,
+                "variant": case.variant,
+                "invariants": list(case.invariants),
+                "fixes": list(case.config.holder.fixes),
+                "held": not report.failed,
+                "outcome": report.outcome,
+                "findings": dict(sorted(report.findings.items())),
+                "documented": dict(sorted(report.documented.items())),
+                "failure": _report_json(report) if report.failed else None,
+                "trace": None if args.trace is None or run is None else str(args.trace),
+            }
+        )
     if not report.failed:
         print("every invariant held")
         return EXIT_OK

@@ -52,6 +52,10 @@ INVARIANT_HELP: Final = (
     "judge an invariant of your own too (repeat for more): a name installed packages register, "
     "or module:attribute naming a semsim.check.checker.Checker subclass"
 )
+#: ``--json`` of the commands that have a result.
+JSON_HELP: Final = (
+    "print the result as one JSON object on standard output (the report goes to standard error)"
+)
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
 #: The most local processes one campaign may be spread over.
@@ -160,6 +164,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help=VARIANT_HELP,
     )
     run.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
+    run.add_argument("--json", action="store_true", help=JSON_HELP)
     run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
@@ -193,6 +198,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help=VARIANT_HELP,
     )
     fuzz.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
+    fuzz.add_argument("--json", action="store_true", help=JSON_HELP)
     fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
         "--full-checks",

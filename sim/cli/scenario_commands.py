@@ -13,8 +13,10 @@ import argparse
 import shlex
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.invariants import LIVENESS, SAFETY
@@ -26,6 +28,7 @@ from semsim.inputs.commands import (
     EXIT_VIOLATION,
     UsageError,
     distinct_files,
+    json_result,
     output_file,
 )
 from semsim.inputs.references import importable_from_working_directory
@@ -90,7 +93,14 @@ def reproduce_command(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run one scenario; exit 0 if every expectation and invariant held, else 1."""
+    """Run one scenario; exit 0 if every expectation and invariant held, else 1 (``--json``: the
+    result as one object on standard output, the report on standard error)."""
+    with json_result(args.json) as result:
+        status = _run(args, result)
+    return status
+
+
+def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     scenario = lookup(args.name)
     # A reference is how the scenario is found again; a registered name is its own.
     again = scenario.name if scenario.name == args.name else args.name
@@ -129,6 +139,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         print(f"plot written to {plot_path}")
 
+    command = reproduce_command(again, result.seed, args.variant, args.invariant or ())
+    if out is not None:
+        out.update(_run_json(result, again, command, trace_path, plot_path))
     if result.passed:
         print("\nevery expectation and invariant held")
         return EXIT_OK
@@ -142,12 +155,37 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"({scenario.seed}), and under seed {result.seed} the run went another way",
             file=sys.stderr,
         )
-    print(
-        f"seed {result.seed}; reproduce with: "
-        f"{reproduce_command(again, result.seed, args.variant, args.invariant or ())}",
-        file=sys.stderr,
-    )
+    print(f"seed {result.seed}; reproduce with: {command}", file=sys.stderr)
     return EXIT_VIOLATION
+
+
+def _run_json(
+    result: ScenarioResult, name: str, command: str, trace: Path | None, plot: Path | None
+) -> dict[str, Any]:
+    """``semsim run --json``'s object (docs/CLI.md lists its fields)."""
+    run = result.run
+    return {
+        "scenario": name,
+        "seed": result.seed,
+        "passed": result.passed,
+        "variant": run.variant.name,
+        "judges": list(run.judges()),
+        "expectations": [
+            {"expectation": outcome.expectation, "held": outcome.held, "observed": outcome.observed}
+            for outcome in result.expectations
+        ],
+        "outcome": run.result.outcome,
+        "invariant": run.result.invariant,
+        "finding": run.result.finding,
+        "detail": run.result.detail,
+        "end_ms": run.result.end_ms,
+        "failures": list(result.failures),
+        "documented": dict(sorted((run.monitor.leaks + run.monitor.documented).items())),
+        "tolerated": dict(sorted(Counter(v.finding for v in run.monitor.violations if v.finding).items())),
+        "trace": None if trace is None else str(trace),
+        "plot": None if plot is None else str(plot),
+        "reproduce": command,
+    }
 
 
 def print_report(result: ScenarioResult) -> None:

@@ -11,12 +11,14 @@ docs/CLI.md.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from semsim.inputs.files import InputError, check_output_dir, check_output_file, same_file
 
@@ -119,3 +121,23 @@ def discard_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass  # stdout is not a file descriptor (a test's capture): nothing is buffered at OS level
+
+
+@contextlib.contextmanager
+def json_result(enabled: bool) -> Iterator[dict[str, Any] | None]:
+    """``--json``: the command's result as one JSON object on standard output, and nothing else.
+
+    While the command runs, what it would print for a person goes to standard
+    error instead (progress, the report), so a script reads standard output
+    whole; the object is printed once the command has its verdict. A command
+    that fails on bad input prints its one-line error and no object. Yields
+    the dict to fill, or None without ``--json``.
+    """
+    if not enabled:
+        yield None
+        return
+    result: dict[str, Any] = {}
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield result
+    out.write(json.dumps(result, indent=1) + "\n")
