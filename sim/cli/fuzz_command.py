@@ -72,7 +72,7 @@ from semsim.inputs.commands import (
     plural,
     wall_clock,
 )
-from semsim.inputs.files import write_text_whole
+from semsim.inputs.files import read_from, write_text_whole, written_to
 from semsim.runtime.kernel import SCHEDULE
 from semsim.world.variant import REFERENCE
 
@@ -506,7 +506,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
     if checkers:
         on += f", with invariants {', '.join(checker.name for checker in checkers)}"
     print(
-        f"replayed {args.replay}: seed {case.seed}, {plural(case_length(case), 'plan step')}{on}, "
+        f"replayed {read_from(args.replay)}: seed {case.seed}, {plural(case_length(case), 'plan step')}{on}, "
         f"outcome {report.outcome}"
     )
     if args.trace is not None:
@@ -514,7 +514,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
             print(f"no trace written to {args.trace}: the run crashed before it could end")
         else:
             run.trace.write(args.trace)
-            print(f"trace written to {args.trace}")
+            print(f"trace written to {written_to(args.trace)}")
     if report.findings:
         print("known findings (tolerated):", _counts(report.findings))
     if report.documented:

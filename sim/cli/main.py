@@ -38,6 +38,7 @@ from semsim.inputs.commands import (
     discard_stdout,
     output_file,
 )
+from semsim.inputs.files import forget_stdin, stdout_for_data, written_to
 
 #: The largest seed accepted on the command line: ``semsim.inputs.validation.MAX_SEED``, the largest a
 #: run takes (not imported from there, so ``semsim --help`` loads neither attrs nor the core).
@@ -56,6 +57,21 @@ INVARIANT_HELP: Final = (
 JSON_HELP: Final = (
     "print the result as one JSON object on standard output (the report goes to standard error)"
 )
+#: Per command, the options whose file may be ``-``, standard output (argparse dests).
+STDOUT_OPTIONS: Final = {
+    "demo": ("plot",),
+    "run": ("trace", "plot"),
+    "fuzz": ("trace",),
+    "mutants": ("markdown",),
+    "plot": ("output",),
+}
+#: Options naming what cannot be a stream: a database, a directory (by dest: what it is).
+NO_STDIO: Final = {
+    "db": "a results database",
+    "merge": "a results database",
+    "out": "a directory",
+    "cases": "a directory",
+}
 #: The most runs one campaign may be asked for.
 MAX_RUNS: Final = 1_000_000
 #: The most local processes one campaign may be spread over.
@@ -322,7 +338,7 @@ def _demo(args: argparse.Namespace) -> int:
     print_timeline(result)
     if plot_path is not None:
         plot(result, plot_path)
-        print(f"\nplot written to {plot_path}")
+        print(f"\nplot written to {written_to(plot_path)}")
     if result.failures:
         for failure in result.failures:
             print(f"FAILED: {failure}", file=sys.stderr)
@@ -334,6 +350,7 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with standard output closed: the verdict still stands
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+    forget_stdin()
     parser, commands = parsers()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -342,12 +359,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = sys.argv[1:] if argv is None else list(argv)
         owner = parser if given[0] != args.command else commands[args.command]
         owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    to_stdout = [
+        f"--{dest}" for dest in STDOUT_OPTIONS.get(args.command, ()) if _is_dash(getattr(args, dest, None))
+    ]
+    if getattr(args, "json", False):
+        to_stdout.append("--json")
+    cannot = [dest for dest in NO_STDIO if _is_dash(getattr(args, dest, None))]
+    if cannot:
+        named = "DB.sqlite" if cannot[0] == "db" and args.command == "report" else f"--{cannot[0]}"
+        print(
+            f"semsim {args.command}: error: {named} names {NO_STDIO[cannot[0]]}, which cannot be "
+            "standard input or output (-): name a path",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if len(to_stdout) > 1:
+        print(
+            f"semsim {args.command}: error: {' and '.join(to_stdout)} would each write to standard "
+            "output (-): send all but one to files",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     module_name, function_name = HANDLERS[args.command].split(":")
     try:
         handler = cast(
             Callable[[argparse.Namespace], int], getattr(importlib.import_module(module_name), function_name)
         )
-        status = handler(args)
+        if to_stdout and to_stdout[0] != "--json":
+            # The file written to `-` has standard output to itself; the report goes to stderr.
+            with stdout_for_data():
+                status = handler(args)
+        else:
+            status = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
         return status
     except UsageError as error:
@@ -372,6 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"\nsemsim {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _is_dash(value: object) -> bool:
+    """Whether an argument's value is ``-`` (or, for a list of paths, holds it)."""
+    if isinstance(value, list):
+        return any(_is_dash(item) for item in value)
+    return isinstance(value, Path) and str(value) == "-"
 
 
 def interrupted_by(error: BaseException) -> bool:

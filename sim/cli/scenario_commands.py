@@ -31,6 +31,7 @@ from semsim.inputs.commands import (
     json_result,
     output_file,
 )
+from semsim.inputs.files import written_to
 from semsim.inputs.references import importable_from_working_directory
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
@@ -125,7 +126,7 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
 
     if trace_path is not None:
         result.run.trace.write(trace_path)
-        print(f"trace written to {trace_path}")
+        print(f"trace written to {written_to(trace_path)}")
     if plot_path is not None:
         from semsim.report.plot import plot_trace  # matplotlib is slow to import: only when asked
 
@@ -137,7 +138,7 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
             title=scenario.name,  # the plot adds the seed from the trace header
             per_group=bool(args.per_group),
         )
-        print(f"plot written to {plot_path}")
+        print(f"plot written to {written_to(plot_path)}")
 
     command = reproduce_command(again, result.seed, args.variant, args.invariant or ())
     if out is not None:

@@ -35,7 +35,7 @@ from semsim.explore.strategies import Case, cases
 from semsim.harness.invariants import find_invariants
 from semsim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
 from semsim.harness.variants import find_variant
-from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
+from semsim.inputs.files import InputError, parse_json, read_from, read_text, write_text_whole
 from semsim.inputs.validation import check_seed
 from semsim.runtime.kernel import SCHEDULE
 from semsim.world.faults import FaultPlan
@@ -207,22 +207,23 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         text = read_text(path, MAX_CASE_BYTES, "a case file")
     except InputError as error:
         raise CaseFileError(str(error)) from None
+    where = read_from(path)  # what messages call it: standard input, for -
     try:
         data = parse_json(text)
     except InputError as error:
-        raise CaseFileError(f"{path}: {error}") from None
+        raise CaseFileError(f"{where}: {error}") from None
     if not isinstance(data, dict):
-        raise CaseFileError(f"{path}: a case is a JSON object")
+        raise CaseFileError(f"{where}: a case is a JSON object")
     if data.get("format") != CASE_FORMAT:
-        raise CaseFileError(f"{path}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
+        raise CaseFileError(f"{where}: format {data.get('format')!r}; this semsim reads {CASE_FORMAT!r}")
     known = {"format", "schedule", "tolerated", "expect", "seed", "variant", "invariants", "config", "faults"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise CaseFileError(f"{path}: unknown field {unknown[0]!r}")
+        raise CaseFileError(f"{where}: unknown field {unknown[0]!r}")
     schedule = data.get("schedule", 1)
     if isinstance(schedule, bool) or not isinstance(schedule, int) or not 1 <= schedule <= SCHEDULE:
         raise CaseFileError(
-            f"{path}: schedule must be an integer in [1, {SCHEDULE}] (this semsim runs {SCHEDULE}), "
+            f"{where}: schedule must be an integer in [1, {SCHEDULE}] (this semsim runs {SCHEDULE}), "
             f"got {schedule!r}"
         )
     seed, tolerated = data.get("seed"), data.get("tolerated", [])
@@ -232,11 +233,11 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
             raise TypeError("tolerated must be a list of finding names")
         check_tolerated(frozenset(tolerated))
     except (TypeError, ValueError) as error:
-        raise CaseFileError(f"{path}: {error}") from None
+        raise CaseFileError(f"{where}: {error}") from None
     assert isinstance(seed, int), seed
     variant = data.get("variant", "reference")
     if not isinstance(variant, str) or not variant.strip():
-        raise CaseFileError(f"{path}: variant must be a variant's name or module:attribute, got {variant!r}")
+        raise CaseFileError(f"{where}: variant must be a variant's name or module:attribute, got {variant!r}")
     invariants = data.get("invariants", [])
     if not (
         isinstance(invariants, list)
@@ -244,19 +245,19 @@ def load_case(path: str | os.PathLike[str]) -> tuple[Case, frozenset[str]]:
         and all(isinstance(name, str) and name.strip() for name in invariants)
     ):
         raise CaseFileError(
-            f"{path}: invariants must be a list of at most {MAX_CHECKERS} invariants' names or "
+            f"{where}: invariants must be a list of at most {MAX_CHECKERS} invariants' names or "
             f"module:attribute references, got {invariants!r}"
         )
     if "expect" in data:
         problem = _expect_problem(data["expect"])
         if problem:
-            raise CaseFileError(f"{path}: expect: {problem}")
+            raise CaseFileError(f"{where}: expect: {problem}")
     try:
         config = WorldConfig.from_dict(data.get("config", {}))
         faults = FaultPlan.from_dict(data.get("faults", {}))
         check_plan(config, faults)
     except ValueError as error:
-        raise CaseFileError(f"{path}: {error}") from None
+        raise CaseFileError(f"{where}: {error}") from None
     case = Case(config=config, faults=faults, seed=seed, variant=variant, invariants=tuple(invariants))
     return case, frozenset(tolerated)
 

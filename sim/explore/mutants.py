@@ -61,7 +61,7 @@ from semsim.explore.mutant_layers import (
     run_pytest_layer,
     run_scenarios_layer,
 )
-from semsim.inputs.files import InputError, read_text, write_text_whole
+from semsim.inputs.files import InputError, read_text, write_text_whole, written_to
 
 #: The ``semsim-ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
@@ -614,7 +614,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     )
     if out is not None:
         write_text_whole(out, markdown(results, CI_RUNS, CI_SEED))
-        print(f"table written to {out}")
+        print(f"table written to {written_to(out)}")
     too_long = [
         r.name
         for r in results

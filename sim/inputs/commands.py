@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from semsim.inputs.files import InputError, check_output_dir, check_output_file, same_file
+from semsim.inputs.files import InputError, check_output_dir, check_output_file, is_stdio, same_file
 
 EXIT_OK: Final = 0
 EXIT_VIOLATION: Final = 1
@@ -80,6 +80,8 @@ def distinct_files(inputs: Sequence[tuple[str, Path]], outputs: Sequence[tuple[s
     file being replayed, or a plot over the trace just written, would lose
     the user's file without a word.
     """
+    inputs = [(what, path) for what, path in inputs if not is_stdio(path)]
+    outputs = [(option, path) for option, path in outputs if not is_stdio(path)]  # main() checks those
     for index, (option, path) in enumerate(outputs):
         for what, other in inputs:
             if same_file(path, other):

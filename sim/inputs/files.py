@@ -30,9 +30,9 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, BinaryIO, Final, NoReturn
 
 #: Bytes read at a time; a file is read until it ends or passes its bound.
 _CHUNK_BYTES: Final = 1 << 20
@@ -42,12 +42,74 @@ class InputError(ValueError):
     """A file semsim was asked to read or write cannot be used; the message names it."""
 
 
+#: The path that means standard input (a file read) or standard output (a file written).
+STDIO: Final = "-"
+
+
+def is_stdio(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is ``-``: standard input or output rather than a file."""
+    return os.fspath(path) == STDIO
+
+
+def read_from(path: str | os.PathLike[str]) -> str:
+    """Where a file came from, for a message: its path, or "standard input" for ``-``."""
+    return "standard input" if is_stdio(path) else os.fspath(path)
+
+
+def written_to(path: str | os.PathLike[str]) -> str:
+    """Where a file went, for a message: its path, or "standard output" for ``-``."""
+    return "standard output" if is_stdio(path) else os.fspath(path)
+
+
+#: Standard input, once read: a command may read its input file more than once (a case file's
+#: fields), and standard input can be read only once.
+_stdin: bytes | None = None
+#: Where a file written to ``-`` goes while :func:`stdout_for_data` holds (the real standard output).
+_data_out: BinaryIO | None = None
+
+
+def _read_stdin(max_bytes: int, what: str) -> bytes:
+    global _stdin
+    if _stdin is None:
+        if sys.stdin is None:
+            raise InputError(f"standard input is closed; {what} was to be read from it (-)")
+        _stdin = sys.stdin.buffer.read(max_bytes + 1)
+    if len(_stdin) > max_bytes:
+        raise InputError(f"standard input: larger than the {max_bytes:,} bytes {what} may hold")
+    return _stdin
+
+
+def forget_stdin() -> None:
+    """A new command reads standard input afresh (``semsim.cli.main`` calls it per command)."""
+    global _stdin
+    _stdin = None
+
+
+@contextlib.contextmanager
+def stdout_for_data() -> Iterator[None]:
+    """While a command writes a file to ``-``: that file gets standard output to itself, and
+    everything printed for a person goes to standard error."""
+    global _data_out
+    _data_out = sys.stdout.buffer
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _data_out = None
+
+
 def read_text(path: str | os.PathLike[str], max_bytes: int, what: str) -> str:
     """The UTF-8 text of the regular file ``path``, refusing anything larger than ``max_bytes``.
 
     ``what`` names the kind of file in messages ("a case file", "a trace").
+    ``-`` reads standard input (once: later reads get the same text).
     """
     assert max_bytes > 0, max_bytes
+    if is_stdio(path):
+        try:
+            return _read_stdin(max_bytes, what).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InputError(f"standard input: not UTF-8 text (byte {error.start})") from None
     try:
         # Non-blocking, so opening a FIFO with no writer returns at once (and is refused below).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -218,6 +280,8 @@ def check_output_file(path: Path, option: str, formats: Iterable[str] | None = N
     The check opens the file for appending, which changes no content, and
     removes it again if it did not exist.
     """
+    if is_stdio(path):
+        return path  # standard output: nothing to check
     if str(path) in ("", "."):
         raise InputError(f"{option}: needs a file name, got {str(path)!r}")
     if formats is not None:
@@ -281,8 +345,13 @@ def write_whole(path: str | os.PathLike[str], data: bytes) -> None:
     replaced and is written directly.
 
     Raises ``OSError`` naming ``path`` (the command line makes it exit
-    status 2, one line).
+    status 2, one line). ``-`` writes to standard output (see :func:`stdout_for_data`).
     """
+    if is_stdio(path):
+        out = _data_out if _data_out is not None else sys.stdout.buffer
+        out.write(data)
+        out.flush()
+        return
     target = Path(path)
     if target.exists() and not target.is_file():
         with open(target, "wb") as out:

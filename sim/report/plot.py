@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
-from semsim.inputs.files import write_whole
+from semsim.inputs.files import write_whole, written_to
 
 if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
     from matplotlib.figure import Figure
@@ -1163,7 +1163,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         plot_trace(header, events, output, title=trace_path.name, per_group=bool(args.per_group))
     except PlotError as error:
         raise UsageError(f"{trace_path}: cannot plot: {error}") from None
-    print(f"plot written to {output}")
+    print(f"plot written to {written_to(output)}")
     return 0
 
 

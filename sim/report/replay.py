@@ -69,7 +69,7 @@ from semaphore_core.store import GrantRow, LeaseRow
 from semsim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
 from semsim.check.invariants import ceiling_rule, group_ceiling_rule
 from semsim.inputs.commands import plural
-from semsim.inputs.files import InputError, json_lines, parse_json, read_text, write_text_whole
+from semsim.inputs.files import InputError, json_lines, parse_json, read_from, read_text, write_text_whole
 
 if TYPE_CHECKING:
     from semsim.harness.run import WorldRun
@@ -406,14 +406,15 @@ def read_traffic(path: str | os.PathLike[str]) -> Traffic:
         text = read_text(path, MAX_TRAFFIC_BYTES, "a traffic file")
     except InputError as error:
         raise TrafficError(str(error)) from None
+    where = read_from(path)  # what messages call it: standard input, for -
     numbered = json_lines(text)  # blank lines skipped, as in a trace; numbers count every line
     if not numbered:
         raise TrafficError(
-            f'{path}: empty: a traffic file starts with a config line ({{"kind": "config", ...}})'
+            f'{where}: empty: a traffic file starts with a config line ({{"kind": "config", ...}})'
         )
     if len(numbered) > MAX_TRAFFIC_LINES:
         raise TrafficError(
-            f"{path}: {len(numbered)} lines (blank ones not counted); "
+            f"{where}: {len(numbered)} lines (blank ones not counted); "
             f"replay reads at most {MAX_TRAFFIC_LINES}"
         )
     config: TrafficConfig | None = None
@@ -423,19 +424,19 @@ def read_traffic(path: str | os.PathLike[str]) -> Traffic:
         try:
             record = parse_json(text_line)
         except InputError as error:
-            raise TrafficError(f"{path}:{number}: {error}") from None
+            raise TrafficError(f"{where}:{number}: {error}") from None
         if not isinstance(record, dict):
-            raise TrafficError(f"{path}:{number}: each line must be a JSON object")
+            raise TrafficError(f"{where}:{number}: each line must be a JSON object")
         try:
             if config is None:
                 config = _config(record)
                 continue
             line = _line(number, record, config.schedule)
         except (ValueError, SemaphoreProtocolError) as error:
-            raise TrafficError(f"{path}:{number}: {error}") from None
+            raise TrafficError(f"{where}:{number}: {error}") from None
         if line.t_ms < last_t:
             raise TrafficError(
-                f"{path}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms) since line "
+                f"{where}:{number}: time goes backwards ({line.t_ms} ms after {last_t} ms) since line "
                 f"{last_number}: t must never decrease"
             )
         last_t, last_number = line.t_ms, number
@@ -462,7 +463,10 @@ class Violation:
     after_line: int = 0
 
     def describe(self, path: Path) -> str:
-        where = f"{path}:{_line_list(self.lines)}" if self.lines else f"{path}, after line {self.after_line}"
+        source = read_from(path)
+        where = (
+            f"{source}:{_line_list(self.lines)}" if self.lines else f"{source}, after line {self.after_line}"
+        )
         known = f" [known finding {self.finding}, docs/FINDINGS.md]" if self.finding else ""
         return f"VIOLATED {self.invariant} at {where}, t={self.t_ms} ms, {self.step}: {self.detail}{known}"
 
@@ -858,7 +862,8 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
         return ", ".join(f"{n} {name}" for name, n in pairs) or "none"
 
     lines = [
-        f"replayed {path}: {plural(s.lines, 'line')} for key {s.key!r}, t={s.first_ms}..{s.last_ms} ms",
+        f"replayed {read_from(path)}: {plural(s.lines, 'line')} for key {s.key!r}, "
+        f"t={s.first_ms}..{s.last_ms} ms",
         f"  requests {s.requests}, syncs {s.syncs}, rounds {s.rounds}, reclaim passes {s.reclaim_passes}, "
         f"evictions {s.evictions} ({plural(s.requests_lost, 'waiting request')} lost), "
         f"limit changes {s.limit_changes}",

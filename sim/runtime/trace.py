@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from semsim.inputs.files import InputError, json_lines, parse_json, read_text, write_whole
+from semsim.inputs.files import InputError, json_lines, parse_json, read_from, read_text, write_whole
 
 TRACE_VERSION: Final = 1
 #: Bounds on what a trace file may hold when read back.
@@ -79,30 +79,31 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[
         text = read_text(path, MAX_TRACE_BYTES, "a trace")
     except InputError as error:
         raise TraceError(str(error)) from None
+    where = read_from(path)  # what messages call it: standard input, for -
     lines = json_lines(text)
     if not lines:
-        raise TraceError(f"{path}: empty: a trace starts with a header line")
+        raise TraceError(f"{where}: empty: a trace starts with a header line")
     records = []
     for number, line in lines:
         try:
             record = parse_json(line)
         except InputError as error:
-            raise TraceError(f"{path}:{number}: {error}") from None
+            raise TraceError(f"{where}:{number}: {error}") from None
         if not isinstance(record, dict):
-            raise TraceError(f"{path}:{number}: each line must be a JSON object")
+            raise TraceError(f"{where}:{number}: each line must be a JSON object")
         records.append(record)
     header, events = records[0], records[1:]
     first = lines[0][0]
     if header.get("kind") != "header":
-        raise TraceError(f'{path}:{first}: the first line must be the header ({{"kind": "header", ...}})')
+        raise TraceError(f'{where}:{first}: the first line must be the header ({{"kind": "header", ...}})')
     if header.get("version") != TRACE_VERSION:
         raise TraceError(
-            f"{path}:{first}: trace version {header.get('version')!r}; this semsim reads {TRACE_VERSION}"
+            f"{where}:{first}: trace version {header.get('version')!r}; this semsim reads {TRACE_VERSION}"
         )
     for (number, _), event in zip(lines[1:], events, strict=True):
         t, kind = event.get("t"), event.get("kind")
         if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-            raise TraceError(f"{path}:{number}: an event needs an integer time 't' >= 0")
+            raise TraceError(f"{where}:{number}: an event needs an integer time 't' >= 0")
         if not isinstance(kind, str):
-            raise TraceError(f"{path}:{number}: an event needs a string 'kind'")
+            raise TraceError(f"{where}:{number}: an event needs a string 'kind'")
     return header, events
