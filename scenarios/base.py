@@ -118,12 +118,14 @@ def run_scenario(
     full_checks: bool = False,
     variant: Variant = REFERENCE,
     checkers: Sequence[type[Checker]] = (),
+    progress: Callable[[int], None] | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (with its own seed unless given one) and judge it.
 
     ``full_checks`` runs the checker's debug mode (``run_world``'s): same verdict, slower.
     ``variant``: the holder design its holders run, and its judges (``run_world``'s).
     ``checkers``: the user's own invariants, judged beside semsim's (``run_world``'s).
+    ``progress``: told the virtual time as the run goes (``run_world``'s).
 
     It fails when its check reports an unmet expectation, when an invariant
     was violated, or when the run did not complete (time or step limit,
@@ -138,6 +140,7 @@ def run_scenario(
         full_checks=full_checks,
         variant=variant,
         checkers=checkers,
+        progress=progress,
     )
     check = scenario.check
     if isinstance(check, Check):

@@ -73,6 +73,7 @@ from semsim.inputs.commands import (
     wall_clock,
 )
 from semsim.inputs.files import read_from, write_text_whole, written_to
+from semsim.inputs.progress import Progress
 from semsim.runtime.kernel import SCHEDULE
 from semsim.world.variant import REFERENCE
 
@@ -317,13 +318,16 @@ def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
 
 
 class _Progress:
-    """The progress line: one updating line on a terminal, a line every few runs otherwise."""
+    """The campaign's progress: rich's bar on a terminal, a line every few runs otherwise."""
 
     def __init__(self, total: int, quiet: bool, stream: TextIO | None = None) -> None:
         self.total = total
         self.quiet = quiet
         self.stream = sys.stderr if stream is None else stream
-        self.interactive = not quiet and self.stream.isatty()
+        interactive = not quiet and self.stream.isatty()
+        self.bar = (
+            Progress("fuzz", total, "runs", stream=self.stream, interactive=True) if interactive else None
+        )
         #: The campaign as of the last run (what a hard interrupt still has to report).
         self.state: Campaign | None = None
 
@@ -338,19 +342,20 @@ class _Progress:
         else:
             filled = 30 * state.runs // self.total
             bar = "#" * filled + "." * (30 - filled)
-            line = (
-                f"[{bar}] {state.runs}/{self.total} runs, {state.sim_ms / 3_600_000:.2f} sim-h, "
-                f"findings {sum(state.findings.values())}"
-            )
+            note = f"{state.sim_ms / 3_600_000:.2f} sim-h, findings {sum(state.findings.values())}"
+            line = f"[{bar}] {state.runs}/{self.total} runs, {note}"
             due = state.runs % PROGRESS_EVERY_RUNS == 0 or state.runs == self.total or report.failed
-        if self.interactive:
-            print(f"\r{line}\033[K", end="", file=self.stream, flush=True)
+        if self.bar is not None:
+            if shrinking:
+                self.bar.say(line)
+            else:
+                self.bar.update(state.runs, note)
         elif due:
             print(line, file=self.stream, flush=True)
 
     def done(self) -> None:
-        if self.interactive:
-            print(file=self.stream, flush=True)
+        if self.bar is not None:
+            self.bar.close()
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from semsim.inputs.commands import (
     output_file,
 )
 from semsim.inputs.files import written_to
+from semsim.inputs.progress import Progress
 from semsim.inputs.references import importable_from_working_directory
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
@@ -117,9 +118,18 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
 
     variant = REFERENCE if args.variant is None else load_variant(args.variant, "--variant")
     checkers = load_invariants(args.invariant or (), "--invariant")
-    result = run_scenario(
-        scenario, args.seed, full_checks=bool(args.full_checks), variant=variant, checkers=checkers
-    )
+    duration_s = scenario.config.duration_ms / 1000
+    with Progress(f"simulating {scenario.name}", duration_s, "simulated s") as progress:
+        result = run_scenario(
+            scenario,
+            args.seed,
+            full_checks=bool(args.full_checks),
+            variant=variant,
+            checkers=checkers,
+            progress=lambda now_ms: progress.update(
+                now_ms / 1000, "settling" if now_ms > scenario.config.duration_ms else ""
+            ),
+        )
     if variant != REFERENCE or checkers:
         print(f"variant {args.variant or variant.name}, judged by: {', '.join(result.run.judges())}")
     print_report(result)

@@ -62,6 +62,7 @@ from semsim.explore.mutant_layers import (
     run_scenarios_layer,
 )
 from semsim.inputs.files import InputError, read_text, write_text_whole, written_to
+from semsim.inputs.progress import Progress
 
 #: The ``semsim-ci`` profile's budget, and the pytest fuzz suite's seed.
 CI_RUNS: Final = 150
@@ -247,10 +248,12 @@ def score_mutant(
     return MutantResult(candidate.name, candidate.description, verdicts, fuzz)
 
 
-def progress_reporter(label: str, interactive: bool) -> Callable[[str, Campaign, bool], None]:
+def progress_reporter(
+    label: str, interactive: bool, bar: Progress | None = None
+) -> Callable[[str, Campaign, bool], None]:
     """Progress on stderr for one mutant's campaigns (``label`` names the mutant).
 
-    On a terminal, one line rewritten in place after every run. Otherwise (CI,
+    On a terminal, the note of the command's progress bar (``bar``), after every run. Otherwise (CI,
     a pipe, a log file) plain lines, never a carriage return: one every
     :data:`PROGRESS_EVERY_RUNS` runs of a campaign, one when shrinking starts
     and one every :data:`PROGRESS_EVERY_RUNS` shrink runs, so a long run is
@@ -260,7 +263,8 @@ def progress_reporter(label: str, interactive: bool) -> Callable[[str, Campaign,
     def report(variant: str, state: Campaign, shrinking: bool) -> None:
         if interactive:
             doing = f"shrinking ({state.shrink_runs} runs)" if shrinking else f"run {state.runs}"
-            print(f"\r{label}  {variant}: {doing}\033[K", end="", file=sys.stderr, flush=True)
+            if bar is not None:
+                bar.say(f"{label.split('] ', 1)[-1].strip()} {variant}: {doing}")
             return
         if shrinking and state.shrink_runs == 1:
             doing = "shrinking the counterexample"
@@ -566,13 +570,14 @@ def cmd_mutants(args: argparse.Namespace) -> int:
                     f"the {layer} layer fails without a mutant ({clean}); fix it before scoring mutants"
                 )
     interactive = sys.stderr.isatty() and workers == 1
+    bar = Progress("mutants", len(chosen), "mutants", interactive=True) if interactive else None
     width = max(len(m.name) for m in chosen)
     labels = [f"[{index}/{len(chosen)}] {m.name:<{width}}" for index, m in enumerate(chosen, start=1)]
     started, cpu_started = wall_clock(), _cpu_seconds()
 
     def report(label: str, result: MutantResult) -> None:
-        if interactive:
-            print("\r\033[K", end="", file=sys.stderr)
+        if bar is not None:
+            bar.update(len(results))  # called once the result is in
         verdicts = "; ".join(f"{layer} {result.layers[layer]}" for layer in layers)
         fuzz = result.fuzz
         if fuzz is not None and fuzz.killed:
@@ -588,7 +593,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
                 candidate,
                 layers,
                 cpu_budget_s,
-                on_run=progress_reporter(label, interactive),
+                on_run=progress_reporter(label, interactive, bar),
                 on_layer=None if interactive else _layer_reporter(label),
             )
             results.append(result)
@@ -606,6 +611,8 @@ def cmd_mutants(args: argparse.Namespace) -> int:
                 result = future.result()
                 results.append(result)
                 report(label, result)
+    if bar is not None:
+        bar.close()
     suite, fuzz_kills = scores(results)
     print(
         f"\n{suite} of {len(results)} mutants killed by the suite, {fuzz_kills} by the fuzz alone "

@@ -306,6 +306,7 @@ def run_world(
     full_checks: bool = False,
     variant: Variant = REFERENCE,
     checkers: Sequence[type[Checker]] = (),
+    progress: Callable[[int], None] | None = None,
 ) -> WorldRun:
     """Build and run one world; the trace header records seed, config and faults.
 
@@ -313,7 +314,8 @@ def run_world(
     (:mod:`semsim.world.variant`): the reference, judged against the literal
     model, unless told. The header names any other, with its judges.
     ``checkers`` are the user's own invariants (:mod:`semsim.check.checker`),
-    judged beside semsim's; the header names them.
+    judged beside semsim's; the header names them. ``progress`` is told the
+    virtual time now and then (a command's progress bar); it changes nothing.
 
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
@@ -355,7 +357,7 @@ def run_world(
             nursery.cancel_scope.cancel()
 
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
-    result = run(seed, main, trace, bound)
+    result = run(seed, main, trace, bound, progress)
     return WorldRun(trace=trace, result=result, world=built[0])
 
 

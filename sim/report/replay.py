@@ -45,7 +45,7 @@ import json
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -577,12 +577,14 @@ class _Replayer:
 
     # --- driving ---------------------------------------------------------------------------
 
-    def run(self) -> ReplayResult:
-        for line in self.traffic.lines:
+    def run(self, progress: Callable[[int], None] | None = None) -> ReplayResult:
+        for index, line in enumerate(self.traffic.lines, start=1):
             if self.config.schedule == "auto":
                 self._due_work(until_ms=line.t_ms)
             self._line(line)
             self.after_line = line.number
+            if progress is not None and index % PROGRESS_EVERY_LINES == 0:
+                progress(index)
         if self.config.schedule == "auto":
             self._due_work(until_ms=None)
         end_ms = self.traffic.lines[-1].t_ms if self.traffic.lines else 0
@@ -850,9 +852,15 @@ def _monotone(before: _Rows, after: _Rows, sync_client: str | None) -> Iterator[
             yield f"a sync from {sync_client} settled lease {lease_id} of {old_lease.client_id}"
 
 
-def replay(traffic: Traffic) -> ReplayResult:
-    """Replay validated traffic through a fresh holder; every holder-side invariant checked."""
-    return _Replayer(traffic).run()
+#: How often (in traffic lines) a replay tells its ``progress`` observer how many it has done.
+PROGRESS_EVERY_LINES: Final = 1024
+
+
+def replay(traffic: Traffic, progress: Callable[[int], None] | None = None) -> ReplayResult:
+    """Replay validated traffic through a fresh holder; every holder-side invariant checked.
+
+    ``progress`` is told how many lines are done, now and then (a command's progress bar)."""
+    return _Replayer(traffic).run(progress)
 
 
 def format_summary(path: Path, result: ReplayResult) -> list[str]:
@@ -901,7 +909,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         traffic = read_traffic(path)
     except TrafficError as error:
         raise UsageError(str(error)) from None
-    result = replay(traffic)
+    from semsim.inputs.progress import Progress
+
+    with Progress(f"replaying {read_from(path)}", len(traffic.lines), "lines") as shown:
+        result = replay(traffic, shown.update)
     for line in format_summary(path, result):
         print(line)
     return EXIT_VIOLATION if result.violations else EXIT_OK

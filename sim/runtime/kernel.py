@@ -67,6 +67,10 @@ DEFAULT_TIME_LIMIT_MS: Final = 24 * 3_600_000
 DEFAULT_STEP_LIMIT: Final = 5_000_000
 
 
+#: How often (in trace events) a run tells its ``progress`` observer the virtual time.
+PROGRESS_EVERY_EVENTS: Final = 4096
+
+
 @attrs.frozen
 class Limits:
     """Every run is bounded in virtual time and in trace events."""
@@ -151,6 +155,9 @@ class Sim:
         self._ids: dict[str, int] = {}
         self.timers = Timers()
         self._clock = _virtual_clock()
+        #: Told the virtual time every :data:`PROGRESS_EVERY_EVENTS` trace events (a command's
+        #: progress bar): it only observes, so the run is the same with or without it.
+        self.progress: Callable[[int], None] | None = None
 
     # --- time ----------------------------------------------------------------
 
@@ -194,6 +201,8 @@ class Sim:
     def event(self, kind: str, /, **fields: Any) -> None:
         """Record one trace event at the current virtual time."""
         self.trace.event(self.now(), kind, fields)
+        if self.progress is not None and len(self.trace) % PROGRESS_EVERY_EVENTS == 0:
+            self.progress(self.now())
         if len(self.trace) > self.limits.step_limit:
             raise StepLimitReached(f"step limit of {self.limits.step_limit} trace events reached")
 
@@ -284,14 +293,17 @@ def run(
     main: Callable[[Sim], Awaitable[None]],
     trace: Trace,
     limits: Limits = Limits(),
+    progress: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run ``main`` under the virtual clock with Trio's scheduling seeded by ``seed``.
 
     ``seed``: an integer in ``[0, MAX_SEED]`` (``semsim.inputs.validation``); anything else is
-    refused before the run starts.
+    refused before the run starts. ``progress``: told the virtual time as the run goes
+    (:attr:`Sim.progress`).
     """
     check_seed(seed)
     sim = Sim(seed, trace, limits)
+    sim.progress = progress
     result: list[RunResult] = []
 
     detector = _DeadlockDetector()
