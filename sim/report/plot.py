@@ -131,6 +131,9 @@ class KeySeries:
     marks: tuple[Mark, ...]
     #: Calls in flight at the external API for this account (None: the run has no API).
     api_calls: Steps | None = None
+    #: Permits of leases no client ever reported, from each one's grant: granted in a reply
+    #: that was lost, they are never settled (the documented leak, ``lease_lost_in_reply``).
+    leaked: Steps = ((0, 0),)
 
 
 @attrs.frozen
@@ -278,6 +281,9 @@ class _KeyState:
         self.group_limit: dict[str, _Step] = {}
         self.marks: list[Mark] = []
         self.mirror = _Mirror(grant_timeout_ms)
+        #: Every lease granted: id -> (when, permits); and those a client reported (so knew).
+        self.leases_granted: dict[str, tuple[int, int]] = {}
+        self.leases_known: set[str] = set()
 
     def group(self, table: dict[str, _Step], group: str, initial: int | None = 0) -> _Step:
         step = table.get(group)
@@ -450,10 +456,18 @@ def _apply(
         s.group(s.group_granted, str(event["group"]))
     elif kind == "lease_granted":
         s = state(_holder_key(event["holder"]) or event["holder"])
-        s.mirror.leases[str(event["leaseId"])] = _LeaseRow(
-            str(event["clientId"]), str(event["group"]), _int(event["permits"], "permits")
-        )
+        lease_id, permits = str(event["leaseId"]), _int(event["permits"], "permits")
+        s.mirror.leases[lease_id] = _LeaseRow(str(event["clientId"]), str(event["group"]), permits)
         s.group(s.group_leased, str(event["group"]))
+        s.leases_granted.setdefault(lease_id, (t, permits))
+        s.marks.append(Mark(t, "lease granted", f"{lease_id}: {permits} permits to {event['clientId']}"))
+    elif kind == "lease_retired":
+        s = state(_holder_key(event["holder"]) or event["holder"])
+        s.marks.append(Mark(t, "lease retired", f"{event.get('leaseId')} retired by the holder"))
+    elif kind == "lease_settled":
+        state(str(event["key"])).marks.append(
+            Mark(t, "lease retired", f"{event.get('lease')} settled by {event.get('client')}'s report")
+        )
     elif kind == "grant_reclaimed":
         s = state(_holder_key(event["holder"]) or event["holder"])
         permits = _int(event["permits"], "permits")
@@ -468,6 +482,11 @@ def _apply(
             str(event["dst"]),
             payload if event.get("method") == "permits" and isinstance(payload, Mapping) else None,
         )
+        reported = payload.get("leases") if isinstance(payload, Mapping) else None
+        key = _holder_key(str(event["dst"]))
+        if key is not None and isinstance(reported, list):  # a client's report: it knows these
+            known = state(key).leases_known
+            known.update(str(e["leaseId"]) for e in reported if isinstance(e, Mapping) and "leaseId" in e)
     elif kind == "deliver":
         sent = sends.get(str(event["msg"]))
         key = None if sent is None else _holder_key(sent[1])
@@ -641,7 +660,17 @@ def _finish(s: _KeyState, provisioning: Provisioning | None, client_marks: list[
         groups=groups,
         marks=tuple(marks),
         api_calls=None if s.api_calls is None else s.api_calls.steps(),
+        leaked=_leaked(s),
     )
+
+
+def _leaked(s: _KeyState) -> Steps:
+    """Permits of the leases no client ever reported, counted from each one's grant."""
+    leaked = _Step()
+    for lease_id, (t, permits) in sorted(s.leases_granted.items(), key=lambda item: (item[1][0], item[0])):
+        if lease_id not in s.leases_known:
+            leaked.add(t, permits)
+    return leaked.steps()
 
 
 def value_at(steps: Iterable[tuple[int, int | None]], t_ms: int) -> int | None:
@@ -667,6 +696,8 @@ _MARK_ROWS: Final = (
     ("alarm dropped", "X", "#922b21"),
     ("permits reclaimed", "^", "#17a589"),
     ("limit changed", "D", "#111111"),
+    ("lease granted", "P", "#ca6f1e"),
+    ("lease retired", "d", "#ca6f1e"),
     ("liveness judged", "s", "#1e8449"),
     ("call outlived its attempt", "*", "#c2185b"),
     ("attempt retried", "<", "#a04000"),
@@ -688,6 +719,8 @@ _VIOLATION_LABELS: Final = 4
 #: Height of the figure's header band (title and explanation), in inches.
 _HEADER_IN: Final = 0.62
 _AFTER_RUN = "#efefef"
+#: The documented leak, hatched over the lease footprint.
+_LEAKED = "#a04000"
 _GRANTED = "#5b8fd9"
 _LEASED = "#f5b041"
 _IN_USE = "#1e8449"
@@ -905,6 +938,46 @@ def _stack_charged(ax: Any, granted: Steps, leased: Steps, end: int) -> tuple[li
     return by_granted, by_leased
 
 
+def _draw_leaked(ax: Any, key: KeySeries, end: int, by_granted: list[float], accounted: list[float]) -> None:
+    """The leak, hatched at the top of the lease footprint and named where it ends.
+
+    A band nobody labels reads as a bug; this one is the documented leak: a
+    lease granted in a reply that was lost, so no client ever settles it.
+    """
+    if not any(permits for _, permits in key.leaked):
+        return
+    base = _merge(key.granted, key.leased)
+    xs, _ = _xy(tuple((t, g) for t, g, _ in base), end)
+    at = [value_at(key.leaked, t) or 0 for t, _, _ in base]
+    leaked = [*at, at[-1]]  # held to the end, as _xy holds the stack
+    bottom = [max(g, top - n) for g, top, n in zip(by_granted, accounted, leaked, strict=True)]
+    ax.fill_between(
+        xs,
+        bottom,
+        accounted,
+        step="post",
+        facecolor="none",
+        edgecolor=_LEAKED,
+        hatch="////",
+        lw=0,
+        label="leaked: a lease in a lost\nreply (documented)",
+    )
+    final = leaked[-1]
+    if final:
+        ax.annotate(
+            f"{final} leased permit{'s' if final > 1 else ''} never come back: the lease's grant reply was\n"
+            "lost, so no client knows it to settle it (documented: lease_lost_in_reply)",
+            (xs[-1], accounted[-1] - final / 2),
+            xytext=(-6, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=7.5,
+            color=_LEAKED,
+            bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "alpha": 0.85, "lw": 0},
+        )
+
+
 def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tuple[float, float]) -> None:
     end = data.end_ms
     by_granted, by_leased = _stack_charged(ax, key.granted, key.leased, end)
@@ -921,6 +994,7 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tupl
     ux, uy = _xy(key.in_use, end)
     ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label="in use by clients\n(admitted, not released)")
     accounted = [g + leased_ for g, leased_ in zip(by_granted, by_leased, strict=True)]
+    _draw_leaked(ax, key, end, by_granted, accounted)
     top = max(top, *accounted, *uy)
     if key.api_calls is not None:
         ax_, ay = _xy(key.api_calls, end)
