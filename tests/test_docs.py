@@ -286,3 +286,11 @@ def test_the_replay_example_in_cli_md_is_what_replay_prints(
     monkeypatch.chdir(ROOT)
     assert main(["replay", "examples/traffic.jsonl"]) == 0
     assert capsys.readouterr().out == shown
+
+
+def test_every_builtin_invariant_has_its_section_in_invariants_md() -> None:
+    from semsim.check.builtin import BUILTIN
+
+    text = (ROOT / "docs" / "INVARIANTS.md").read_text(encoding="utf-8")
+    headed = re.findall(r"^### `(\w+)`", text, re.MULTILINE)
+    assert sorted(headed) == sorted(b.name for b in BUILTIN)

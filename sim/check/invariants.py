@@ -41,6 +41,7 @@ from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
+from semsim.check.builtin import names
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
 from semsim.check.events import Admission, Commit, Finish, HolderView, Release, Round
 from semsim.check.reads import CheckerReadError, never_built, select
@@ -55,27 +56,12 @@ if TYPE_CHECKING:
     from semsim.world.external_api import ApiCall, Change, ExternalApi
     from semsim.world.holder_object import Env, HolderObject
 
-SAFETY: Final = (
-    "ceiling",
-    "group_ceiling",
-    "reports_monotone",
-    "conservative",
-    "real_ceiling",
-    "durable",
-    "alarm_armed",
-    "deterministic",
-    # Added as the simulation grows: the holder against the literal model in lockstep
-    # (sim/check/lockstep.py; docs/INVARIANTS.md).
-    "exact_accounting",
-    # The account-concurrency world (config.operations): judged at the external API itself,
-    # and on the durable operations' lifecycle events.
-    "external_ceiling",
-    "effect_once",
-    "fenced",
-)
-LIVENESS: Final = ("capacity_returns", "progress", "reclaimed", "operation_progress")
+#: Judged as the run goes, from the one table of semsim's invariants (semsim.check.builtin).
+SAFETY: Final = names("safety")
+LIVENESS: Final = names("liveness")
 #: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
 INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
+assert names("allocation") == ALLOCATION, "semsim.check.builtin lists the allocation checks in their order"
 #: The leak the reference documents: a lease in a lost reply is never settled.
 DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
 #: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.

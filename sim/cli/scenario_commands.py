@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from semsim.check.allocation_checks import NAMES as ALLOCATION
-from semsim.check.invariants import LIVENESS, SAFETY
+from semsim.check.builtin import BUILTIN
 from semsim.cli.loading import load_invariants, load_variant
 from semsim.harness.invariants import installed as installed_invariants
 from semsim.harness.variants import installed as installed_variants
@@ -52,7 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in installed_variants():
             lines[name] = load_variant(name, "semsim list --variants").description
     elif args.invariants:
-        lines = {name: f"semsim's ({kind})" for name, kind in own_invariants()}
+        lines = {invariant.name: f"{invariant.promise} ({invariant.kind})" for invariant in BUILTIN}
         for name in installed_invariants():
             (checker,) = load_invariants([name], "semsim list --invariants")
             lines[name] = f"{checker.description or checker.name} ({checker.kind}; {checker.__module__})"
@@ -66,15 +65,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, description in lines.items():
         print(f"{name:<{width}}  {description}".rstrip())
     return EXIT_OK
-
-
-def own_invariants() -> list[tuple[str, str]]:
-    """semsim's own invariants, by name, each with its kind (docs/INVARIANTS.md's order)."""
-    return [
-        *((name, "safety") for name in SAFETY),
-        *((name, "liveness") for name in LIVENESS),
-        *((name, "allocation") for name in ALLOCATION),
-    ]
 
 
 def lookup(name: str) -> Scenario:

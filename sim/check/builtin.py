@@ -1,0 +1,55 @@
+"""semsim's own invariants, by name: what each promises and when it is judged.
+
+One table, in the order semsim has always listed them, from which the rest of semsim
+reads the names: ``SAFETY``, ``LIVENESS`` and ``ALLOCATION`` (the kinds), the
+names a user's invariant may not take, ``semsim list --invariants``. A
+user's own invariants (:mod:`semsim.check.checker`) are listed beside these
+by the same fields. docs/INVARIANTS.md has a section on each (a test holds
+the two to the same names), saying how it is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import attrs
+
+Kind = Literal["safety", "liveness", "allocation"]
+
+
+@attrs.frozen
+class Builtin:
+    """One of semsim's invariants: its name, kind and promise, in one line."""
+
+    name: str
+    kind: Kind
+    promise: str
+
+
+#: Every invariant semsim judges.
+BUILTIN: Final = (
+    Builtin("ceiling", "safety", "holder-accounted usage stays within the mode's ceiling"),
+    Builtin("group_ceiling", "safety", "a group's grants (and leases, within its limit) stay within its cap"),
+    Builtin("reports_monotone", "safety", "claimed, drawn and released only move forward"),
+    Builtin("conservative", "safety", "holder-accounted usage >= permits actually in use"),
+    Builtin("real_ceiling", "safety", "in strict and under modes, permits actually in use <= limit"),
+    Builtin("durable", "safety", "an eviction loses or alters no committed row"),
+    Builtin("alarm_armed", "safety", "while permits wait to be claimed, an alarm is set in time"),
+    Builtin("deterministic", "safety", "same seed and plan, same trace bytes"),
+    Builtin("exact_accounting", "safety", "the holder agrees with the model run in lockstep"),
+    Builtin("external_ceiling", "safety", "calls in flight at the external API stay within the limit"),
+    Builtin("effect_once", "safety", "at an idempotent API, each operation takes effect at most once"),
+    Builtin("fenced", "safety", "an operation records only the outcome of its latest attempt"),
+    Builtin("capacity_returns", "liveness", "once settled, usage is back to 0 (the documented leak aside)"),
+    Builtin("progress", "liveness", "waiting demand is served while capacity exists, oldest first"),
+    Builtin("reclaimed", "liveness", "unclaimed grant permits come back after their deadline"),
+    Builtin("operation_progress", "liveness", "once settled, no durable operation is still pending"),
+    Builtin("reuse", "allocation", "capacity a report released is offered in the round that applies it"),
+    Builtin("lease_fairness", "allocation", "each round issues exactly the reference's leases"),
+    Builtin("no_overask", "allocation", "a client never asks for more than its uncovered queued items"),
+)
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    """The names of one kind, in the table's order."""
+    return tuple(invariant.name for invariant in BUILTIN if invariant.kind == kind)
