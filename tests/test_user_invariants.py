@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from semsim.check.checker import Checker, Violated, check_checkers
-from semsim.check.events import Admission, Commit, Finish, Release, Round
+from semsim.check.events import Admission, ApiCallChange, Commit, Finish, Operation, Release, Round
 from semsim.cli.main import main
 from semsim.explore.campaigns import local_pool, parallel_campaign
 from semsim.explore.fuzz import campaign, case_text, load_case, run_case
@@ -335,3 +335,29 @@ def test_listing_an_installed_invariant_that_cannot_load_is_exit_2_naming_it(
     err = capsys.readouterr().err
     assert "invariant 'gone' cannot be loaded" in err
     assert len(err.strip().splitlines()) == 1
+
+
+class HearsOperations(Checker):
+    name = "hears_operations"
+
+    def __init__(self) -> None:
+        self.operations: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+
+    def on_operation(self, operation: Operation) -> None:
+        self.operations[type(operation.event).__name__] += 1
+
+    def on_api(self, call: ApiCallChange) -> None:
+        self.calls[call.change] += 1
+        assert call.effects >= 0
+
+
+def test_in_the_account_concurrency_world_a_checker_hears_operations_and_api_calls() -> None:
+    from semsim.scenarios import SCENARIOS, run_scenario
+
+    result = run_scenario(SCENARIOS["api-error-retried-under-one-permit"], checkers=[HearsOperations])
+    assert result.passed, result.failures
+    (heard,) = result.run.monitor.checkers
+    assert isinstance(heard, HearsOperations)
+    assert heard.operations["AttemptStarted"] >= 2  # the error, then the retry
+    assert heard.calls["start"] == heard.calls["end"] >= 2

@@ -27,6 +27,9 @@ hears, synchronously and in the run's deterministic order:
 - ``on_admit`` and ``on_release``: a client starts or finishes an item on a
   permit;
 - ``on_round``: a round's requests and its replies, in the same order;
+- ``on_operation`` and ``on_api``: in the account-concurrency world, each
+  lifecycle event of a client's durable operations, and each call that
+  starts or ends at the external API;
 - ``on_finish``: once, after the faults stopped and the run settled
   (where a liveness promise is judged). A run that stops early, on another
   invariant, never finishes.
@@ -54,17 +57,25 @@ import linecache
 import textwrap
 import traceback
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
 if TYPE_CHECKING:
-    from semsim.check.events import Admission, Commit, Finish, Release, Round
+    from semsim.check.events import Admission, ApiCallChange, Commit, Finish, Operation, Release, Round
 
 #: The hooks a checker may define, in the order the docstring lists them.
-HOOKS: Final = ("on_commit", "on_admit", "on_release", "on_round", "on_finish")
+HOOKS: Final = ("on_commit", "on_admit", "on_release", "on_round", "on_operation", "on_api", "on_finish")
 #: The verdict of a checker that failed for its own reasons (an exception other than a violation).
 CHECKER_FAILED: Final = "checker"
 #: At most this many checkers in one run (a limit on everything: each hears every event).
 MAX_CHECKERS: Final = 64
+
+
+class Fail(Protocol):
+    """How semsim's own checkers report (the Monitor's ``fail``): a violation stops the run,
+    unless the run tolerates the known finding that explains it, when it is recorded and the
+    call returns (so a checker judging several things judges them all)."""
+
+    def __call__(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None: ...
 
 
 class Violated(Exception):
@@ -97,6 +108,12 @@ class Checker:
 
     def on_round(self, round: Round) -> None:
         """A round's requests and replies, in the same order."""
+
+    def on_operation(self, operation: Operation) -> None:
+        """A lifecycle event of a client's durable operation (account-concurrency worlds)."""
+
+    def on_api(self, call: ApiCallChange) -> None:
+        """A call started or ended at the external API (account-concurrency worlds)."""
 
     def on_finish(self, finish: Finish) -> None:
         """The run settled after its faults stopped: judge what must have come about."""

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from semaphore_core.config import LeaseOptions
+from semaphore_core.durability import Event
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import GrantRow, HolderStore, LeaseRow
 from semaphore_core.usage import Usage
@@ -53,6 +55,16 @@ class HolderView:
         except sqlite3.OperationalError as error:
             raise CheckerReadError(f"holder {self.key}: could not list its leases: {error}") from error
 
+    def lease_footprints(self) -> dict[str, int]:
+        """Per group, the permits its leases hold charged (live footprint), by the holder's count."""
+        if not self._built():
+            return {}
+        try:
+            totals = HolderStore(self._storage).lease_totals()
+        except sqlite3.OperationalError as error:
+            raise CheckerReadError(f"holder {self.key}: could not total its leases: {error}") from error
+        return {group: total for group, (_, total) in totals.items()}
+
     def _built(self) -> bool:
         return not never_built(self._storage, _GRANTS)
 
@@ -73,6 +85,8 @@ class Commit:
     #: Permits actually in use for ``key`` (the oracle's count).
     in_use: int
     holder: HolderView
+    #: The holder's lease options (None: a holder without leases): its provisioning mode.
+    leases: LeaseOptions | None = None
 
 
 @attrs.frozen
@@ -111,6 +125,30 @@ class Round:
     key: str
     requests: tuple[PermitRequest, ...]
     replies: tuple[PermitGrant, ...]
+
+
+@attrs.frozen
+class Operation:
+    """A lifecycle event of one of ``client``'s durable operations (seed 002's events)."""
+
+    t_ms: int
+    client: str
+    event: Event
+
+
+@attrs.frozen
+class ApiCallChange:
+    """A call started (``change`` "start") or ended ("end") at the external API."""
+
+    t_ms: int
+    change: str
+    #: The account (the holder's key) and the operation the call is for.
+    account: str
+    operation: str
+    #: How many times the operation has taken effect at the API so far.
+    effects: int
+    #: Whether the API deduplicates by operation (then each must take effect at most once).
+    idempotent: bool
 
 
 @attrs.frozen

@@ -31,19 +31,31 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
-from semaphore_core.config import HolderConfig, LeaseOptions, Over, Under, budgets
+from semaphore_core.config import HolderConfig, Over, Under, budgets
 from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
-from semaphore_core.usage import Usage
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
 from semsim.check.builtin import names
+from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
-from semsim.check.events import Admission, Commit, Finish, HolderView, Release, Round
+from semsim.check.effect_once import EffectOnce
+from semsim.check.events import (
+    Admission,
+    ApiCallChange,
+    Commit,
+    Finish,
+    HolderView,
+    Operation,
+    Release,
+    Round,
+)
+from semsim.check.fenced import Fenced
+from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.reads import CheckerReadError, never_built, select
 from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from semsim.runtime.kernel import StopRun
@@ -116,60 +128,6 @@ class Violation:
     finding: str | None = None
 
 
-# --- the rules, shared with tests/stateful_holder.py -----------------------------------
-
-
-def ceiling_rule(
-    options: LeaseOptions | None,
-    limit: int,
-    granted: int,
-    leased: int,
-    before: tuple[int, int],
-) -> tuple[str, str | None] | None:
-    """``ceiling``: None if it holds, else (detail, the finding that explains it or None).
-
-    Usage may stay above a lowered limit but never grow while above it.
-    """
-    before_granted, before_leased = before
-    if options is not None and isinstance(options.provisioning, Over):
-        extra = budgets(options.provisioning, limit).leases
-        if granted > limit and granted > before_granted:
-            return f"grants {granted} > limit {limit} and grew from {before_granted}", None
-        if leased > extra and leased > before_leased:
-            return f"leases {leased} > extra {extra} and grew from {before_leased}", None
-        return None
-    total, before_total = granted + leased, before_granted + before_leased
-    if total <= limit or total <= before_total:
-        return None
-    finding = None
-    if options is not None and isinstance(options.provisioning, Under):
-        # F2: under mode budgets its two pools separately; after the limit falls,
-        # each may stay within its own pool while the sum grows.
-        pools = budgets(options.provisioning, limit)
-        within_pools = (granted <= pools.grants or granted <= before_granted) and (
-            leased <= pools.leases or leased <= before_leased
-        )
-        finding = "F2" if within_pools else None
-    return f"usage {granted} granted + {leased} leased > limit {limit}, grew from {before_total}", finding
-
-
-def group_ceiling_rule(
-    within: bool, limit: int, granted: int, leased: int, before: tuple[int, int]
-) -> tuple[str, str | None] | None:
-    """``group_ceiling`` for one group; the lease-inclusive part is finding F1."""
-    before_granted, before_leased = before
-    if granted > limit and granted > before_granted:
-        return f"{granted} granted > group limit {limit}, grew from {before_granted}", None
-    if within:
-        used, before_used = granted + leased, before_granted + before_leased
-        if used > limit and used > before_used:
-            return (
-                f"{granted} granted + {leased} leased > group limit {limit}, grew from {before_used}",
-                "F1",
-            )
-    return None
-
-
 # --- the monitor ------------------------------------------------------------------------
 
 
@@ -231,8 +189,6 @@ class _HolderState:
     env: Env
     #: The holder's grant and lease rows, refreshed from what each commit changed.
     mirror: RowMirror
-    usage: tuple[int, int] = (0, 0)
-    groups: dict[str, tuple[int, int]] = attrs.Factory(dict)
     #: Per grant, each accepted claim as (claimed total after it, the limit when it committed).
     claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     #: Per grant, how many items clients admitted through it.
@@ -257,6 +213,10 @@ class Monitor:
         #: the ones that define it: only they hear it, and only for them is its event built.
         self.checkers = tuple(checker() for checker in checkers)
         self._hearing = {hook: [c for c in self.checkers if hears(c, hook)] for hook in HOOKS}
+        #: semsim's own invariants that are checkers (one module each), in the order they judge.
+        self._on_commit: tuple[Checker, ...] = (Ceiling(self.fail), GroupCeiling(self.fail))
+        self._fenced = Fenced(self.fail)
+        self._effect_once = EffectOnce(self.fail)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -302,8 +262,6 @@ class Monitor:
         self.allocation = AllocationChecks(full=full)
         #: The external API of the account-concurrency world (None in other worlds).
         self.api: ExternalApi | None = None
-        #: Per (client, operation id): the generation and attempt last started (``fenced``).
-        self._attempts: dict[tuple[str, str], tuple[str, int]] = {}
         #: Per operation id: when its latest attempt started (``external_ceiling``'s F5).
         self._attempt_started_at: dict[str, int] = {}
         #: Per operation id: the number of its latest attempt started (``external_ceiling``'s F5).
@@ -370,46 +328,28 @@ class Monitor:
         stops the run like any violation, rather than swallowed.
         """
         try:
-            usage = self._committed(key, holder)
+            commit = self._committed(key, holder)
         except Exception as error:
             self.fail("checker", f"{key}: the checker failed after a commit: {type(error).__name__}: {error}")
-        if self._hearing["on_commit"]:
-            commit = Commit(
-                self.sim.now(),
-                key,
-                usage,
-                MappingProxyType(dict(holder.group_limits)),
-                self.in_use[key],
-                HolderView(key, holder.ctx.storage),
-            )
-            self._tell("on_commit", commit)
+        self._tell("on_commit", commit)
 
-    def _committed(self, key: str, holder: HolderObject) -> Usage:
+    def _committed(self, key: str, holder: HolderObject) -> Commit:
         now = self.sim.now()
         state = self._holders[key]
         usage = holder.judged_usage(now)
-        options = holder.env.leases
-        broken = ceiling_rule(options, usage.limit, usage.granted, usage.leased, state.usage)
-        if broken:
-            self.fail("ceiling", f"{key}: {broken[0]}", broken[1], key=key)
-        state.usage = (usage.granted, usage.leased)
+        commit = Commit(
+            now,
+            key,
+            usage,
+            MappingProxyType(dict(holder.group_limits)),
+            self.in_use[key],
+            HolderView(key, holder.ctx.storage),
+            holder.env.leases,
+        )
+        for checker in self._on_commit:  # ceiling, group_ceiling: each in its own module
+            checker.on_commit(commit)
 
         store = holder.holder.store
-        footprints = {group: total for group, (_, total) in store.lease_totals().items()}
-        within = options is not None and options.limited_groups == "within_group_limit"
-        # Every group's usage is remembered, so a cap set on a busy group is judged
-        # by the lowered-limit rule (it may stay above, not grow) rather than from zero.
-        groups = {
-            group: (usage.groups[group].granted if group in usage.groups else 0, footprints.get(group, 0))
-            for group in sorted(set(usage.groups) | set(footprints))
-        }
-        for group, limit in sorted(holder.group_limits.items()):
-            granted, leased = groups.get(group, (0, 0))
-            broken = group_ceiling_rule(within, limit, granted, leased, state.groups.get(group, (0, 0)))
-            if broken:
-                self.fail("group_ceiling", f"{key} group {group}: {broken[0]}", broken[1], key=key)
-        state.groups = groups
-
         delta = state.mirror.refresh(now)
         rows = delta.after
         changed = delta.changed
@@ -457,7 +397,7 @@ class Monitor:
         else:
             self._conservative_on_changes(key, delta)
         self._round_was_full(key, state)
-        return usage
+        return commit
 
     def _monotone(
         self,
@@ -555,12 +495,8 @@ class Monitor:
             self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
 
     def operation_event(self, client: str, event: Event) -> None:
-        """``fenced``: an attempt's outcome is recorded only while it is the operation's latest.
-
-        Seed 002 fences every completion and failure by generation and attempt
-        ("a late attempt cannot overwrite a newer one"): an ``attempt_settled``
-        must name the generation and attempt the operation last started, on
-        whichever instance of the client started it.
+        """A client's operation lifecycle event: ``fenced`` (:mod:`semsim.check.fenced`) judges it,
+        then the user's checkers hear it; the attempts' starts are noted for ``external_ceiling``.
 
         An attempt starting or settling is work moving, as an admission or a
         release is: operations waiting for the scheduler's pool (its
@@ -571,21 +507,15 @@ class Monitor:
         if isinstance(event, AttemptStarted | AttemptSettled):
             self.last_moved_ms = self.sim.now()
         if isinstance(event, AttemptStarted):
-            self._attempts[client, event.entity.id] = (event.entity.generation, event.attempt)
             self._attempt_started_at[event.entity.id] = event.timestamp
             self._latest_attempt[event.entity.id] = event.attempt
-        elif isinstance(event, AttemptSettled):
-            latest = self._attempts.get((client, event.entity.id))
-            settled = (event.entity.generation, event.attempt)
-            if latest != settled:
-                self.fail(
-                    "fenced",
-                    f"{client}: operation {event.entity.id} recorded the outcome of attempt {settled} "
-                    f"after attempt {latest} had started",
-                )
+        operation = Operation(self.sim.now(), client, event)
+        self._fenced.on_operation(operation)
+        self._tell("on_operation", operation)
 
     def api_changed(self, change: Change, call: ApiCall) -> None:
-        """``external_ceiling`` as each call starts at the external API, ``effect_once`` as each ends.
+        """``external_ceiling`` as each call starts at the external API, ``effect_once``
+        (:mod:`semsim.check.effect_once`) as each ends; then the user's checkers hear it.
 
         The ground truth of what the semaphore protects: calls actually in
         flight at the API per account (the holder's key). Calls above the
@@ -600,15 +530,20 @@ class Monitor:
         """
         api = self.api
         assert api is not None
+        heard = ApiCallChange(
+            self.sim.now(), change, call.account, call.key, api.effects.get(call.key, 0), api.idempotent
+        )
         if change == "end":
             # A call ending is work moving: a run that waited on a zombie's end is not stuck at it.
             self.last_moved_ms = self.sim.now()
-            if api.idempotent and api.effects.get(call.key, 0) > 1:
-                self.fail(
-                    "effect_once",
-                    f"operation {call.key} took effect {api.effects[call.key]} times at an idempotent API",
-                )
+            self._effect_once.on_api(heard)
+            self._tell("on_api", heard)
             return
+        self._external_ceiling(call, api)
+        self._tell("on_api", heard)
+
+    def _external_ceiling(self, call: ApiCall, api: ExternalApi) -> None:
+        """``external_ceiling`` as a call starts (see :meth:`api_changed`)."""
         key = call.account
         state = self._holders.get(key)
         if state is None:

@@ -16,8 +16,8 @@ Rules the mutants follow, and why:
   copying a large one: a copy would silently go stale as the core evolves,
   a wrapper keeps tracking it. Where a wrapper needs a different view of
   storage it uses a ``HolderStore`` subclass on the same connection.
-- A mutant never rebinds a name the checkers use (``semsim.check.invariants`` has its
-  own ``budgets`` and reads ``HolderStore`` and ``Holder.usage`` directly),
+- A mutant never rebinds a name the checkers use (the modules of ``semsim.check`` have
+  their own ``budgets`` and read ``HolderStore`` and ``Holder.usage`` directly),
   so the invariants keep judging the truth while the holder is wrong.
 - Every target must already exist where it is patched: a renamed function
   fails loudly (``AttributeError``) instead of turning the mutant into a

@@ -67,7 +67,8 @@ from semaphore_core.numbers import MAX_SAFE_INTEGER, as_safe_int
 from semaphore_core.protocol import PermitRequest, PermitSync, parse_request
 from semaphore_core.store import GrantRow, LeaseRow
 from semsim.check.allocation_checks import LEASE_FAIRNESS, REUSE, AllocationChecks
-from semsim.check.invariants import ceiling_rule, group_ceiling_rule
+from semsim.check.ceiling import ceiling_rule
+from semsim.check.group_ceiling import group_ceiling_rule
 from semsim.inputs.commands import plural
 from semsim.inputs.files import InputError, json_lines, parse_json, read_from, read_text, write_text_whole
 
