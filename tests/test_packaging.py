@@ -70,6 +70,7 @@ def test_the_wheel_holds_only_semsim_and_semaphore_core(wheel: Path) -> None:
     top = {name.split("/")[0] for name in names}
     assert top == {"semsim", "semaphore_core", f"semsim-{semsim.__version__}.dist-info"}
     assert {"semsim/py.typed", "semaphore_core/py.typed", "semsim/scenarios/base.py"} <= set(names)
+    assert "semsim/report/example_traffic.jsonl" in names  # `semsim replay --example`
     assert f"semsim-{semsim.__version__}.dist-info/entry_points.txt" in names
 
 
@@ -161,6 +162,14 @@ def test_a_project_with_its_own_sim_and_scenarios_uses_semsim_beside_them(
     )
     assert listed.returncode == 0, listed.stderr
     assert "lease-lost-in-reply" in listed.stdout
+    example = subprocess.run(
+        [str(python), "-m", "semsim", "replay", "--example"],
+        cwd=project,
+        env=clean,
+        capture_output=True,
+        text=True,
+    )
+    assert example.returncode == 0, example.stderr
     version = subprocess.run(
         [str(python), "-m", "semsim", "--version"], cwd=project, env=clean, capture_output=True, text=True
     )

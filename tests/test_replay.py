@@ -677,3 +677,21 @@ def test_timed_numbers_are_judged_as_the_wire_judges_them(tmp_path: Path) -> Non
     assert (line.t_ms, line.limit) == (1, 2)
     assert type(line.t_ms) is int
     assert type(line.limit) is int
+
+
+def test_the_example_ships_with_semsim_and_replays_by_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from semsim.cli.main import main
+    from semsim.report.replay import shipped_example
+
+    repository = Path(__file__).resolve().parent.parent / "examples" / "traffic.jsonl"
+    assert shipped_example().read_bytes() == repository.read_bytes()  # one recording, two places
+    monkeypatch.chdir(tmp_path)  # a plain install: no examples/ here
+    assert main(["replay", "--example"]) == 0
+    assert "all held" in capsys.readouterr().out
+    assert main(["replay", "examples/traffic.jsonl"]) == 2
+    assert "`semsim replay --example` replays the copy it ships" in capsys.readouterr().err
+    for argv in (["replay"], ["replay", "--example", "x.jsonl"]):
+        assert main(argv) == 2
+        assert "give a TRAFFIC.jsonl file to replay, or --example" in capsys.readouterr().err

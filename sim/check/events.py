@@ -33,9 +33,11 @@ class HolderView:
     no rows.
     """
 
-    def __init__(self, key: str, storage: sqlite3.Connection) -> None:
+    def __init__(self, key: str, storage: sqlite3.Connection, built: bool = False) -> None:
         self.key = key
         self._storage = storage
+        #: Known built (a commit's holder): no need to ask the schema before every read.
+        self._known_built = built
 
     def grants(self) -> list[GrantRow]:
         """Every grant row, in the holder's order."""
@@ -66,7 +68,9 @@ class HolderView:
         return {group: total for group, (_, total) in totals.items()}
 
     def _built(self) -> bool:
-        return not never_built(self._storage, _GRANTS)
+        if not self._known_built:
+            self._known_built = not never_built(self._storage, _GRANTS)
+        return self._known_built
 
     def __repr__(self) -> str:
         return f"HolderView({self.key!r})"
@@ -87,6 +91,11 @@ class Commit:
     holder: HolderView
     #: The holder's lease options (None: a holder without leases): its provisioning mode.
     leases: LeaseOptions | None = None
+    #: The earliest claim deadline of a grant with unclaimed permits (None: nothing pending),
+    #: the object's stored alarm (None: none set), and the alarm's minimum delay.
+    due_ms: int | None = None
+    alarm_ms: int | None = None
+    alarm_min_delay_ms: int = 0
 
 
 @attrs.frozen

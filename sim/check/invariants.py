@@ -38,6 +38,7 @@ from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
+from semsim.check.alarm_armed import AlarmArmed
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
 from semsim.check.builtin import names
@@ -193,8 +194,6 @@ class _HolderState:
     claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     #: Per grant, how many items clients admitted through it.
     admitted: Counter[str] = attrs.Factory(Counter)
-    #: After the last commit: the earliest pending time and the stored alarm.
-    alarm: tuple[int | None, int | None] = (None, None)
 
 
 class Monitor:
@@ -215,6 +214,7 @@ class Monitor:
         self._hearing = {hook: [c for c in self.checkers if hears(c, hook)] for hook in HOOKS}
         #: semsim's own invariants that are checkers (one module each), in the order they judge.
         self._on_commit: tuple[Checker, ...] = (Ceiling(self.fail), GroupCeiling(self.fail))
+        self._alarm_armed = AlarmArmed(self.fail)
         self._fenced = Fenced(self.fail)
         self._effect_once = EffectOnce(self.fail)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
@@ -337,19 +337,22 @@ class Monitor:
         now = self.sim.now()
         state = self._holders[key]
         usage = holder.judged_usage(now)
+        store = holder.holder.store
         commit = Commit(
             now,
             key,
             usage,
             MappingProxyType(dict(holder.group_limits)),
             self.in_use[key],
-            HolderView(key, holder.ctx.storage),
+            HolderView(key, holder.ctx.storage, built=True),  # it just committed
             holder.env.leases,
+            store.next_pending_at(),
+            holder.ctx.get_alarm(),
+            holder.env.alarm_min_delay_ms,
         )
         for checker in self._on_commit:  # ceiling, group_ceiling: each in its own module
             checker.on_commit(commit)
 
-        store = holder.holder.store
         delta = state.mirror.refresh(now)
         rows = delta.after
         changed = delta.changed
@@ -362,34 +365,7 @@ class Monitor:
         self._monotone(key, delta.before, rows, changed)
         _record_claims(state, delta.before, rows, usage.limit, changed["grants"])
 
-        pending = store.next_pending_at()
-        alarm = holder.ctx.get_alarm()
-        if pending is not None:
-            bound = max(pending, now + holder.env.alarm_min_delay_ms)
-            if alarm is None or alarm > bound:
-                self.fail(
-                    "alarm_armed",
-                    f"{key}: unclaimed permits due {pending} but the alarm is {alarm} (bound {bound})",
-                )
-            before_pending, before_alarm = state.alarm
-            # The engine keeps an alarm already inside [pending, bound] ("preserve a fallback
-            # inside this range so frequent reconciliation cannot push it later"): while the
-            # same work is pending and not yet due, and the alarm has not fired, no commit
-            # may move it later. (Once the work is due, a failed run's fallback may.)
-            if (
-                pending == before_pending
-                and pending > now
-                and before_alarm is not None
-                and before_alarm > now
-                and alarm is not None
-                and alarm > before_alarm
-            ):
-                self.fail(
-                    "alarm_armed",
-                    f"{key}: work due {pending} unchanged, but a commit pushed the alarm "
-                    f"from {before_alarm} to {alarm}",
-                )
-        state.alarm = (pending, alarm)
+        self._alarm_armed.on_commit(commit)
         self._conservative(key, usage.granted + usage.leased)
         if self.full:
             self._conservative_per_client(key, holder.ctx.storage)

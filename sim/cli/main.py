@@ -280,7 +280,12 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help="recorded wire traffic through the holder model, invariants checked",
         description="Replay recorded wire traffic through the holder model and check invariants.",
     )
-    replay.add_argument("traffic", type=_path, metavar="TRAFFIC.jsonl")
+    replay.add_argument("traffic", type=_path, metavar="TRAFFIC.jsonl", nargs="?")
+    replay.add_argument(
+        "--example",
+        action="store_true",
+        help="replay the example recording semsim ships (examples/traffic.jsonl in its repository)",
+    )
 
     report = command(
         "report",

@@ -40,6 +40,7 @@ uses, since it knows when they ran). Blank lines are skipped, as in a trace
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import itertools
 import json
 import os
@@ -905,11 +906,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """``semsim replay TRAFFIC.jsonl``: 0 all held, 1 an invariant failed, 2 a malformed file."""
     from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError
 
-    path: Path = args.traffic
+    if args.example == (args.traffic is not None):
+        raise UsageError("give a TRAFFIC.jsonl file to replay, or --example for the one semsim ships")
+    path: Path = shipped_example() if args.example else args.traffic
     try:
         traffic = read_traffic(path)
     except TrafficError as error:
-        raise UsageError(str(error)) from None
+        hint = ""
+        if not path.exists() and path.name == "traffic.jsonl" and path.parent.name == "examples":
+            hint = " (outside semsim's repository, `semsim replay --example` replays the copy it ships)"
+        raise UsageError(f"{error}{hint}") from None
     from semsim.inputs.progress import Progress
 
     with Progress(f"replaying {read_from(path)}", len(traffic.lines), "lines") as shown:
@@ -1194,6 +1200,12 @@ def write_traffic(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[
 
 #: ``examples/traffic.jsonl``: ``write_traffic(example_traffic(), Path("examples/traffic.jsonl"))``.
 EXAMPLE_SEED: Final = 3
+
+
+def shipped_example() -> Path:
+    """The copy of ``examples/traffic.jsonl`` installed with semsim (package data; a wheel and an
+    editable install both keep it as a file)."""
+    return Path(str(importlib.resources.files("semsim.report") / "example_traffic.jsonl"))
 
 
 def example_traffic() -> list[dict[str, Any]]:

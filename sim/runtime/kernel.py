@@ -147,6 +147,10 @@ def deterministic_trio(seed: int) -> Iterator[None]:
 class Sim:
     """The context every simulated component shares within one run."""
 
+    #: Told the virtual time every :data:`PROGRESS_EVERY_EVENTS` trace events (a command's
+    #: progress bar): it only observes, so the run is the same with or without it.
+    progress: Callable[[int], None] | None
+
     def __init__(self, seed: int, trace: Trace, limits: Limits) -> None:
         self.seed = seed
         self.trace = trace
@@ -155,9 +159,7 @@ class Sim:
         self._ids: dict[str, int] = {}
         self.timers = Timers()
         self._clock = _virtual_clock()
-        #: Told the virtual time every :data:`PROGRESS_EVERY_EVENTS` trace events (a command's
-        #: progress bar): it only observes, so the run is the same with or without it.
-        self.progress: Callable[[int], None] | None = None
+        self.progress = None
 
     # --- time ----------------------------------------------------------------
 
