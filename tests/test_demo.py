@@ -49,3 +49,14 @@ def test_bad_usage_exits_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(argv)
     assert caught.value.code == EXIT_USAGE
+
+
+def test_the_demo_plot_is_drawn_in_run_plots_style(tmp_path: Path) -> None:
+    from semsim.cli.demo import plot, run_demo
+
+    fig = plot(run_demo(), tmp_path / "demo.png")
+    usage, strip = fig.axes  # the accounting panel and the strip; no clients, so no demand panel
+    assert usage.get_title(loc="left") == "key 'demo': holder accounting vs the limit"
+    rows = [label.get_text() for label in strip.get_yticklabels()]
+    assert rows == ["reply lost (1)", "permits reclaimed (1)", "limit changed (1)"]
+    assert (tmp_path / "demo.png").read_bytes().startswith(b"\x89PNG")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from semaphore_core import Holder, HolderConfig, LeaseOptions, Strict, Usage
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SECOND_MS = 1_000
 
@@ -150,35 +153,50 @@ def print_timeline(result: DemoResult, write: Callable[[str], None] = print) -> 
         write(f"{moment.t_ms / 1000:>5.0f}s  {u.granted:>7}  {u.leased:>6}  {u.limit:>5}  {moment.what}")
 
 
-def plot(result: DemoResult, path: Path) -> None:
-    import matplotlib
+def plot(result: DemoResult, path: Path) -> Figure:
+    """The story's usage in ``semsim run --plot``'s style: the holder's charged permits against
+    the limit, and a strip of what happened (the lost reply, the alarm's reclaim, the lowered
+    limit). The core alone has no clients, so there is no in-use line and no demand panel."""
+    from semsim.report.plot import KeySeries, Mark, PlotData, figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from semsim.report.plot import save_figure
-
-    # Hold the last state for a second so the final step has width.
-    times = [m.t_ms / 1000 for m in result.moments] + [result.moments[-1].t_ms / 1000 + 1]
-    granted = [m.usage.granted for m in result.moments] + [result.moments[-1].usage.granted]
-    leased = [m.usage.leased for m in result.moments] + [result.moments[-1].usage.leased]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.stackplot(
-        times, granted, leased, labels=["granted permits", "lease footprint"], step="post", alpha=0.7
-    )
-    limit_t = [t / 1000 for t, _ in result.limits] + [times[-1]]
-    limit_v = [v for _, v in result.limits] + [result.limits[-1][1]]
-    ax.step(limit_t, limit_v, where="post", color="black", linewidth=2, label="limit")
+    end_ms = result.moments[-1].t_ms + SECOND_MS  # the last state, held a second
+    marks = []
     for moment in result.moments:
-        ax.axvline(moment.t_ms / 1000, color="grey", linewidth=0.5, linestyle=":")
-    ax.annotate("reply lost", (0, 4), xytext=(0.3, 9), arrowprops={"arrowstyle": "->"})
-    ax.annotate("alarm reclaims", (5, 4), xytext=(3.2, 10), arrowprops={"arrowstyle": "->"})
-    ax.annotate("limit lowered", (8, 4), xytext=(8.6, 9.5), arrowprops={"arrowstyle": "->"})
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("permits")
-    ax.set_ylim(0, 11)
-    ax.set_title("semsim demo: one holder, a lost reply, the alarm, a lowered limit")
-    ax.legend(loc="lower left", framealpha=0.95)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+        if "reply lost" in moment.what:
+            marks.append(Mark(moment.t_ms, "reply lost", moment.what))
+        if "reclaims" in moment.what:
+            marks.append(Mark(moment.t_ms, "permits reclaimed", moment.what))
+        if "limit lowered" in moment.what:
+            marks.append(Mark(moment.t_ms, "limit changed", moment.what))
+    key = KeySeries(
+        key="demo",
+        limit=tuple(result.limits),
+        ceiling=None,
+        grant_pool=None,
+        granted=_steps((m.t_ms, m.usage.granted) for m in result.moments),
+        leased=_steps((m.t_ms, m.usage.leased) for m in result.moments),
+        in_use=((0, 0),),
+        waiting=((0, 0),),
+        groups=(),
+        marks=tuple(marks),
+        clients_known=False,
+    )
+    data = PlotData(seed="demo", end_ms=end_ms, mode="strict", keys=(key,), bands=())
+    fig = figure(
+        data,
+        heading="semsim demo: one holder, a lost reply, the alarm, a lowered limit   "
+        "(strict leases: grants and leases share the limit)",
+        explanation="Stacked areas: permits the holder has charged (committed rows), step by step "
+        "through the story `semsim demo` prints. They stay under the limit; running work stays "
+        "charged when the limit is lowered.",
+    )
+    save_figure(fig, path, dpi=fig.dpi)
+    return fig
+
+
+def _steps(points: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """A step series from the story's moments (a value noted twice at one time keeps the last)."""
+    steps: dict[int, int] = {0: 0}
+    for t_ms, value in points:
+        steps[t_ms] = value
+    return tuple(sorted(steps.items()))

@@ -134,6 +134,9 @@ class KeySeries:
     #: Permits of leases no client ever reported, from each one's grant: granted in a reply
     #: that was lost, they are never settled (the documented leak, ``lease_lost_in_reply``).
     leaked: Steps = ((0, 0),)
+    #: Whether ``in_use`` and ``waiting`` are known: a trace's clients tell them; a story told on
+    #: the core alone (``semsim demo``) has no clients, and its plot leaves them out.
+    clients_known: bool = True
 
 
 @attrs.frozen
@@ -795,8 +798,27 @@ def build_figure(
     The figure is not attached to pyplot (nothing global changes, nothing to
     close); its layout is constrained, so every label stays inside it once drawn.
     """
-    data = series(header, events)
+    return figure(series(header, events), title=title, per_group=per_group)
 
+
+#: The figure's explanation line, under its title, for a simulation's trace.
+EXPLANATION: Final = (
+    "Stacked areas: permits the holder has charged (committed rows). Green line: permits clients "
+    "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
+    "under the limit."
+)
+
+
+def figure(
+    data: PlotData,
+    *,
+    title: str | None = None,
+    per_group: bool = False,
+    explanation: str = EXPLANATION,
+    heading: str | None = None,
+) -> Figure:
+    """:func:`build_figure` of series already extracted (``semsim demo`` builds its own):
+    ``explanation`` is the line under the title, ``heading`` replaces the title line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.layout_engine import ConstrainedLayoutEngine
@@ -806,7 +828,10 @@ def build_figure(
 
     layout: list[tuple[str, KeySeries, GroupSeries | None]] = []
     for key in data.keys:
-        layout += [("usage", key, None), ("waiting", key, None), ("marks", key, None)]
+        layout += [("usage", key, None)]
+        if key.clients_known:
+            layout += [("waiting", key, None)]
+        layout += [("marks", key, None)]
         if per_group:
             layout += [("group", key, group) for group in key.groups]
     heights = {"usage": 3.2, "waiting": 1.3, "marks": 1.6, "group": 2.0}
@@ -860,7 +885,7 @@ def build_figure(
     fig.text(
         0.01,
         1 - 0.12 / height_in,
-        f"semsim: {scenario}seed {data.seed}   ({_mode_label(data.mode)})",
+        heading or f"semsim: {scenario}seed {data.seed}   ({_mode_label(data.mode)})",
         va="top",
         fontsize=12,
         fontweight="bold",
@@ -868,9 +893,7 @@ def build_figure(
     fig.text(
         0.01,
         1 - 0.40 / height_in,
-        "Stacked areas: permits the holder has charged (committed rows). Green line: permits clients "
-        "actually hold. The green line should stay inside the stack and, unless leases are 'over', "
-        "under the limit."
+        explanation
         + (
             "\nDashed line: calls in flight at the external API (the ground truth), which should stay "
             "under the limit too."
@@ -991,8 +1014,11 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tupl
     if key.grant_pool is not None:
         px, py = _xy(key.grant_pool, end)
         ax.step(px, py, where="post", color="black", lw=1.0, ls=":", label="grant pool (limit − reserve)")
-    ux, uy = _xy(key.in_use, end)
-    ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label="in use by clients\n(admitted, not released)")
+    uy: list[float] = []
+    if key.clients_known:
+        ux, uy = _xy(key.in_use, end)
+        label = "in use by clients\n(admitted, not released)"
+        ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label=label)
     accounted = [g + leased_ for g, leased_ in zip(by_granted, by_leased, strict=True)]
     _draw_leaked(ax, key, end, by_granted, accounted)
     top = max(top, *accounted, *uy)
@@ -1038,7 +1064,8 @@ def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tupl
         )
     _label_violations(ax, key, xlim)
     ax.set_ylabel("permits")
-    ax.set_title(f"{prefix}holder accounting vs permits actually in use", loc="left", fontsize=10)
+    against = "permits actually in use" if key.clients_known else "the limit"
+    ax.set_title(f"{prefix}holder accounting vs {against}", loc="left", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
 
 
