@@ -77,3 +77,17 @@ def test_a_replay_tells_how_many_lines_it_has_done(monkeypatch: pytest.MonkeyPat
     assert replay(traffic, told.append).summary == replay(traffic).summary
     assert len(traffic.lines) >= 50
     assert told == list(range(10, len(traffic.lines) + 1, 10))
+
+
+def test_an_observer_that_fails_is_dropped_and_the_run_goes_on() -> None:
+    config = WorldConfig(workload=Workload(clients=3, items_per_minute=120), duration_ms=120_000)
+    calls: list[int] = []
+
+    def broken(now_ms: int) -> None:
+        calls.append(now_ms)
+        raise BrokenPipeError("stderr went away")
+
+    observed = run_world(config, FaultPlan(reply_loss=0.05), 2, progress=broken)
+    plain = run_world(config, FaultPlan(reply_loss=0.05), 2)
+    assert len(calls) == 1  # told once, then dropped
+    assert observed.trace.to_bytes() == plain.trace.to_bytes()

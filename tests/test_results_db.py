@@ -425,10 +425,10 @@ def test_a_campaign_records_its_variant_and_invariants_and_the_report_names_them
     assert (campaign["variant"], campaign["invariants"]) == ("tests.test_variants:RESERVE", [invariant])
 
 
-def test_a_schema_1_database_is_migrated_keeping_its_campaigns_and_their_identity(tmp_path: Path) -> None:
-    from semsim.explore.results import MIGRATIONS, digest
+def _schema_1_file(db: Path) -> str:
+    """A results file as schema 1 wrote it, with one campaign; its identity as schema 1 computed it."""
+    from semsim.explore.results import MIGRATIONS
 
-    db = tmp_path / "old.sqlite"
     with closing(sqlite3.connect(db)) as old:
         old.executescript(MIGRATIONS[1])
         old.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -439,11 +439,37 @@ def test_a_schema_1_database_is_migrated_keeping_its_campaigns_and_their_identit
             " 'passed')"
         )
         old.commit()
-        before = hashlib_of(old)
+        return hashlib_of(old)
+
+
+def test_a_schema_1_database_reads_as_it_is_and_merges_into_a_new_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old.sqlite"
+    _schema_1_file(old)
+    before = old.read_bytes()
+    assert main(["report", str(old)]) == EXIT_OK  # read-only: not migrated, not refused
+    assert "variant not recorded (results schema 1)" in capsys.readouterr().out
+    assert main(["report", str(old), "--json"]) == EXIT_OK
+    (campaign,) = json.loads(capsys.readouterr().out)["campaigns"]
+    assert (campaign["variant"], campaign["invariants"]) == (None, None)
+    assert old.read_bytes() == before
+    new = tmp_path / "new.sqlite"
+    with closing(open_db(new)) as db:
+        assert merge(db, [old]) == 1
+        assert merge(db, [old]) == 0  # the same campaign, by its identity
+
+
+def test_a_schema_1_database_is_migrated_keeping_its_campaigns_and_their_identity(tmp_path: Path) -> None:
+    from semsim.explore.results import digest
+
+    db = tmp_path / "old.sqlite"
+    before = _schema_1_file(db)
     with closing(open_db(db)) as migrated:
         assert migrated.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        # What a schema 1 campaign ran was not recorded: NULL, not a guess.
         assert migrated.execute("SELECT seed, variant, invariants FROM campaigns").fetchall() == [
-            (4, "reference", "[]")
+            (4, None, None)
         ]
         # A campaign of the reference keeps the identity schema 1 gave it (merges still dedupe);
         # one of a variant is another campaign.

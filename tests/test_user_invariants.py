@@ -11,6 +11,7 @@ replayed as "every invariant held".
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -157,6 +158,31 @@ def test_a_bare_assert_says_what_it_asserted_whether_rewritten_or_not() -> None:
     assert run.result.detail == "asserts_bare at t=1984 ms: assert admission.in_use < 2"
 
 
+def test_the_same_bare_assert_unrewritten_says_the_same(tmp_path: Path) -> None:
+    # A campaign's workers import a checker plainly; CPython then names the condition's line of a
+    # multi-line assert, not the statement's first: the detail must not change with it.
+    import importlib.util
+
+    (tmp_path / "plainchecker.py").write_text(
+        "from semsim.check.checker import Checker\n\n\n"
+        "class AssertsBare(Checker):\n"
+        "    name = 'asserts_bare'\n\n"
+        "    def on_admit(self, admission):\n"
+        "        for _ in range(1): assert (\n"
+        "            admission.in_use\n"
+        "            < 2\n"
+        "        )\n",
+        encoding="utf-8",
+    )
+    spec = importlib.util.spec_from_file_location("plainchecker", tmp_path / "plainchecker.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not through pytest's import hook: not rewritten
+    run = run_world(CONFIG, FaultPlan(), 1, checkers=[module.AssertsBare])
+    assert run.result.detail == "asserts_bare at t=1984 ms: assert admission.in_use < 2"
+
+
 def test_a_checkers_own_bug_is_the_checker_verdict_naming_it() -> None:
     run = run_world(CONFIG, FaultPlan(), 1, checkers=[Broken])
     assert run.result.invariant == "checker"
@@ -183,6 +209,10 @@ def test_without_checkers_the_trace_is_the_reference_s_byte_for_byte() -> None:
         ([type("Nameless", (Checker,), {})], "must be a non-empty string"),
         ([type("Spaced", (Checker,), {"name": "max grant"})], "letters, digits"),
         ([type("Kind", (Checker,), {"name": "k", "kind": "both"})], "kind is 'safety' or 'liveness'"),
+        (
+            [type("NeedsArgs", (Checker,), {"name": "n", "__init__": lambda self, limit: None})],
+            "cannot be built without arguments",
+        ),
     ],
 )
 def test_what_is_not_a_checker_is_refused_before_the_run(checkers: object, says: str) -> None:
@@ -192,6 +222,20 @@ def test_what_is_not_a_checker_is_refused_before_the_run(checkers: object, says:
 
 def test_the_same_checker_twice_is_judged_once() -> None:
     assert check_checkers([MaxGrant, MaxGrant], RESERVED_NAMES) == (MaxGrant,)
+
+
+def test_a_module_that_fails_as_it_loads_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "brokenchecks.py").write_text("raise RuntimeError('half-written')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert main(["run", "strict-burst", "--invariant", "brokenchecks:X"]) == 2
+    finally:
+        sys.modules.pop("brokenchecks", None)
+    err = capsys.readouterr().err
+    assert "importing 'brokenchecks' (from 'brokenchecks:X') failed: RuntimeError: half-written" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_references_find_checkers_and_say_why_not() -> None:

@@ -6,7 +6,7 @@ above it but never grow while above it. Under mode's two pools may each
 stay within their own while the sum grows past a lowered limit: that is
 finding F2, attributed by the same rule the core's state machine applies.
 Judged after every holder commit; :func:`ceiling_rule` is shared with
-``semsim replay`` and the holder's state-machine tests.
+``semsim replay``.
 """
 
 from __future__ import annotations

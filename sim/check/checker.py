@@ -53,8 +53,8 @@ How a checker is handed to a run: ``run_world(..., checkers=[MaxGrant])``,
 from __future__ import annotations
 
 import ast
+import functools
 import linecache
-import textwrap
 import traceback
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
@@ -138,20 +138,38 @@ def assertion_detail(error: AssertionError) -> str:
 
 
 def _assert_statement(frame: traceback.FrameSummary) -> ast.Assert | None:
-    """The ``assert`` statement ``frame`` stopped at, from its source, or None if unreadable."""
+    """The ``assert`` statement ``frame`` stopped in, from its file's source, or None if unreadable.
+
+    Found by line range, innermost first: CPython names the line of a
+    multi-line assert's condition, pytest's rewritten code the line the
+    statement starts on, and both lie within the same statement.
+    """
     if frame.lineno is None:
         return None
-    last = frame.end_lineno or frame.lineno
-    source = "".join(linecache.getline(frame.filename, n) for n in range(frame.lineno, last + 1))
+    return next(
+        (node for first, last, node in _asserts(frame.filename) if first <= frame.lineno <= last),
+        None,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _asserts(filename: str) -> tuple[tuple[int, int, ast.Assert], ...]:
+    """Every ``assert`` of a source file with its line range, innermost (latest start) first."""
+    source = "".join(linecache.getlines(filename))
     try:
-        (statement,) = ast.parse(textwrap.dedent(source)).body
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return None
-    return statement if isinstance(statement, ast.Assert) else None
+        return ()
+    found = [
+        (node.lineno, node.end_lineno or node.lineno, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assert)
+    ]
+    return tuple(sorted(found, key=lambda entry: -entry[0]))
 
 
 def hears(checker: Checker, hook: str) -> bool:
-    """Whether ``checker`` defines ``hook`` (one that does not is never called, nor its event built)."""
+    """Whether ``checker`` defines ``hook`` (one that does not is never called for it)."""
     return getattr(type(checker), hook) is not getattr(Checker, hook)
 
 
@@ -186,6 +204,13 @@ def check_checkers(checkers: Iterable[object], reserved: Iterable[str]) -> tuple
             raise ValueError(
                 f"checker {checker.__qualname__}: kind is 'safety' or 'liveness', got {checker.kind!r}"
             )
+        try:
+            checker()  # every run builds its own: a class that needs arguments is refused here
+        except Exception as error:
+            raise TypeError(
+                f"checker {checker.__qualname__} cannot be built without arguments (each run builds "
+                f"its own instance): {type(error).__name__}: {error}"
+            ) from None
         other = names.setdefault(checker.name, checker)
         if other is not checker:
             raise ValueError(

@@ -154,6 +154,7 @@ def _campaign(
     total = runs + len(examples)  # the named scenarios run first
     progress = _Progress(total, quiet=bool(args.quiet))
     with ExitStack() as resources:
+        resources.callback(progress.done)  # the bar stops on every way out (a refused cluster, ...)
         executor, workers, where = _executor(args, resources)
         on_run: Callable[[Campaign, RunReport, bool], None] = progress
         recorder = None
@@ -249,7 +250,9 @@ def _campaign(
             return EXIT_OK
         _report_violation(failure, result, named=dict(zip(examples, scenarios, strict=True)))
         print(f"replay: {replay}", flush=True)
-        _save(failure, tolerated, path)
+        saved = _save(failure, tolerated, path)
+        if out is not None and not saved:
+            out["failure"]["case"] = None  # printed to standard error instead
         if recorder is not None:
             print(f"recorded in {db_path}")
         return EXIT_VIOLATION
@@ -304,8 +307,8 @@ def _report_violation(failure: RunReport, result: Campaign, named: Mapping[Case,
         )
 
 
-def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
-    """Write the case; if that fails, print it so it is not lost."""
+def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> bool:
+    """Write the case; if that fails, print it so it is not lost. Whether it was written."""
     text = case_text(failure.case, tolerated, failure)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,8 +316,9 @@ def _save(failure: RunReport, tolerated: frozenset[str], path: Path) -> None:
     except OSError as error:
         print(f"could not save the case to {path}: {error.strerror or error}; here it is:", file=sys.stderr)
         print(text, end="")
-        return
+        return False
     print(f"case written to {path}")
+    return True
 
 
 class _Progress:

@@ -91,7 +91,9 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     )
     for row in found.campaigns:
         fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
-        if row.variant != "reference":
+        if row.variant is None:
+            fixes = f"variant not recorded (results schema 1), {fixes}"
+        elif row.variant != "reference":
             fixes = f"variant {row.variant}, {fixes}"
         if row.invariants:
             fixes += ", with invariants " + ", ".join(row.invariants)

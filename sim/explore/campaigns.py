@@ -62,6 +62,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import zlib
@@ -388,7 +389,10 @@ def parallel_campaign(
 
 
 def _ignore_interrupts() -> None:
+    """A worker's start: Ctrl-C is the coordinator's to handle, and standard output is the
+    coordinator's too (``--json`` prints one object there): what a worker prints goes to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stdout = sys.stderr
 
 
 def default_workers() -> int:

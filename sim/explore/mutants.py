@@ -585,34 +585,36 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         print(f"{label}  {'killed' if result.killed else 'SURVIVED'}: {verdicts}", flush=True)
 
     results: list[MutantResult] = []
-    if workers == 1:
-        for candidate, label in zip(chosen, labels, strict=True):
-            if not interactive:
-                print(f"{label}  started", file=sys.stderr, flush=True)
-            result = score_mutant(
-                candidate,
-                layers,
-                cpu_budget_s,
-                on_run=progress_reporter(label, interactive, bar),
-                on_layer=None if interactive else _layer_reporter(label),
-            )
-            results.append(result)
-            report(label, result)
-    else:
-        # Each mutant in a fresh process (spawned: no Trio or Hypothesis state is inherited), so the
-        # verdicts are those of a serial run; they are printed and tabled in catalog order.
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [
-                pool.submit(_score_in_worker, m.name, layers, cpu_budget_s, label)
-                for m, label in zip(chosen, labels, strict=True)
-            ]
-            for future, label in zip(futures, labels, strict=True):
-                result = future.result()
+    try:
+        if workers == 1:
+            for candidate, label in zip(chosen, labels, strict=True):
+                if not interactive:
+                    print(f"{label}  started", file=sys.stderr, flush=True)
+                result = score_mutant(
+                    candidate,
+                    layers,
+                    cpu_budget_s,
+                    on_run=progress_reporter(label, interactive, bar),
+                    on_layer=None if interactive else _layer_reporter(label),
+                )
                 results.append(result)
                 report(label, result)
-    if bar is not None:
-        bar.close()
+        else:
+            # Each mutant in a fresh process (spawned: no Trio or Hypothesis state is inherited), so the
+            # verdicts are those of a serial run; they are printed and tabled in catalog order.
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+                futures = [
+                    pool.submit(_score_in_worker, m.name, layers, cpu_budget_s, label)
+                    for m, label in zip(chosen, labels, strict=True)
+                ]
+                for future, label in zip(futures, labels, strict=True):
+                    result = future.result()
+                    results.append(result)
+                    report(label, result)
+    finally:
+        if bar is not None:
+            bar.close()
     suite, fuzz_kills = scores(results)
     print(
         f"\n{suite} of {len(results)} mutants killed by the suite, {fuzz_kills} by the fuzz alone "

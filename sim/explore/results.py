@@ -118,9 +118,10 @@ CREATE TABLE failures (
 """
 
 #: Version 2: the holder variant each campaign ran and the user's invariants it judged (issue 24).
+#: NULL in a campaign recorded before: what it ran was not recorded (it may have run a variant).
 _SCHEMA_2: Final = """
-ALTER TABLE campaigns ADD COLUMN variant TEXT NOT NULL DEFAULT 'reference';
-ALTER TABLE campaigns ADD COLUMN invariants TEXT NOT NULL DEFAULT '[]'
+ALTER TABLE campaigns ADD COLUMN variant TEXT;
+ALTER TABLE campaigns ADD COLUMN invariants TEXT
 """
 
 #: Schema version -> the statements that bring the version before it up to it.
@@ -254,11 +255,15 @@ def read_db(path: Path, option: str = "DB") -> sqlite3.Connection:
     _check_ours(path, option, *found)
     if found[0] != APPLICATION_ID:
         raise ResultsError(f"{option} {path}: an empty SQLite file, no campaigns recorded")
-    if found[1] < SCHEMA_VERSION:
-        raise ResultsError(
-            f"{option} {path}: results schema {found[1]}; record a campaign into it (or merge it) to migrate"
-        )
+    # An older schema is read as it is (read-only: nothing migrates it here); what it lacks
+    # reads as not recorded (see :func:`_columns`).
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def _columns(db: sqlite3.Connection, schema: str, table: str) -> list[str]:
+    """The columns ``table`` has in ``schema`` (a file of an older schema has fewer)."""
+    assert schema in ("main", "other"), schema
+    return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
 
 
 @contextmanager
@@ -479,9 +484,11 @@ def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
     same results anywhere, so recorded twice it is still one campaign.
     """
     assert schema in ("main", "other"), schema
-    variant, invariants = db.execute(
-        f"SELECT variant, invariants FROM {schema}.campaigns WHERE id = ?", (campaign_id,)
-    ).fetchone()
+    variant, invariants = None, None
+    if "variant" in _columns(db, schema, "campaigns"):
+        variant, invariants = db.execute(
+            f"SELECT variant, invariants FROM {schema}.campaigns WHERE id = ?", (campaign_id,)
+        ).fetchone()
     content: list[Any] = [
         list(
             db.execute(
@@ -507,15 +514,16 @@ def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
             )
         ],
     ]
-    if (variant, invariants) != ("reference", "[]"):
+    if (variant or "reference", invariants or "[]") != ("reference", "[]"):
         # Only then: a campaign of the reference keeps the identity it had before version 2.
-        content.append([variant, json.loads(invariants)])
+        content.append([variant, json.loads(invariants or "[]")])
     return hashlib.sha256(json.dumps(content).encode()).hexdigest()
 
 
 def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
     assert alias == "other", alias
-    columns = [row[1] for row in db.execute("PRAGMA main.table_info(campaigns)") if row[1] != "id"]
+    theirs = set(_columns(db, "other", "campaigns"))  # an older file lacks some: they stay NULL
+    columns = [name for name in _columns(db, "main", "campaigns") if name != "id" and name in theirs]
     listed = ", ".join(columns)
     known = {row[0] for row in db.execute("SELECT uid FROM main.campaigns WHERE uid IS NOT NULL")}
     copied = 0
@@ -568,9 +576,10 @@ class CampaignRow:
     sim_ms: int
     host: str
     semsim_version: str
-    #: The holder variant it ran, by the name it was found by, and the user's invariants it judged.
-    variant: str = "reference"
-    invariants: list[str] = attrs.Factory(list)
+    #: The holder variant it ran, by the name it was found by, and the user's invariants it judged
+    #: (None: not recorded, a campaign recorded under results schema 1).
+    variant: str | None = "reference"
+    invariants: list[str] | None = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -601,6 +610,8 @@ class Summary:
 
 
 def summary(db: sqlite3.Connection) -> Summary:
+    has_variant = "variant" in _columns(db, "main", "campaigns")
+    recorded = "c.variant, c.invariants" if has_variant else "NULL, NULL"  # schema 1: not recorded
     campaigns = [
         CampaignRow(
             id=row[0],
@@ -617,14 +628,14 @@ def summary(db: sqlite3.Connection) -> Summary:
             host=row[11],
             semsim_version=row[12],
             variant=row[13],
-            invariants=json.loads(row[14]),
+            invariants=None if row[14] is None else json.loads(row[14]),
         )
         for row in db.execute(
             # A campaign still running, or stopped hard, has no verdict yet: its runs so far are in `runs`.
             "SELECT c.id, c.uid, c.seed, c.runs_asked, c.examples, c.fixes, c.executor, c.workers, c.status,"
             " CASE c.status WHEN 'running' THEN COALESCE(r.runs, 0) ELSE c.runs END,"
             " CASE c.status WHEN 'running' THEN COALESCE(r.sim_ms, 0) ELSE c.sim_ms END,"
-            " c.host, c.semsim_version, c.variant, c.invariants FROM campaigns c LEFT JOIN"
+            f" c.host, c.semsim_version, {recorded} FROM campaigns c LEFT JOIN"
             " (SELECT campaign_id, COUNT(*) AS runs, SUM(sim_ms) AS sim_ms FROM runs GROUP BY campaign_id) r"
             " ON r.campaign_id = c.id ORDER BY c.id"
         )

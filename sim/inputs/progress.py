@@ -63,6 +63,9 @@ class Progress:
                 TextColumn("{task.fields[note]}"),
                 TimeElapsedColumn(),
                 console=Console(file=self.stream),
+                # What the command prints to standard output stays there (`> file` keeps it).
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             self._task = self._bar.add_task(what, total=total or None, note="")
             self._bar.start()

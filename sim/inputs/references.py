@@ -29,6 +29,10 @@ def resolve(reference: str) -> object:
         target: object = importlib.import_module(module_name)
     except ImportError as error:
         raise ReferenceLookupError(f"cannot import {module_name!r} (from {reference!r}): {error}") from None
+    except Exception as error:  # the user's module failing as it loads is theirs to fix, named
+        raise ReferenceLookupError(
+            f"importing {module_name!r} (from {reference!r}) failed: {type(error).__name__}: {error}"
+        ) from None
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ReferenceLookupError(f"{reference!r}: {module_name} has no attribute {attribute!r}")

@@ -200,11 +200,20 @@ class Sim:
 
     # --- trace -------------------------------------------------------------------
 
+    def _tell_progress(self) -> None:
+        """Tell the observer the time; one that fails (a closed stream) is dropped, never raised
+        into the simulated code, whose handlers would turn it into an error reply."""
+        assert self.progress is not None
+        try:
+            self.progress(self.now())
+        except Exception:
+            self.progress = None
+
     def event(self, kind: str, /, **fields: Any) -> None:
         """Record one trace event at the current virtual time."""
         self.trace.event(self.now(), kind, fields)
         if self.progress is not None and len(self.trace) % PROGRESS_EVERY_EVENTS == 0:
-            self.progress(self.now())
+            self._tell_progress()
         if len(self.trace) > self.limits.step_limit:
             raise StepLimitReached(f"step limit of {self.limits.step_limit} trace events reached")
 

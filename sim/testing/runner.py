@@ -12,6 +12,7 @@ for a test that expects one.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias
@@ -157,7 +158,7 @@ class SemsimRunner:
         again = scenario if isinstance(scenario, str) else None
         hint = None
         if again is not None:
-            judged = "".join(f" --invariant {reference}" for reference in references)
+            judged = "".join(f" --invariant {shlex.quote(reference)}" for reference in references)
             hint = f"semsim run {again} --seed {result.seed}{judged} --trace out.jsonl"
         lines = [
             f"scenario {found.name}, seed {result.seed}:",

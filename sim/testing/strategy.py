@@ -59,7 +59,8 @@ from semsim.harness.variants import find_variant
 from semsim.testing.failures import failure
 from semsim.testing.runner import Invariants, references_of
 
-#: Where failing cases go when the plugin does not say (``--semsim-out``'s default, in the cwd).
+#: Where failing cases go outside a pytest session, in the working directory (in one, the
+#: plugin says: ``--semsim-out``, by default ``semsim-failures/`` in the rootdir).
 DEFAULT_OUT = Path("semsim-failures")
 
 
