@@ -21,14 +21,19 @@ import error is a usage error, not a violation.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable
 from typing import Final
 
 import attrs
 
-from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
+from semsim.inputs.references import (
+    ReferenceLookupError,
+    did_you_mean,
+    entry_points,
+    load_entry_point,
+    resolve,
+)
 from semsim.scenarios import SCENARIOS
 from semsim.scenarios.base import Scenario
 
@@ -115,8 +120,7 @@ def find(name: str) -> Scenario:
     known = every_scenario()
     if name in known:
         return known[name]
-    close = difflib.get_close_matches(name, list(known), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ScenarioLookupError(
-        f"unknown scenario {name!r}; `semsim list` shows them, and module:function names your own{hint}"
+        f"unknown scenario {name!r}; `semsim list` shows them, and module:function names your own"
+        f"{did_you_mean(name, known)}"
     )

@@ -118,6 +118,14 @@ def workers_arg(text: str) -> int:
     return value
 
 
+def _judging_options(parser: argparse.ArgumentParser) -> None:
+    """What ``run`` and ``fuzz`` share: the holder judged, the invariants of the user's own, the
+    result as JSON."""
+    parser.add_argument("--variant", metavar="V", help=VARIANT_HELP)
+    parser.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
 class Parsers(NamedTuple):
     """semsim's parser and each command's own, by name (argparse keeps no public list of them)."""
 
@@ -174,13 +182,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         "name", metavar="NAME", help="a scenario name (see `semsim list`), or module:function naming your own"
     )
     run.add_argument("--seed", type=seed_arg, help="override the scenario's seed")
-    run.add_argument(
-        "--variant",
-        metavar="V",
-        help=VARIANT_HELP,
-    )
-    run.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
-    run.add_argument("--json", action="store_true", help=JSON_HELP)
+    _judging_options(run)
     run.add_argument("--trace", type=_path, metavar="F.jsonl", help="write the run's trace here")
     run.add_argument("--plot", type=_path, metavar="F.png", help="write a usage plot here")
     run.add_argument("--per-group", action="store_true", help="plot one panel per group")
@@ -208,13 +210,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         "with --replay, turned on in the replayed case",
     )
     fuzz.add_argument("--replay", type=_path, metavar="CASE.json", help="replay one recorded case")
-    fuzz.add_argument(
-        "--variant",
-        metavar="V",
-        help=VARIANT_HELP,
-    )
-    fuzz.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
-    fuzz.add_argument("--json", action="store_true", help=JSON_HELP)
+    _judging_options(fuzz)
     fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")
     fuzz.add_argument(
         "--full-checks",

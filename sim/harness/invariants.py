@@ -18,15 +18,13 @@ never replayed without it. What cannot be loaded is an
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Final
 
 from semsim.check.checker import Checker, check_checkers
 from semsim.harness.run import RESERVED_NAMES
-from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
+from semsim.inputs.references import ReferenceLookupError, did_you_mean, entry_points, find_named
 
 #: The entry-point group installed packages register their invariants under.
 GROUP: Final = "semsim.invariants"
@@ -44,14 +42,6 @@ def _checker_of(value: object, where: str) -> type[Checker]:
     return checker
 
 
-def _load(entry: metadata.EntryPoint) -> type[Checker]:
-    try:
-        value, where = load_entry_point(entry, GROUP)
-    except ReferenceLookupError as error:
-        raise InvariantLookupError(str(error)) from None
-    return _checker_of(value, where)
-
-
 @functools.cache
 def find_invariant(reference: str) -> type[Checker]:
     """The checker ``reference`` names: a registered name, or ``module:attribute``.
@@ -62,24 +52,21 @@ def find_invariant(reference: str) -> type[Checker]:
         raise InvariantLookupError(
             f"an invariant is a registered name or module:attribute, got {reference!r}"
         )
-    if ":" in reference:
-        try:
-            target = resolve(reference)
-        except ReferenceLookupError as error:
-            raise InvariantLookupError(str(error)) from None
-        return _checker_of(target, repr(reference))
-    entries = {entry.name: entry for entry in entry_points(GROUP)}
-    if reference in entries:
-        return _load(entries[reference])
+    try:
+        found = find_named(reference, GROUP)
+    except ReferenceLookupError as error:
+        raise InvariantLookupError(str(error)) from None
+    if found is not None:
+        return _checker_of(*found)
     if reference in RESERVED_NAMES:
         raise InvariantLookupError(
             f"{reference!r} is one of semsim's own invariants: every run judges it already"
         )
-    close = difflib.get_close_matches(reference, list(entries), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    known = f"installed are {', '.join(sorted(entries))}" if entries else "no package installs any"
+    names = installed()
+    known = f"installed are {', '.join(names)}" if names else "no package installs any"
     raise InvariantLookupError(
-        f"unknown invariant {reference!r}: {known}, and module:attribute names your own{hint}"
+        f"unknown invariant {reference!r}: {known}, and module:attribute names your own"
+        f"{did_you_mean(reference, names)}"
     )
 
 

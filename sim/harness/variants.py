@@ -15,12 +15,10 @@ What cannot be loaded is a :class:`VariantLookupError` saying which and why.
 
 from __future__ import annotations
 
-import difflib
 import functools
-from importlib import metadata
 from typing import Final
 
-from semsim.inputs.references import ReferenceLookupError, entry_points, load_entry_point, resolve
+from semsim.inputs.references import ReferenceLookupError, did_you_mean, entry_points, find_named
 from semsim.world.variant import REFERENCE, Variant
 
 #: The entry-point group installed packages register their variants under.
@@ -48,14 +46,6 @@ def _variant_of(value: object, where: str) -> Variant:
     )
 
 
-def _load(entry: metadata.EntryPoint) -> Variant:
-    try:
-        value, where = load_entry_point(entry, GROUP)
-    except ReferenceLookupError as error:
-        raise VariantLookupError(str(error)) from None
-    return _variant_of(value, where)
-
-
 @functools.cache
 def find_variant(name: str) -> Variant:
     """The variant ``name`` names: ``reference``, a registered name, or ``module:attribute``.
@@ -64,20 +54,16 @@ def find_variant(name: str) -> Variant:
     """
     if name == REFERENCE.name:
         return REFERENCE
-    if ":" in name:
-        try:
-            target = resolve(name)
-        except ReferenceLookupError as error:
-            raise VariantLookupError(str(error)) from None
-        return _variant_of(target, repr(name))
-    entries = {entry.name: entry for entry in entry_points(GROUP)}
-    if name in entries:
-        return _load(entries[name])
-    known = [REFERENCE.name, *entries]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    try:
+        found = find_named(name, GROUP)
+    except ReferenceLookupError as error:
+        raise VariantLookupError(str(error)) from None
+    if found is not None:
+        return _variant_of(*found)
+    known = [REFERENCE.name, *installed()]
     raise VariantLookupError(
-        f"unknown variant {name!r}: known are {', '.join(known)}, and module:attribute names your own{hint}"
+        f"unknown variant {name!r}: known are {', '.join(known)}, and module:attribute names your own"
+        f"{did_you_mean(name, known)}"
     )
 
 

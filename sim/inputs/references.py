@@ -10,9 +10,11 @@ in a user's reference is a usage error.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 
 
@@ -38,6 +40,21 @@ def resolve(reference: str) -> object:
             raise ReferenceLookupError(f"{reference!r}: {module_name} has no attribute {attribute!r}")
         target = getattr(target, part)
     return target
+
+
+def find_named(name: str, group: str) -> tuple[object, str] | None:
+    """What ``name`` names and how to name it in a message: a ``module:attribute`` reference,
+    else an entry point of ``group``; None when it is neither (the caller says what is known)."""
+    if ":" in name:
+        return resolve(name), repr(name)
+    entry = next((entry for entry in entry_points(group) if entry.name == name), None)
+    return None if entry is None else load_entry_point(entry, group)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a mistyped one, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def entry_points(group: str) -> list[metadata.EntryPoint]:
