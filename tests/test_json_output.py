@@ -74,3 +74,57 @@ def test_bad_input_with_json_is_one_line_on_stderr_and_no_object(capsys: pytest.
     captured = capsys.readouterr()
     assert captured.out == ""
     assert len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "listing", "first"),
+    [
+        ([], "scenarios", None),
+        (["--variants"], "variants", "reference"),
+        (["--invariants"], "invariants", "ceiling"),
+    ],
+)
+def test_list_json_is_every_item_with_its_fields(
+    flag: list[str], listing: str, first: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", *flag, "--json"]) == 0
+    result, err = _json(capsys)
+    assert result["listing"] == listing
+    names = [item["name"] for item in result["items"]]
+    assert len(names) == len(set(names)) > 0
+    assert first is None or names[0] == first
+    assert all(item["name"] in err for item in result["items"])  # the table went to standard error
+    if listing == "variants":
+        assert result["items"][0]["judges"] == [
+            "exact_accounting against the literal model",
+            "safety",
+            "liveness",
+        ]
+    if listing == "invariants":
+        assert {item["kind"] for item in result["items"]} >= {"safety", "liveness"}
+
+
+def test_replay_json_is_the_summary_and_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--example", "--json"]) == 0
+    result, err = _json(capsys)
+    assert result["held"] is True
+    assert result["violations"] == []
+    assert result["checked"]["every_round"] == ["reuse", "lease_fairness"]
+    summary = result["summary"]
+    assert (summary["key"], summary["lines"], summary["rounds"]) == ("acct", 101, 23)
+    assert summary["report_results"] == {"not_found": 1, "ok": 79}
+    assert "all held" in err
+
+
+def test_plot_and_demo_json_name_what_they_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "late-claim-not-found", "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(trace), "-o", str(tmp_path / "p.png"), "--json"]) == 0
+    result, err = _json(capsys)
+    assert result == {"trace": str(trace), "plot": str(tmp_path / "p.png"), "per_group": False}
+    assert "plot written to" in err
+    assert main(["demo", "--json"]) == 0
+    result, err = _json(capsys)
+    assert result == {"passed": True, "failures": [], "plot": None}
+    assert "every expectation held" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -600,3 +601,27 @@ def test_a_named_expected_table_that_does_not_exist_is_a_usage_error(
     _canned(monkeypatch, _result("limit-off-by-one", "ceiling"))
     with pytest.raises(UsageError, match="no such file"):
         semsim.explore.mutants.cmd_mutants(_expected(tmp_path / "missing.md"))
+
+
+def test_json_is_each_mutants_verdicts_and_the_table_compared(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = {r.name: r for r in _as_in_the_committed_table()}
+    changed = attrs.evolve(
+        table["limit-off-by-one"], layers={**table["limit-off-by-one"].layers, "fuzz": SURVIVED}
+    )
+    _canned(monkeypatch, changed)
+    assert main(["mutants", "--only", "limit-off-by-one", "--layers", "fuzz", "--json"]) == EXIT_VIOLATION
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["passed"] is False
+    assert result["layers"] == ["fuzz"]
+    [mutant] = result["mutants"]
+    assert (mutant["name"], mutant["layers"]) == (
+        "limit-off-by-one",
+        {"fuzz": {"status": "survived", "caught_by": None}},
+    )
+    assert result["differences"] == [
+        "limit-off-by-one: fuzz: the table says killed by exact_accounting; this run: survived"
+    ]
+    assert "1 difference from" in captured.err

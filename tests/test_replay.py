@@ -292,6 +292,19 @@ def test_known_finding_f1_is_reported_by_name(tmp_path: Path, capsys: pytest.Cap
     assert (found.invariant, found.finding, found.lines) == ("group_ceiling", "F1", (3,))
 
 
+def test_json_of_a_violation_lists_it_with_its_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, F1_TRAFFIC)
+    assert main(["replay", str(path), "--json"]) == 1
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["held"] is False
+    [violation] = result["violations"]
+    assert (violation["invariant"], violation["finding"], violation["lines"]) == ("group_ceiling", "F1", [3])
+    assert "VIOLATED group_ceiling" in captured.err
+
+
 def test_with_the_f1_fix_the_same_traffic_is_clean(tmp_path: Path) -> None:
     fixed = [{**F1_TRAFFIC[0], "fixes": ["group-ceiling-counts-leases"]}, *F1_TRAFFIC[1:]]
     assert main(["replay", str(_write(tmp_path, fixed))]) == 0

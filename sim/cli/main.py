@@ -36,6 +36,7 @@ from semsim.inputs.commands import (
     EXIT_VIOLATION,
     UsageError,
     discard_stdout,
+    json_result,
     output_file,
 )
 from semsim.inputs.files import forget_stdin, stdout_for_data, written_to
@@ -119,11 +120,9 @@ def workers_arg(text: str) -> int:
 
 
 def _judging_options(parser: argparse.ArgumentParser) -> None:
-    """What ``run`` and ``fuzz`` share: the holder judged, the invariants of the user's own, the
-    result as JSON."""
+    """What ``run`` and ``fuzz`` share: the holder judged and the invariants of the user's own."""
     parser.add_argument("--variant", metavar="V", help=VARIANT_HELP)
     parser.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 class Parsers(NamedTuple):
@@ -149,6 +148,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         made[name] = subparsers.add_parser(name, **kwargs)
+        made[name].add_argument("--json", action="store_true", help=JSON_HELP)  # every command's result
         return made[name]
 
     demo = command(
@@ -300,7 +300,6 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help="copy these databases' campaigns into DB first (all or nothing; a campaign already there is "
         "skipped)",
     )
-    report.add_argument("--json", action="store_true", help="print the summary as JSON")
     report.add_argument(
         "--cases", type=_path, metavar="DIR", help="write each failure's shrunk case here, to replay anywhere"
     )
@@ -330,6 +329,12 @@ HANDLERS = {
 
 
 def _demo(args: argparse.Namespace) -> int:
+    with json_result(args.json) as out:
+        status = _run_demo(args, out)
+    return status
+
+
+def _run_demo(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     from semsim.cli.demo import plot, print_timeline, run_demo
 
     plot_path: Path | None = args.plot
@@ -340,6 +345,12 @@ def _demo(args: argparse.Namespace) -> int:
     if plot_path is not None:
         plot(result, plot_path)
         print(f"\nplot written to {written_to(plot_path)}")
+    if out is not None:
+        out.update(
+            passed=not result.failures,
+            failures=list(result.failures),
+            plot=None if plot_path is None else written_to(plot_path),
+        )
     if result.failures:
         for failure in result.failures:
             print(f"FAILED: {failure}", file=sys.stderr)

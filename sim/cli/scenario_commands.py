@@ -36,7 +36,7 @@ from semsim.inputs.references import importable_from_working_directory
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.base import summary
 from semsim.scenarios.registry import ScenarioLookupError, every_scenario, find
-from semsim.world.variant import REFERENCE
+from semsim.world.variant import REFERENCE, Variant
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -44,27 +44,56 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     ``--variants`` and ``--invariants`` list what ``--variant`` and ``--invariant`` find by
     name instead, loading each: one an installed package registers but cannot load is a
-    usage error naming it.
+    usage error naming it. ``--json``: ``{"listing": ..., "items": [{"name", "description", ...}]}``.
     """
+    with json_result(args.json) as out:
+        listing, items = _listed(args)
+        width = max(len(item["name"]) for item in items)
+        for item in items:
+            print(f"{item['name']:<{width}}  {item['description']}".rstrip())
+        if out is not None:
+            out.update(listing=listing, items=items)
+    return EXIT_OK
+
+
+def _listed(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
+    """What ``semsim list`` lists, and each item's fields (docs/CLI.md names them)."""
     if args.variants:
-        lines = {REFERENCE.name: REFERENCE.description}
-        for name in installed_variants():
-            lines[name] = load_variant(name, "semsim list --variants").description
-    elif args.invariants:
-        lines = {invariant.name: f"{invariant.promise} ({invariant.kind})" for invariant in BUILTIN}
+        items = [_variant_item(REFERENCE.name, REFERENCE)]
+        for name in installed_variants():  # by the name it is registered under, which finds it
+            items.append(_variant_item(name, load_variant(name, "semsim list --variants")))
+        return "variants", items
+    if args.invariants:
+        items = [
+            {
+                "name": invariant.name,
+                "description": f"{invariant.promise} ({invariant.kind})",
+                "kind": invariant.kind,
+                "source": "semsim",
+            }
+            for invariant in BUILTIN
+        ]
         for name in installed_invariants():
             (checker,) = load_invariants([name], "semsim list --invariants")
-            lines[name] = f"{checker.description or checker.name} ({checker.kind}; {checker.__module__})"
-    else:
-        try:
-            scenarios = every_scenario()
-        except ScenarioLookupError as error:
-            raise UsageError(str(error)) from None
-        lines = {name: scenario.description for name, scenario in scenarios.items()}
-    width = max(len(name) for name in lines)
-    for name, description in lines.items():
-        print(f"{name:<{width}}  {description}".rstrip())
-    return EXIT_OK
+            described = checker.description or checker.name
+            items.append(
+                {
+                    "name": name,
+                    "description": f"{described} ({checker.kind}; {checker.__module__})",
+                    "kind": checker.kind,
+                    "source": checker.__module__,
+                }
+            )
+        return "invariants", items
+    try:
+        scenarios = every_scenario()
+    except ScenarioLookupError as error:
+        raise UsageError(str(error)) from None
+    return "scenarios", [{"name": name, "description": s.description} for name, s in scenarios.items()]
+
+
+def _variant_item(name: str, variant: Variant) -> dict[str, Any]:
+    return {"name": name, "description": variant.description, "judges": list(variant.judges())}
 
 
 def lookup(name: str) -> Scenario:

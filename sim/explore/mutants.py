@@ -42,7 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -486,6 +486,36 @@ def differences(
     return lines
 
 
+def mutants_json(
+    results: Sequence[MutantResult], layers: Sequence[str], table: Path | None, changed: Sequence[str] | None
+) -> dict[str, Any]:
+    """``semsim mutants --json``'s object, but for ``passed`` (docs/CLI.md lists its fields)."""
+    suite, fuzz_kills = scores(results)
+
+    def verdict(layer_verdict: LayerVerdict) -> dict[str, Any]:
+        return {"status": layer_verdict.status, "caught_by": layer_verdict.caught_by}
+
+    return {
+        "layers": list(layers),
+        "runs": CI_RUNS,
+        "seed": CI_SEED,
+        "killed_by_suite": suite,
+        "killed_by_fuzz": fuzz_kills,
+        "expected": None if table is None else str(table),
+        "differences": None if changed is None else list(changed),
+        "mutants": [
+            {
+                "name": result.name,
+                "description": result.description,
+                "killed": result.killed,
+                "layers": {layer: verdict(result.layers[layer]) for layer in layers},
+                "fuzz": None if result.fuzz is None else attrs.asdict(result.fuzz),
+            }
+            for result in results
+        ],
+    }
+
+
 def _score_in_worker(name: str, layers: tuple[str, ...], cpu_budget_s: int, label: str) -> MutantResult:
     """One mutant's score in a worker process; progress as plain lines on stderr."""
     return score_mutant(
@@ -527,6 +557,14 @@ def _parse_layers(text: str | None) -> tuple[str, ...]:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
+    from semsim.inputs.commands import json_result
+
+    with json_result(getattr(args, "json", False)) as out:
+        status = _mutants(args, out)
+    return status
+
+
+def _mutants(args: argparse.Namespace, out_json: dict[str, Any] | None) -> int:
     from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, output_file, wall_clock
 
     names = list(dict.fromkeys(name.strip() for name in (args.only or "").split(",") if name.strip()))
@@ -633,12 +671,20 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         print(f"counterexamples longer than {MAX_COUNTEREXAMPLE_STEPS} steps: {', '.join(too_long)}")
     if expected is None:
         print(f"no expected table at {table}: exit 0 only if every mutant is killed", flush=True)
-        return EXIT_OK if suite == len(results) else EXIT_VIOLATION
-    changed = differences(results, expected, complete=not names)
-    if not changed:
-        print(f"every verdict as in {table}", flush=True)
+        changed = None
+        passed = suite == len(results)
+    else:
+        changed = differences(results, expected, complete=not names)
+        passed = not changed
+        if not changed:
+            print(f"every verdict as in {table}", flush=True)
+        else:
+            print(f"{len(changed)} {'difference' if len(changed) == 1 else 'differences'} from {table}:")
+            for line in changed:
+                print(f"  {line}", flush=True)
+    if out_json is not None:
+        out_json.update(mutants_json(results, layers, None if expected is None else table, changed))
+        out_json["passed"] = passed
+    if passed:
         return EXIT_OK
-    print(f"{len(changed)} {'difference' if len(changed) == 1 else 'differences'} from {table}:")
-    for line in changed:
-        print(f"  {line}", flush=True)
     return EXIT_VIOLATION

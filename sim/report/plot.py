@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
-from semsim.inputs.files import write_whole, written_to
+from semsim.inputs.files import read_from, write_whole, written_to
 
 if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
     from matplotlib.figure import Figure
@@ -1250,6 +1250,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     is an error: there is nothing to draw against. A trace of a run in which
     nothing happened is a valid, nearly empty plot (just the limit).
     """
+    from semsim.inputs.commands import json_result
+
+    with json_result(args.json) as out:
+        status = _plot(args, out)
+    return status
+
+
+def _plot(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     from semsim.inputs.commands import UsageError, distinct_files, output_file
     from semsim.runtime.trace import TraceError, read_trace
 
@@ -1265,6 +1273,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     except PlotError as error:
         raise UsageError(f"{trace_path}: cannot plot: {error}") from None
     print(f"plot written to {written_to(output)}")
+    if out is not None:
+        out.update(trace=read_from(trace_path), plot=written_to(output), per_group=bool(args.per_group))
     return 0
 
 

@@ -904,6 +904,14 @@ def format_summary(path: Path, result: ReplayResult) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``semsim replay TRAFFIC.jsonl``: 0 all held, 1 an invariant failed, 2 a malformed file."""
+    from semsim.inputs.commands import json_result
+
+    with json_result(args.json) as out:
+        status = _replay(args, out)
+    return status
+
+
+def _replay(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError
 
     if args.example == (args.traffic is not None):
@@ -922,7 +930,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = replay(traffic, shown.update)
     for line in format_summary(path, result):
         print(line)
+    if out is not None:
+        out.update(replay_json(read_from(path), result))
     return EXIT_VIOLATION if result.violations else EXIT_OK
+
+
+def replay_json(traffic: str, result: ReplayResult) -> dict[str, Any]:
+    """``semsim replay --json``'s object (docs/CLI.md lists its fields)."""
+    summary = attrs.asdict(result.summary)
+    for field in ("report_results", "blocked"):
+        summary[field] = dict(summary[field])
+    return {
+        "traffic": traffic,
+        "held": not result.violations,
+        "checked": {"every_step": list(CHECKED), "every_round": list(ROUND_CHECKED)},
+        "summary": summary,
+        "violations": [attrs.asdict(violation) for violation in result.violations],
+    }
 
 
 # --- recording ----------------------------------------------------------------------------
