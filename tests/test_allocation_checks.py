@@ -34,9 +34,9 @@ from semaphore_core.usage import GroupUsage, Usage
 from semsim.check.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
 from semsim.check.invariants import INVARIANTS
 from semsim.cli.main import main
-from semsim.explore.mutant_catalog import mutant
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from semsim.world.faults import FaultPlan, GroupLimitChange
+from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 

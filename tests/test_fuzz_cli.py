@@ -648,7 +648,7 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import semsim.check.lockstep
-    from semsim.explore.mutant_catalog import mutant
+    from semsim.world.mutant_catalog import mutant
     from tests.helpers import NoLockstep
 
     # Without the literal model in lockstep, which sees this mutant at once in a case too
@@ -668,8 +668,8 @@ def test_a_shrink_out_of_budget_keeps_its_case_and_says_it_was_cut_short(
 def test_a_failure_in_a_named_scenario_names_it_and_claims_no_shrinking(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from semsim.explore.mutant_catalog import mutant
     from semsim.scenarios import SCENARIOS
+    from semsim.world.mutant_catalog import mutant
 
     with mutant("claim-window-not-enforced").patch():
         status = main(["fuzz", "--runs", "1", "--workers", "1", "--no-db", "--quiet", "--out", str(tmp_path)])
@@ -684,7 +684,7 @@ def test_a_failure_in_a_named_scenario_names_it_and_claims_no_shrinking(
 
 
 def test_a_shrink_within_budget_finishes_and_is_deterministic() -> None:
-    from semsim.explore.mutant_catalog import mutant
+    from semsim.world.mutant_catalog import mutant
 
     def shrunk() -> tuple[Any, bool]:
         with mutant("limit-off-by-one").patch():

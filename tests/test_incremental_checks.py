@@ -27,7 +27,6 @@ from semaphore_core.store import HolderStore
 from semsim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
 from semsim.explore.fuzz import KNOWN_FINDINGS
-from semsim.explore.mutant_catalog import mutant
 from semsim.explore.strategies import Case, cases
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from semsim.runtime.kernel import Limits, Sim
@@ -35,6 +34,7 @@ from semsim.runtime.trace import Trace
 from semsim.scenarios import SCENARIOS
 from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
+from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Workload
 
 

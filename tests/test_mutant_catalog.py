@@ -32,7 +32,7 @@ from semaphore_core.protocol import (
     parse_request,
 )
 from semaphore_core.queue import QueueClient, QueueItem
-from semsim.explore.mutant_catalog import MUTANTS, Mutant, mutant
+from semsim.world.mutant_catalog import MUTANTS, Mutant, mutant
 from tests.helpers import holder, ids, request, sync
 
 TTL = 60_000

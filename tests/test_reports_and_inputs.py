@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 
 from semaphore_core.queue import QueueClient, QueueItem
 from semsim.check.coverage import EXPECTED, coverage
-from semsim.explore.mutant_catalog import mutant
 from semsim.explore.strategies import cases
 from semsim.harness.run import check_plan, run_world
 from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.world.faults import Cancel, FaultPlan, InputFault
 from semsim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
+from semsim.world.mutant_catalog import mutant
 
 # --- each new scenario's check notices the wrong story ------------------------------------------
 

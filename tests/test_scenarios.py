@@ -16,12 +16,12 @@ import attrs
 import pytest
 
 from semsim.cli.main import main
-from semsim.explore.mutant_catalog import mutant
 from semsim.harness.run import WorldRun, run_world
 from semsim.runtime.trace import read_trace
 from semsim.scenarios import SCENARIOS, Scenario, run_scenario
 from semsim.scenarios.base import HOLDER, Check, Expect
 from semsim.world.faults import Eviction, FaultPlan
+from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Workload
 from tests.helpers import full_checks_seen
 

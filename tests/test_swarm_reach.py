@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, given, settings
 import semsim.check.lockstep
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from semsim.check.coverage import EXPECTED, coverage
-from semsim.explore.mutant_catalog import mutant
 from semsim.explore.strategies import API_FAULT_KINDS, Case, cases
 from semsim.harness.run import HolderSpec, WorldConfig, check_plan, run_world
 from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.scenarios.operations import one_job
 from semsim.world.faults import Drop, FaultPlan
+from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 

@@ -30,6 +30,7 @@ from semsim.cli.main import main
 from semsim.explore.fuzz import case_text, load_case
 from semsim.explore.strategies import Case
 from semsim.harness.run import HolderSpec, WorldConfig, run_world
+from semsim.harness.variants import builtin
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Workload
@@ -242,10 +243,10 @@ def test_a_variant_an_installed_package_registers_runs_by_its_name(
     entries = {"registered-reserve": "tests.test_variants:RESERVE"}
     install_entry_points(tmp_path, monkeypatch, "theirvariants", "semsim.variants", entries)
     assert main(["list", "--variants"]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        "reference           the faithful port of seed 000's holder",
-        "registered-reserve",
-    ]
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    # semsim's own first (the reference, its fixes, its mutants), then the installed ones
+    assert listed == [*builtin(), "registered-reserve"]
+    assert listed[:2] == ["reference", "every-fix"]
     assert main(["run", "strict-burst", "--variant", "registered-reserve"]) == 0
     assert "variant registered-reserve, judged by: safety, liveness" in capsys.readouterr().out
     assert main(["run", "strict-burst", "--variant", "registered-reserv"]) == 2

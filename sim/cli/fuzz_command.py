@@ -119,6 +119,10 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
             check_db(db_path)
         except ResultsError as error:
             raise UsageError(str(error)) from None
+    # A variant's own fixes are the campaign's: drawn into its cases, and no longer tolerated.
+    fixes = (
+        load_variant(args.variant or REFERENCE.name, "--variant").with_fixes(fixes) if args.variant else fixes
+    )
     tolerated = tolerated_for(fixes)
     try:
         return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path, out)

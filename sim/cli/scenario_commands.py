@@ -21,6 +21,7 @@ from typing import Any
 from semsim.check.builtin import BUILTIN
 from semsim.cli.loading import load_invariants, load_variant
 from semsim.harness.invariants import installed as installed_invariants
+from semsim.harness.variants import builtin as builtin_variants
 from semsim.harness.variants import installed as installed_variants
 from semsim.inputs.commands import (
     EXIT_OK,
@@ -59,7 +60,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _listed(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     """What ``semsim list`` lists, and each item's fields (docs/CLI.md names them)."""
     if args.variants:
-        items = [_variant_item(REFERENCE.name, REFERENCE)]
+        items = [_variant_item(name, variant) for name, variant in builtin_variants().items()]
         for name in installed_variants():  # by the name it is registered under, which finds it
             items.append(_variant_item(name, load_variant(name, "semsim list --variants")))
         return "variants", items

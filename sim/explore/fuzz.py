@@ -457,7 +457,8 @@ def campaign(
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
 
     ``variant``: the holder variant every drawn case runs, by the name
-    :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own).
+    :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own);
+    its fixes join ``fixes``.
     ``invariants``: the user's own invariants every drawn case judges, by the references
     :func:`semsim.harness.invariants.find_invariant` finds them by.
 
@@ -478,7 +479,9 @@ def campaign(
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
     check_seed(seed)
-    find_variant(variant)  # one that cannot be loaded is the caller's error, before any run
+    own_fixes = find_variant(variant).fixes  # one that cannot be loaded is the caller's error, now
+    if own_fixes:  # the variant's fixes are the campaign's: drawn into its cases, not tolerated
+        fixes = find_variant(variant).with_fixes(fixes)
     find_invariants(invariants)
     if tolerated is not None:
         check_tolerated(tolerated)

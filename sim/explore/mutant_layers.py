@@ -39,7 +39,7 @@ from typing import Final
 
 import attrs
 
-from semsim.explore.mutant_catalog import mutant
+from semsim.world.mutant_catalog import mutant
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 #: The layers, in the order they run and appear in the table.
@@ -160,12 +160,12 @@ def run_scenarios_layer(name: str) -> LayerVerdict:
     """Every named scenario with the mutant applied: the first whose outcome or invariants fail."""
     from semsim.scenarios import SCENARIOS, run_scenario
 
-    with mutant(name).patch():
-        for scenario_name, scenario in SCENARIOS.items():
-            try:
-                result = run_scenario(scenario)
-            except Exception as error:  # a crash under a mutant is a kill, named by the scenario
-                return LayerVerdict("killed", f"{scenario_name} (crash: {type(error).__name__})")
-            if result.failures or result.run.result.outcome != "completed":
-                return LayerVerdict("killed", scenario_name)
+    planted = mutant(name).variant  # in the runs; each scenario's check reads its trace unpatched
+    for scenario_name, scenario in SCENARIOS.items():
+        try:
+            result = run_scenario(scenario, variant=planted)
+        except Exception as error:  # a crash under a mutant is a kill, named by the scenario
+            return LayerVerdict("killed", f"{scenario_name} (crash: {type(error).__name__})")
+        if result.failures or result.run.result.outcome != "completed":
+            return LayerVerdict("killed", scenario_name)
     return SURVIVED

@@ -312,7 +312,8 @@ def run_world(
 
     ``variant`` is the holder design its holders run and who judges it
     (:mod:`semsim.world.variant`): the reference, judged against the literal
-    model, unless told. The header names any other, with its judges.
+    model, unless told. The header names any other, with its judges; the
+    variant's fixes join the config's, and its patch is entered around the run.
     ``checkers`` are the user's own invariants (:mod:`semsim.check.checker`),
     judged beside semsim's; the header names them. ``progress`` is told the
     virtual time now and then (a command's progress bar); it changes nothing.
@@ -335,6 +336,11 @@ def run_world(
     if not isinstance(variant, Variant):
         raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
     checkers = check_checkers(checkers, RESERVED_NAMES)
+    if not variant.fixes <= set(config.holder.fixes):
+        # The variant's own fixes are the config's too, so the trace and the model say so.
+        config = attrs.evolve(
+            config, holder=attrs.evolve(config.holder, fixes=variant.with_fixes(config.holder.fixes))
+        )
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
@@ -357,7 +363,8 @@ def run_world(
             nursery.cancel_scope.cancel()
 
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
-    result = run(seed, main, trace, bound, progress)
+    with variant.applied():  # a planted bug, say: for this run only, whatever happens in it
+        result = run(seed, main, trace, bound, progress)
     return WorldRun(trace=trace, result=result, world=built[0])
 
 

@@ -21,22 +21,41 @@ every fault. Its judges are chosen explicitly, by ``model``:
 Whichever it is, the verdict says so (:meth:`Variant.judges`). The
 invariants read the holder's storage, so a variant keeps the reference's
 tables and columns.
+
+Two more fields make a variant of what is not a holder subclass:
+
+- ``fixes``: opt-in fixes of :mod:`semaphore_core.fixes` every run of the
+  variant has, whatever its config asks for (the config gains them, so the
+  trace and the case file say so). semsim's ``every-fix`` and ``fix/NAME``
+  variants are the reference with its fixes on.
+- ``patch``: a change where a subclass cannot reach (the client's queue,
+  the engine): a function returning a context manager, entered around each
+  run in the process that runs it and left after, whatever happens. semsim's
+  planted bugs (``mutant/NAME``, :mod:`semsim.world.mutant_catalog`) are
+  variants of this kind. A patch rebinds what every world in the process
+  sees, so a process runs one patched variant at a time, which is how
+  worlds run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
 from semaphore_core import Holder, HolderConfig
+from semaphore_core.fixes import KNOWN_FIXES
 
 #: Builds one holder instance: ``(storage, config, new_id) -> Holder``, as ``Holder`` itself does.
 HolderFactory: TypeAlias = Callable[[sqlite3.Connection, HolderConfig, Callable[[], str]], Holder]
 #: Builds one model instance as ``LiteralHolder(conn, options, new_id)`` does (semsim.check.literal_holder).
 ModelFactory: TypeAlias = Callable[[sqlite3.Connection, Any, Callable[[], str]], Any]
+
+#: Changes what every world in the process sees while it is entered (a variant's ``patch``).
+Patch: TypeAlias = Callable[[], contextlib.AbstractContextManager[None]]
 
 #: The judges every run has, whatever the variant: the invariants of docs/INVARIANTS.md.
 INVARIANT_JUDGES: Final = ("safety", "liveness")
@@ -60,6 +79,28 @@ def _check_model(instance: object, attribute: Any, value: Any) -> None:
         )
 
 
+def _as_fixes(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):  # "F1-fix" is one fix's name, not its letters
+        raise TypeError(f"a variant's fixes are a set of fix names, got the string {value!r}")
+    return frozenset(value)
+
+
+def _check_fixes(instance: object, attribute: Any, value: Any) -> None:
+    unknown = sorted(str(name) for name in value if name not in KNOWN_FIXES)
+    if unknown:
+        raise ValueError(
+            f"a variant's fixes are names in semaphore_core.fixes.KNOWN_FIXES "
+            f"({', '.join(sorted(KNOWN_FIXES))}), got {', '.join(unknown)}"
+        )
+
+
+def _check_patch(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(
+            f"a variant's patch is a function returning a context manager, or None, got {value!r}"
+        )
+
+
 @attrs.frozen
 class Variant:
     """A holder design a world runs, and the judges of its runs (see the module docstring)."""
@@ -70,6 +111,10 @@ class Variant:
     model: Literal["literal"] | ModelFactory | None = attrs.field(default="literal", validator=_check_model)
     #: One line, for listings.
     description: str = ""
+    #: Opt-in fixes every run of the variant has (names in ``semaphore_core.fixes.KNOWN_FIXES``).
+    fixes: frozenset[str] = attrs.field(default=frozenset(), converter=_as_fixes, validator=_check_fixes)
+    #: Entered around each run, in the process that runs it (see the module docstring).
+    patch: Patch | None = attrs.field(default=None, validator=_check_patch)
 
     def judges(self) -> tuple[str, ...]:
         """Who judges its runs, in words a verdict can print."""
@@ -77,6 +122,15 @@ class Variant:
             return INVARIANT_JUDGES
         model = "the literal model" if self.model == "literal" else f"its own model ({_name_of(self.model)})"
         return (f"exact_accounting against {model}", *INVARIANT_JUDGES)
+
+    def applied(self) -> contextlib.AbstractContextManager[None]:
+        """The variant's ``patch`` entered (nothing, for a variant without one)."""
+        return contextlib.nullcontext() if self.patch is None else self.patch()
+
+    def with_fixes(self, fixes: tuple[str, ...]) -> tuple[str, ...]:
+        """``fixes`` and the variant's own, sorted: what a run of it has (``fixes`` as they are, for
+        a variant without fixes of its own)."""
+        return tuple(sorted(set(fixes) | self.fixes)) if self.fixes else fixes
 
     def build(self, conn: sqlite3.Connection, config: HolderConfig, new_id: Callable[[], str]) -> Holder:
         """One holder instance; anything but a :class:`Holder` is refused, naming the variant."""

@@ -65,7 +65,10 @@ from semaphore_core.rounds import RoundResult
 from semaphore_core.store import GRANTS, LEASES, GrantRow, HolderStore, LeaseRow
 from semaphore_core.transaction import transaction
 from semaphore_core.usage import Usage
+from semsim.world.variant import Variant
 
+#: A mutant's variant is named this and then the mutant's name.
+VARIANT_PREFIX: Final = "mutant/"
 _NAME: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
@@ -86,6 +89,12 @@ class Mutant:
     name: str = attrs.field(validator=_check_name)
     description: str = attrs.field(validator=_check_description)
     patch: Callable[[], contextlib.AbstractContextManager[None]]
+
+    @property
+    def variant(self) -> Variant:
+        """The mutant as a holder variant, ``mutant/NAME``: judged as the reference is, so any
+        world, scenario or campaign runs it by name (``semsim fuzz --variant mutant/NAME``)."""
+        return Variant(f"{VARIANT_PREFIX}{self.name}", description=self.description, patch=self.patch)
 
 
 # --- applying and restoring ---------------------------------------------------------------
