@@ -458,3 +458,60 @@ def test_without_operations_a_clients_alarm_passes_never_throw() -> None:
     run = run_world(config, plan, seed=1)
     assert not [e for e in run.trace.of_kind("alarm_retry") if e["object"] == CLIENT]
     assert [e for e in run.trace.of_kind("alarm") if e["object"] == CLIENT]  # its alarm did run
+
+
+def _call(in_flight: int, *running: Any, limit: int | None = 2, in_use: int = 0, **extra: Any) -> Any:
+    from semsim.check.events import ApiCallChange
+
+    return ApiCallChange(
+        10,
+        "start",
+        "acct",
+        "job-1",
+        1,
+        True,
+        in_flight=in_flight,
+        in_use=in_use,
+        limit=limit,
+        running=tuple(running),
+        **extra,
+    )
+
+
+def test_external_ceiling_tells_a_zombies_call_from_a_live_one() -> None:
+    """The checker alone, on the events it hears: over the limit with every call's attempt live is
+    a violation with no finding; with a call of an attempt a later one replaced, F5; under the
+    limit, or explained by as many permits in use, or in over mode, nothing."""
+    from semaphore_core.config import LeaseOptions, Over
+    from semaphore_core.durability import AttemptStarted, OperationEntity
+    from semsim.check.events import Operation, RunningCall
+    from semsim.check.external_ceiling import ExternalCeiling
+
+    failed: list[tuple[str, str, str | None]] = []
+    checker = ExternalCeiling(
+        lambda name, detail, finding=None, **state: failed.append((name, detail, finding))
+    )
+    live = [RunningCall(f"job-{n}", 0, 1, True) for n in range(3)]
+    checker.on_api(_call(2, *live[:2]))
+    checker.on_api(_call(3, *live, in_use=3))
+    checker.on_api(_call(3, *live, leases=LeaseOptions(provisioning=Over(2))))
+    checker.on_api(_call(3, *live, limit=None))
+    assert failed == []
+    checker.on_api(_call(3, *live))
+    assert failed[-1] == (
+        "external_ceiling",
+        "acct: 3 calls in flight at the external API > limit 2 (0 permits in use; calls of finished "
+        "attempts: none)",
+        None,
+    )
+    job = OperationEntity(operation="run", id="job-0", generation="g-1")
+    checker.on_operation(Operation(5, CLIENT, AttemptStarted(entity=job, timestamp=5, attempt=2)))
+    checker.on_api(_call(3, *live))  # job-0's call is attempt 1's, and attempt 2 started
+    assert failed[-1][1].endswith("calls of finished attempts: job-0)")
+    assert [finding for _, _, finding in failed] == [None, "F5"]
+    unnamed = RunningCall("job-0", 6, None, True)  # no attempt named: sent after attempt 2 started
+    checker.on_api(_call(3, unnamed, *live[1:]))
+    assert failed[-1][1].endswith("attempts: none)")
+    released = RunningCall("job-1", 0, 1, False)  # its item no longer holds a permit
+    checker.on_api(_call(3, live[0], released, live[2]))
+    assert failed[-1][1].endswith("attempts: job-0, job-1)")

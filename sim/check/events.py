@@ -158,6 +158,26 @@ class ApiCallChange:
     effects: int
     #: Whether the API deduplicates by operation (then each must take effect at most once).
     idempotent: bool
+    #: Calls in flight at the API for ``account``, after the change.
+    in_flight: int = 0
+    #: Permits actually in use for ``account`` (the oracle's count).
+    in_use: int = 0
+    #: The account's holder limit and lease options (None: no holder of that key in the run).
+    limit: int | None = None
+    leases: LeaseOptions | None = None
+    #: Every call running at the API for ``account`` after the change, in arrival order.
+    running: tuple[RunningCall, ...] = ()
+
+
+@attrs.frozen
+class RunningCall:
+    """A call running at the external API, and whether its operation's item still holds a permit."""
+
+    operation: str
+    started_at_ms: int
+    #: The attempt that sent it, as its request said (None: it did not say).
+    attempt: int | None
+    holds_permit: bool
 
 
 @attrs.frozen

@@ -54,7 +54,9 @@ from semsim.check.events import (
     Operation,
     Release,
     Round,
+    RunningCall,
 )
+from semsim.check.external_ceiling import ExternalCeiling
 from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.reads import CheckerReadError, never_built, select
@@ -206,7 +208,13 @@ class Monitor:
         full: bool = False,
         variant: Variant = REFERENCE,
         checkers: Sequence[type[Checker]] = (),
+        network: Network | None = None,
+        api: ExternalApi | None = None,
+        clients: Mapping[str, DurableObject] | None = None,
     ) -> None:
+        """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
+        in a unit test): what is on the wire, the external API of the account-concurrency world,
+        and the client objects by name, which the world fills in as it builds them."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
         #: the ones that define it: only they hear it (an admission, release, round or finish
@@ -218,6 +226,7 @@ class Monitor:
         self._alarm_armed = AlarmArmed(self.fail)
         self._fenced = Fenced(self.fail)
         self._effect_once = EffectOnce(self.fail)
+        self._external_ceiling = ExternalCeiling(self.fail)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -242,8 +251,8 @@ class Monitor:
         self._verified: dict[str, list[int]] = {}
         self._client_list: list[tuple[str, DurableObject]] = []
         self._client_conns: list[sqlite3.Connection] = []
-        #: Every client object (set by the world as it builds them): their storage is the oracle's detail.
-        self.clients: Mapping[str, DurableObject] | None = None
+        #: Every client object (the world adds each as it builds it): their storage is the oracle's detail.
+        self.clients = clients
         #: What the reference documents and does not count as a violation, by name.
         self.documented: Counter[str] = Counter()
         self._holders: dict[str, _HolderState] = {}
@@ -257,16 +266,12 @@ class Monitor:
         #: Per (key, group), for its open starvation window: [its start, rounds full but for idle
         #: lease headroom, rounds short even counting it].
         self._window_rounds: dict[tuple[str, str], list[int]] = {}
-        #: The run's network: what is on the wire is not settled (set by the world as it builds it).
-        self.network: Network | None = None
+        #: The run's network: what is on the wire is not settled.
+        self.network = network
         #: ``reuse``, ``lease_fairness`` and ``no_overask``.
         self.allocation = AllocationChecks(full=full)
         #: The external API of the account-concurrency world (None in other worlds).
-        self.api: ExternalApi | None = None
-        #: Per operation id: when its latest attempt started (``external_ceiling``'s F5).
-        self._attempt_started_at: dict[str, int] = {}
-        #: Per operation id: the number of its latest attempt started (``external_ceiling``'s F5).
-        self._latest_attempt: dict[str, int] = {}
+        self.api = api
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
         self._across = AcrossClients()
 
@@ -483,79 +488,44 @@ class Monitor:
         """
         if isinstance(event, AttemptStarted | AttemptSettled):
             self.last_moved_ms = self.sim.now()
-        if isinstance(event, AttemptStarted):
-            self._attempt_started_at[event.entity.id] = event.timestamp
-            self._latest_attempt[event.entity.id] = event.attempt
         operation = Operation(self.sim.now(), client, event)
+        self._external_ceiling.on_operation(operation)  # an attempt's start, for a zombie's calls
         self._fenced.on_operation(operation)
         self._tell("on_operation", operation)
 
     def api_changed(self, change: Change, call: ApiCall) -> None:
-        """``external_ceiling`` as each call starts at the external API, ``effect_once``
-        (:mod:`semsim.check.effect_once`) as each ends; then the user's checkers hear it.
-
-        The ground truth of what the semaphore protects: calls actually in
-        flight at the API per account (the holder's key). Calls above the
-        limit that the semaphore's own accounting explains (as many permits
-        in use, which ``real_ceiling`` judges, documented exceptions and
-        all) are left to it; calls beyond both are this invariant's. F5 when
-        a call still runs for an operation whose attempt is over: a later
-        attempt started (``_attempt_over``), or its item no longer holds a
-        permit (a zombie: seed 002's attempt timeout, or an eviction, ended
-        the attempt, not the call). Two calls of one running attempt (a
-        handler that called twice) are not F5: nothing ended an attempt.
-        """
+        """``external_ceiling`` (:mod:`semsim.check.external_ceiling`) as each call starts at the
+        external API, ``effect_once`` (:mod:`semsim.check.effect_once`) as each ends; then the
+        user's checkers hear it."""
         api = self.api
         assert api is not None
+        account = call.account
+        holder = self._holders.get(account)
+        holding = {item for _, item in self._running_items}
         heard = ApiCallChange(
-            self.sim.now(), change, call.account, call.key, api.effects.get(call.key, 0), api.idempotent
+            self.sim.now(),
+            change,
+            account,
+            call.key,
+            api.effects.get(call.key, 0),
+            api.idempotent,
+            in_flight=api.in_flight.get(account, 0),
+            in_use=self.in_use[account],
+            limit=None if holder is None else holder.env.limit,
+            leases=None if holder is None else holder.env.leases,
+            running=tuple(
+                RunningCall(running.key, running.started_at, running.attempt, running.key in holding)
+                for running in api.running.values()
+                if running.account == account
+            ),
         )
         if change == "end":
             # A call ending is work moving: a run that waited on a zombie's end is not stuck at it.
             self.last_moved_ms = self.sim.now()
             self._effect_once.on_api(heard)
-            self._tell("on_api", heard)
-            return
-        self._external_ceiling(call, api)
+        else:
+            self._external_ceiling.on_api(heard)
         self._tell("on_api", heard)
-
-    def _external_ceiling(self, call: ApiCall, api: ExternalApi) -> None:
-        """``external_ceiling`` as a call starts (see :meth:`api_changed`)."""
-        key = call.account
-        state = self._holders.get(key)
-        if state is None:
-            return
-        options = state.env.leases
-        if options is not None and isinstance(options.provisioning, Over):
-            return
-        calls, limit, in_use = api.in_flight.get(key, 0), state.env.limit, self.in_use[key]
-        if calls <= limit or calls <= in_use:
-            return
-        holding = {item for _, item in self._running_items}
-        zombies = sorted(
-            {
-                running.key
-                for running in api.running.values()
-                if running.account == key and (running.key not in holding or self._attempt_over(running))
-            }
-        )
-        self.fail(
-            "external_ceiling",
-            f"{key}: {calls} calls in flight at the external API > limit {limit} "
-            f"({in_use} permits in use; calls of finished attempts: {', '.join(zombies) or 'none'})",
-            "F5" if zombies else None,
-            key=key,
-        )
-
-    def _attempt_over(self, call: ApiCall) -> bool:
-        """Whether the attempt that made ``call`` is over: a later attempt of its operation started.
-
-        The request names its attempt, so a request the network held back until after the
-        next attempt started still counts as the earlier attempt's. Without that name, the
-        call reached the API before the operation's latest attempt started."""
-        if call.attempt is not None:
-            return call.attempt < self._latest_attempt.get(call.key, call.attempt)
-        return call.started_at < self._attempt_started_at.get(call.key, call.started_at)
 
     def round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]

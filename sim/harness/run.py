@@ -9,7 +9,7 @@ objects for inspection. The same three inputs give the same trace bytes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -356,8 +356,22 @@ def run_world(
 
     async def main(sim: Sim) -> None:
         async with trio.open_nursery() as nursery:
-            monitor = Monitor(sim, tolerated, full=full_checks, variant=variant, checkers=checkers)
-            world = _build(sim, config, faults, nursery, monitor, variant)
+
+            def judge(
+                network: Network, api: ExternalApi | None, clients: Mapping[str, DurableObject]
+            ) -> Monitor:
+                return Monitor(
+                    sim,
+                    tolerated,
+                    full=full_checks,
+                    variant=variant,
+                    checkers=checkers,
+                    network=network,
+                    api=api,
+                    clients=clients,
+                )
+
+            world = _build(sim, config, faults, nursery, judge, variant)
             built.append(world)
             await _judge_liveness(sim, world, config, quiet_from_ms)
             nursery.cancel_scope.cancel()
@@ -466,18 +480,24 @@ def _build(
     config: WorldConfig,
     faults: FaultPlan,
     nursery: trio.Nursery,
-    monitor: Monitor,
+    judge: Callable[[Network, ExternalApi | None, Mapping[str, DurableObject]], Monitor],
     variant: Variant = REFERENCE,
 ) -> World:
+    """The world's objects, built in order; ``judge`` makes its monitor once the network, the
+    external API (if any) and the clients' map it watches exist (the clients join the map)."""
     network = Network(sim, faults, nursery, config.latency_ms)
-    monitor.network = network
     network.extra_loss["release"] = faults.release_loss
     jobs = Jobs(sim, network, nursery)
-    world = World(sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients={}, envs={})
+    api = None
     if config.operations is not None:
-        world.api = ExternalApi(sim, network, ApiSpec(idempotent=config.operations.idempotent_api), faults)
-        world.api.watch(monitor.api_changed)
-        monitor.api = world.api
+        api = ExternalApi(sim, network, ApiSpec(idempotent=config.operations.idempotent_api), faults)
+    clients: dict[str, DurableObject] = {}
+    monitor = judge(network, api, clients)
+    if api is not None:
+        api.watch(monitor.api_changed)
+    world = World(
+        sim=sim, network=network, jobs=jobs, monitor=monitor, holders={}, clients=clients, envs={}, api=api
+    )
 
     for key in config.workload.keys:
         name = world.holder_name(key)
@@ -488,7 +508,6 @@ def _build(
         )
         obj.monitor = monitor
         monitor.attach(key, obj, env)
-        monitor.clients = world.clients
         network.register(name, obj)
         world.holders[key] = obj
         world.envs[key] = env
