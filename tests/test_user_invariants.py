@@ -394,6 +394,10 @@ class HearsOperations(Checker):
     def on_api(self, call: ApiCallChange) -> None:
         self.calls[call.change] += 1
         assert call.effects >= 0
+        # What the API runs for the account, as the checker is told it, after the change.
+        assert call.in_flight == len(call.running)
+        assert call.limit is not None
+        assert all(running.attempt is not None for running in call.running)
 
 
 def test_in_the_account_concurrency_world_a_checker_hears_operations_and_api_calls() -> None:
@@ -405,3 +409,38 @@ def test_in_the_account_concurrency_world_a_checker_hears_operations_and_api_cal
     assert isinstance(heard, HearsOperations)
     assert heard.operations["AttemptStarted"] >= 2  # the error, then the retry
     assert heard.calls["start"] == heard.calls["end"] >= 2
+
+
+class GrantsOnlyGrow(Checker):
+    """A promise only row changes show: a grant's permits never change once issued."""
+
+    name = "grants_keep_their_permits"
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+
+    def on_commit(self, commit: Commit) -> None:
+        for change in commit.changes.grants():
+            if change.before is None:
+                self.seen["inserted"] += 1
+                assert change.after is not None
+            elif change.after is None:
+                self.seen["deleted"] += 1
+            else:
+                self.seen["updated"] += 1
+                assert change.after.permits == change.before.permits, change
+                assert change.after.claimed >= change.before.claimed
+        for lease in commit.changes.leases():
+            self.seen["lease " + ("inserted" if lease.before is None else "changed")] += 1
+
+
+def test_a_checker_sees_the_rows_each_commit_changed_before_and_after() -> None:
+    plan = FaultPlan(reply_loss=0.05)
+    run = run_world(CONFIG, plan, seed=1, tolerated=frozenset({"F4"}), checkers=[GrantsOnlyGrow])
+    assert run.result.invariant is None, run.result
+    (seen,) = run.monitor.checkers
+    assert isinstance(seen, GrantsOnlyGrow)
+    assert seen.seen["inserted"] == len(run.trace.of_kind("grant")) > 0  # each grant issued, once
+    assert seen.seen["updated"] > 0  # claims and releases
+    assert seen.seen["deleted"] > 0  # grants done with, or reclaimed
+    assert seen.seen["lease inserted"] == len(run.trace.of_kind("lease_granted"))

@@ -11,7 +11,8 @@ looks at nothing costs nothing.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -21,6 +22,7 @@ from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import GrantRow, HolderStore, LeaseRow
 from semaphore_core.usage import Usage
 from semsim.check.reads import CheckerReadError, never_built
+from semsim.check.row_mirror import Rows
 
 _GRANTS = "durability_semaphore_grants"
 
@@ -76,6 +78,60 @@ class HolderView:
         return f"HolderView({self.key!r})"
 
 
+#: A grant's or a lease's row.
+Row = TypeVar("Row", GrantRow, LeaseRow)
+
+
+@attrs.frozen
+class RowChange(Generic[Row]):
+    """One row a commit inserted, updated or deleted: as it was, and as it is (None: not there)."""
+
+    row_id: str
+    before: Row | None
+    after: Row | None
+
+
+class RowChanges:
+    """The grant and lease rows one commit changed, before and after it; read-only.
+
+    What the commit wrote, not every row: a row it left alone was seen when it
+    last changed. Rows are built when asked for, so a checker that looks at
+    nothing costs nothing. In the checker's debug mode (``--full-checks``)
+    every row counts as changed.
+    """
+
+    def __init__(self, before: Rows, after: Rows, changed: Mapping[str, Sequence[str]]) -> None:
+        self._before = before
+        self._after = after
+        self._changed = changed
+
+    def grants(self) -> list[RowChange[GrantRow]]:
+        """The grants the commit changed: those still there in the holder's order, then deleted ones."""
+        return self._rows("grants", GrantRow)
+
+    def leases(self) -> list[RowChange[LeaseRow]]:
+        """The leases the commit changed, in the same order."""
+        return self._rows("leases", LeaseRow)
+
+    def _rows(self, table: str, kind: type[Row]) -> list[RowChange[Row]]:
+        before, after = self._before.get(table, {}), self._after.get(table, {})
+
+        def row(values: tuple[Any, ...] | None) -> Row | None:
+            return None if values is None else kind(*values)
+
+        return [
+            RowChange(row_id, row(before.get(row_id)), row(after.get(row_id)))
+            for row_id in self._changed.get(table, ())
+        ]
+
+    def __repr__(self) -> str:
+        return f"RowChanges({ {table: len(ids) for table, ids in self._changed.items()} })"
+
+
+#: A commit that changed no row.
+NO_CHANGES: Final = RowChanges({}, {}, {})
+
+
 @attrs.frozen
 class Commit:
     """A holder transaction committed (a round, a sync, the alarm's reclaim)."""
@@ -96,6 +152,8 @@ class Commit:
     due_ms: int | None = None
     alarm_ms: int | None = None
     alarm_min_delay_ms: int = 0
+    #: The grant and lease rows the commit changed, before and after it.
+    changes: RowChanges = NO_CHANGES
 
 
 @attrs.frozen

@@ -54,12 +54,14 @@ from semsim.check.events import (
     Operation,
     Release,
     Round,
+    RowChanges,
     RunningCall,
 )
 from semsim.check.external_ceiling import ExternalCeiling
 from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.reads import CheckerReadError, never_built, select
+from semsim.check.reports_monotone import ReportsMonotone
 from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from semsim.runtime.kernel import StopRun
 from semsim.world.variant import REFERENCE, Variant
@@ -227,6 +229,7 @@ class Monitor:
         self._fenced = Fenced(self.fail)
         self._effect_once = EffectOnce(self.fail)
         self._external_ceiling = ExternalCeiling(self.fail)
+        self._reports_monotone = ReportsMonotone(self.fail)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -342,6 +345,14 @@ class Monitor:
     def _committed(self, key: str, holder: HolderObject) -> Commit:
         now = self.sim.now()
         state = self._holders[key]
+        delta = state.mirror.refresh(now)
+        rows = delta.after
+        changed = delta.changed
+        if self.full:
+            rows = read_rows(holder.ctx.storage)
+            if rows != delta.after:
+                self.fail("checker", f"{key}: the row mirror differs from the holder's rows", key=key)
+            changed = {name: list(table) for name, table in rows.items()}
         usage = holder.judged_usage(now)
         store = holder.holder.store
         commit = Commit(
@@ -355,20 +366,12 @@ class Monitor:
             store.next_pending_at(),
             holder.ctx.get_alarm(),
             holder.env.alarm_min_delay_ms,
+            RowChanges(delta.before, rows, changed),
         )
         for checker in self._on_commit:  # ceiling, group_ceiling: each in its own module
             checker.on_commit(commit)
-
-        delta = state.mirror.refresh(now)
-        rows = delta.after
-        changed = delta.changed
-        if self.full:
-            rows = read_rows(holder.ctx.storage)
-            if rows != delta.after:
-                self.fail("checker", f"{key}: the row mirror differs from the holder's rows", key=key)
-            changed = {name: list(table) for name, table in rows.items()}
         self.allocation.committed(key, delta.before, rows, usage, holder.group_limits)
-        self._monotone(key, delta.before, rows, changed)
+        self._reports_monotone.on_commit(commit)  # and reclaimed's claims after the deadline
         _record_claims(state, delta.before, rows, usage.limit, changed["grants"])
 
         self._alarm_armed.on_commit(commit)
@@ -380,47 +383,6 @@ class Monitor:
             self._conservative_on_changes(key, delta)
         self._round_was_full(key, state)
         return commit
-
-    def _monotone(
-        self,
-        key: str,
-        old: Rows,
-        new: Rows,
-        changed: Mapping[str, Sequence[str]],
-    ) -> None:
-        """Rows the commit changed (a row it left alone was judged when it last changed)."""
-        for grant_id in changed["grants"]:
-            row = new["grants"].get(grant_id)
-            if row is None:
-                continue
-            _, _, _, permits, claimed, released, _, _ = row
-            if not released <= claimed <= permits:
-                self.fail(
-                    "reports_monotone",
-                    f"{key}: grant {grant_id} has released <= claimed <= permits broken: {row}",
-                )
-            before = old.get("grants", {}).get(grant_id)
-            if before is not None and (claimed < before[4] or released < before[5] or permits > before[3]):
-                self.fail("reports_monotone", f"{key}: grant {grant_id} moved back: {before} -> {row}")
-            if before is not None and claimed > before[4] and self.sim.now() >= row[7]:
-                # Permits unclaimed at the deadline are the alarm's to take back: a claim
-                # accepted after it keeps them from coming back.
-                self.fail(
-                    "reclaimed",
-                    f"{key}: grant {grant_id} claimed {before[4]} -> {claimed} after its deadline {row[7]}",
-                )
-        for lease_id in changed["leases"]:
-            row = new["leases"].get(lease_id)
-            if row is None:
-                continue
-            _, _, _, permits, released, _, _, retired = row
-            if released > permits:
-                self.fail(
-                    "reports_monotone", f"{key}: lease {lease_id} released {released} > permits {permits}"
-                )
-            before = old.get("leases", {}).get(lease_id)
-            if before is not None and (released < before[4] or permits > before[3] or retired < before[7]):
-                self.fail("reports_monotone", f"{key}: lease {lease_id} moved back: {before} -> {row}")
 
     # --- what clients do -------------------------------------------------------------------
 
