@@ -72,6 +72,8 @@ class Hears(Checker):
         self.in_use += 1
         assert admission.in_use == self.in_use
         assert (admission.grant is None) != (admission.lease is None)
+        assert admission.limit >= 1  # the limit in force (no world here lowers it to 0)
+        assert admission.accounted >= admission.in_use  # conservative, read at the admission
 
     def on_release(self, release: Release) -> None:
         self.heard["release"] += 1

@@ -78,6 +78,14 @@ class Fail(Protocol):
     def __call__(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None: ...
 
 
+class Note(Protocol):
+    """How semsim's own checkers count what the reference documents and no run is failed for
+    (the Monitor's ``document``): ``invariant`` names the rule it is an exception to, ``name``
+    the documented behaviour (docs/INVARIANTS.md); a ``documented`` trace event says so."""
+
+    def __call__(self, invariant: str, name: str, count: int = 1) -> None: ...
+
+
 class Violated(Exception):
     """Raised by a checker's hook: its invariant broke; ``detail`` says how, in one line."""
 

@@ -169,6 +169,11 @@ class Admission:
     lease: str | None
     #: Permits actually in use for ``key``, this one included.
     in_use: int
+    #: The holder's limit in force, and its lease options (None: a holder without leases).
+    limit: int = 0
+    leases: LeaseOptions | None = None
+    #: Holder-accounted usage of ``key`` (granted plus leased), read from its storage now.
+    accounted: int = 0
 
 
 @attrs.frozen

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
-from semaphore_core.config import HolderConfig, Over, Under, budgets
+from semaphore_core.config import HolderConfig, Under, budgets
 from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
@@ -61,6 +61,7 @@ from semsim.check.external_ceiling import ExternalCeiling
 from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.reads import CheckerReadError, never_built, select
+from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reports_monotone import ReportsMonotone
 from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
 from semsim.runtime.kernel import StopRun
@@ -194,10 +195,6 @@ class _HolderState:
     env: Env
     #: The holder's grant and lease rows, refreshed from what each commit changed.
     mirror: RowMirror
-    #: Per grant, each accepted claim as (claimed total after it, the limit when it committed).
-    claims: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
-    #: Per grant, how many items clients admitted through it.
-    admitted: Counter[str] = attrs.Factory(Counter)
 
 
 class Monitor:
@@ -230,6 +227,7 @@ class Monitor:
         self._effect_once = EffectOnce(self.fail)
         self._external_ceiling = ExternalCeiling(self.fail)
         self._reports_monotone = ReportsMonotone(self.fail)
+        self._real_ceiling = RealCeiling(self.fail, self.document)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -310,6 +308,11 @@ class Monitor:
             return
         raise InvariantViolation(name, t, detail, finding, state)
 
+    def document(self, invariant: str, name: str, count: int = 1) -> None:
+        """Count behaviour the reference documents, an exception to ``invariant`` no run fails for."""
+        self.documented[name] += count
+        self.sim.event("documented", invariant=invariant, name=name)
+
     def _tell(self, hook: str, event: object) -> None:
         """Hand ``event`` to every user checker that hears ``hook``; a violation stops the run."""
         for checker in self._hearing[hook]:
@@ -372,7 +375,7 @@ class Monitor:
             checker.on_commit(commit)
         self.allocation.committed(key, delta.before, rows, usage, holder.group_limits)
         self._reports_monotone.on_commit(commit)  # and reclaimed's claims after the deadline
-        _record_claims(state, delta.before, rows, usage.limit, changed["grants"])
+        self._real_ceiling.on_commit(commit)  # the claims it accepted, and under which limit
 
         self._alarm_armed.on_commit(commit)
         self._conservative(key, usage.granted + usage.leased)
@@ -390,15 +393,29 @@ class Monitor:
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None:
         """A client admitted ``item`` of ``key`` (through ``grant`` or ``lease``): one more permit in use."""
-        self._admitted(key, group, client=client, item=item, grant=grant, lease=lease)
-        if self._hearing["on_admit"]:
-            admission = Admission(self.sim.now(), key, group, client, item, grant, lease, self.in_use[key])
-            self._tell("on_admit", admission)
+        accounted = self._admitted(key, group, client=client, item=item, grant=grant, lease=lease)
+        env = self._holders[key].env
+        admission = Admission(
+            self.sim.now(),
+            key,
+            group,
+            client,
+            item,
+            grant,
+            lease,
+            self.in_use[key],
+            limit=env.limit,
+            leases=env.leases,
+            accounted=accounted,
+        )
+        self._real_ceiling.on_admit(admission)
+        self._tell("on_admit", admission)
 
     @_reads_storage
     def _admitted(
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
-    ) -> None:
+    ) -> int:
+        """The oracle's books for one more permit in use; holder-accounted usage, read now."""
         holding = _holding(grant, lease)
         assert (client, item) not in self._running_items, (client, item)
         self._running_items[client, item] = (key, holding)
@@ -410,33 +427,13 @@ class Monitor:
         self.in_use_by_client[key, client] += 1
         self.last_moved_ms = self.sim.now()
         state = self._holders[key]
-        if grant is not None:
-            state.admitted[grant] += 1
         granted, leased = _accounted(state.obj.storage, self.sim.now())
         self._conservative(key, granted + leased)
-        in_use, limit, options = self.in_use[key], state.env.limit, state.env.leases
         if key in self._starved_since and self.clients is not None:
             running = self._lease_in_use(self.clients, key)
-            if in_use + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
+            if self.in_use[key] + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
                 del self._starved_since[key]  # every permit in use at this moment: no group starved
-        # An admission always grows usage, so above the limit it breaks the lowered-limit rule too.
-        if (options is None or not isinstance(options.provisioning, Over)) and in_use > limit:
-            if lease is not None:
-                # Documented: a lease keeps drawing until its client hears it was retired.
-                self.documented["lease_draw_after_limit_lowered"] += 1
-                self.sim.event("documented", invariant="real_ceiling", name="lease_draw_after_limit_lowered")
-                return
-            claimed_under = None if grant is None else _claim_limit(state, grant)
-            if claimed_under is not None and claimed_under > limit:
-                # The holder accepted this permit's claim before the limit fell; only the
-                # acknowledgement came late (a lost reply, a retried report). Permits claimed
-                # are never revoked: the lowered-limit rule starts from what was committed.
-                self.documented["claimed_before_limit_lowered"] += 1
-                self.sim.event("documented", invariant="real_ceiling", name="claimed_before_limit_lowered")
-                return
-            # F3: a grant issued under the old limit is claimed, and admitted, after it fell.
-            finding = "F3" if granted + leased >= in_use else None
-            self.fail("real_ceiling", f"{key}: {in_use} permits in use > limit {limit}", finding, key=key)
+        return granted + leased
 
     def operation_event(self, client: str, event: Event) -> None:
         """A client's operation lifecycle event: ``fenced`` (:mod:`semsim.check.fenced`) judges it,
@@ -1082,8 +1079,7 @@ class Monitor:
             if stale and state.obj.name in self._dropped_alarms and not state.env.engine_fallback:
                 # Documented (seed 002): the platform drops an alarm after its retries;
                 # without the Engine's fallback re-arm nothing reclaims those permits.
-                self.documented[DROPPED_ALARM] += len(stale)
-                self.sim.event("documented", invariant="reclaimed", name=DROPPED_ALARM)
+                self.document("reclaimed", DROPPED_ALARM, len(stale))
             elif stale:
                 self.fail(
                     "reclaimed",
@@ -1363,31 +1359,6 @@ def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tu
 def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of a query; none only for an object never built (:mod:`semsim.check.reads`)."""
     return select(conn, sql, params)
-
-
-def _record_claims(
-    state: _HolderState, old_rows: Rows, rows: Rows, limit: int, changed: Sequence[str]
-) -> None:
-    """Note every claim this commit accepted, with the limit it was accepted under."""
-    before = old_rows["grants"]
-    for grant_id in changed:
-        row = rows["grants"].get(grant_id)
-        if row is None:
-            continue
-        claimed = row[4]
-        old = before.get(grant_id)
-        if claimed > (old[4] if old is not None else 0):
-            state.claims.setdefault(grant_id, []).append((claimed, limit))
-
-
-def _claim_limit(state: _HolderState, grant_id: str) -> int | None:
-    """The limit in force when the holder accepted the claim covering the latest admission through
-    ``grant_id`` (None if no accepted claim covers it)."""
-    admitted = state.admitted[grant_id]
-    for claimed, limit in state.claims.get(grant_id, ()):
-        if claimed >= admitted:
-            return limit
-    return None
 
 
 def _lease_totals(conn: Any) -> dict[str, tuple[int, int]]:
