@@ -30,6 +30,9 @@ hears, synchronously and in the run's deterministic order:
 - ``on_operation`` and ``on_api``: in the account-concurrency world, each
   lifecycle event of a client's durable operations, and each call that
   starts or ends at the external API;
+- ``on_evict`` and ``on_instance``: a holder object is evicted (its
+  instance and memory go, its storage stays), and an instance of it is
+  built from its storage (the first, and each after an eviction);
 - ``on_finish``: once, after the faults stopped and the run settled
   (where a liveness promise is judged). A run that stops early, on another
   invariant, never finishes.
@@ -60,10 +63,30 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
 if TYPE_CHECKING:
-    from semsim.check.events import Admission, ApiCallChange, Commit, Finish, Operation, Release, Round
+    from semsim.check.events import (
+        Admission,
+        ApiCallChange,
+        Commit,
+        Evicted,
+        Finish,
+        InstanceBuilt,
+        Operation,
+        Release,
+        Round,
+    )
 
 #: The hooks a checker may define, in the order the docstring lists them.
-HOOKS: Final = ("on_commit", "on_admit", "on_release", "on_round", "on_operation", "on_api", "on_finish")
+HOOKS: Final = (
+    "on_commit",
+    "on_admit",
+    "on_release",
+    "on_round",
+    "on_operation",
+    "on_api",
+    "on_evict",
+    "on_instance",
+    "on_finish",
+)
 #: The verdict of a checker that failed for its own reasons (an exception other than a violation).
 CHECKER_FAILED: Final = "checker"
 #: At most this many checkers in one run (a limit on everything: each hears every event).
@@ -122,6 +145,12 @@ class Checker:
 
     def on_api(self, call: ApiCallChange) -> None:
         """A call started or ended at the external API (account-concurrency worlds)."""
+
+    def on_evict(self, evicted: Evicted) -> None:
+        """A holder object was evicted: its instance and memory go, its storage stays."""
+
+    def on_instance(self, built: InstanceBuilt) -> None:
+        """An instance of a holder object was built from its storage (the first, or a rebuilt one)."""
 
     def on_finish(self, finish: Finish) -> None:
         """The run settled after its faults stopped: judge what must have come about."""

@@ -244,6 +244,29 @@ class RunningCall:
 
 
 @attrs.frozen
+class Evicted:
+    """The holder of ``key`` was evicted: its live instance and memory are gone, its storage stays."""
+
+    t_ms: int
+    key: str
+    #: The object's name, as the trace's ``evict`` event has it.
+    object: str
+    holder: HolderView
+
+
+@attrs.frozen
+class InstanceBuilt:
+    """An instance of the holder of ``key`` was built from its storage, ``generation`` the
+    instance's number (0: the first; each eviction adds one)."""
+
+    t_ms: int
+    key: str
+    object: str
+    generation: int
+    holder: HolderView
+
+
+@attrs.frozen
 class Finish:
     """The run settled after its faults stopped: nothing runs, every change was reported."""
 

@@ -44,13 +44,16 @@ from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMi
 from semsim.check.builtin import names
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
+from semsim.check.durable import Durable
 from semsim.check.effect_once import EffectOnce
 from semsim.check.events import (
     Admission,
     ApiCallChange,
     Commit,
+    Evicted,
     Finish,
     HolderView,
+    InstanceBuilt,
     Operation,
     Release,
     Round,
@@ -228,6 +231,7 @@ class Monitor:
         self._external_ceiling = ExternalCeiling(self.fail)
         self._reports_monotone = ReportsMonotone(self.fail)
         self._real_ceiling = RealCeiling(self.fail, self.document)
+        self._durable = Durable(self.fail)
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
@@ -257,7 +261,8 @@ class Monitor:
         #: What the reference documents and does not count as a violation, by name.
         self.documented: Counter[str] = Counter()
         self._holders: dict[str, _HolderState] = {}
-        self._evicted_rows: dict[str, Rows] = {}
+        #: Each holder object's key, by the object's name.
+        self._keys: dict[str, str] = {}
         #: Per key, per group with items starved: when its open ``progress`` window began.
         self._starved_since: dict[str, dict[str, int]] = {}
         self._leaked_seen: dict[str, int] = {}
@@ -288,6 +293,7 @@ class Monitor:
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
         self._holders[key] = _HolderState(obj, env, RowMirror(obj.storage))
+        self._keys[obj.name] = key
 
     def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep | None:
         """The model to run beside a new instance of holder ``key`` (``exact_accounting``): the
@@ -730,12 +736,20 @@ class Monitor:
     # --- eviction ----------------------------------------------------------------------------
 
     def evicting(self, obj: DurableObject) -> None:
-        self._evicted_rows[obj.name] = read_rows(obj.storage)
+        """A holder object is being evicted: ``durable`` (:mod:`semsim.check.durable`) notes its
+        rows, then the user's checkers hear it."""
+        key = self._keys[obj.name]
+        evicted = Evicted(self.sim.now(), key, obj.name, HolderView(key, obj.storage))
+        self._durable.on_evict(evicted)
+        self._tell("on_evict", evicted)
 
     def rebuilt(self, obj: DurableObject) -> None:
-        before = self._evicted_rows.pop(obj.name, None)
-        if before is not None and read_rows(obj.storage) != before:
-            self.fail("durable", f"{obj.name}: committed rows changed across an eviction")
+        """An instance of a holder object is being built from its storage: ``durable`` compares
+        its rows with the eviction's, then the user's checkers hear it."""
+        key = self._keys[obj.name]
+        built = InstanceBuilt(self.sim.now(), key, obj.name, obj.generation, HolderView(key, obj.storage))
+        self._durable.on_instance(built)
+        self._tell("on_instance", built)
 
     # --- liveness, once the faults stopped and the system was quiet -----------------------
 
