@@ -183,7 +183,7 @@ def test_cancel_withdraws_only_queued_items_newest_first() -> None:
         ({"input_faults": [{"input": "size", "start_ms": 1, "end_ms": 5}]}, "input_faults[0].input"),
         ({"cancels": [{"target": "client-0", "at_ms": 1, "count": 0}]}, "cancels[0].count"),
         ({"forged_lies": ["lying"]}, "faults.forged_lies[0] must be one of"),
-        ({"forged_lies": "rewind"}, "faults.forged_lies must be a list"),
+        ({"forged_lies": "rewind"}, "faults.forged_lies must be a JSON array, got str"),
     ],
 )
 def test_bad_plan_entries_are_named(data: dict[str, Any], message: str) -> None:

@@ -21,14 +21,12 @@ from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semsim import __version__
 from semsim.check.checker import Checker, check_checkers
 from semsim.check.invariants import INVARIANTS, KNOWN_FINDINGS, PROGRESS_WINDOW_MS, Monitor, Pending
+from semsim.inputs.structure import structure
 from semsim.inputs.validation import (
-    array,
     boolean,
-    build,
     check_int,
     check_number,
     check_seed,
-    fields_of,
     instance,
     integer,
     js_int,
@@ -52,7 +50,7 @@ from semsim.world.holder_object import Env, HolderObject
 from semsim.world.jobs import Jobs
 from semsim.world.operations import OperationsSpec
 from semsim.world.variant import REFERENCE, Variant
-from semsim.world.workload import Arrival, Workload, arrivals
+from semsim.world.workload import Workload, arrivals
 
 PROGRESS_SAMPLE_MS = 5_000
 #: Names a user's invariant may not take: semsim's own invariants, and the outcomes a failed
@@ -218,32 +216,10 @@ class WorldConfig:
     def from_dict(cls, data: Any) -> WorldConfig:
         """The inverse of ``to_dict`` (a trace header's or case file's ``config``).
 
-        ValueError names the field that is wrong, with its path (``config.holder.limit``).
+        ValueError names the field that is wrong, with its path (``config.holder.limit``):
+        :func:`semsim.inputs.structure.structure` walks it by the classes' annotations.
         """
-        values = fields_of(cls, data, "config")
-        if "holder" in values:
-            holder = fields_of(HolderSpec, values["holder"], "config.holder")
-            if holder.get("leases") is not None:
-                holder["leases"] = build(LeaseSpec, holder["leases"], "config.holder.leases")
-            if "fixes" in holder:
-                holder["fixes"] = tuple(array(holder["fixes"], "config.holder.fixes"))
-            values["holder"] = build(HolderSpec, holder, "config.holder")
-        if "workload" in values:
-            workload = fields_of(Workload, values["workload"], "config.workload")
-            for name in ("keys", "groups", "duration_ms"):
-                if name in workload:
-                    workload[name] = tuple(array(workload[name], f"config.workload.{name}"))
-            if "script" in workload:
-                workload["script"] = tuple(
-                    build(Arrival, a, f"config.workload.script[{index}]")
-                    for index, a in enumerate(array(workload["script"], "config.workload.script"))
-                )
-            values["workload"] = build(Workload, workload, "config.workload")
-        if "client" in values:
-            values["client"] = build(ClientSettings, values["client"], "config.client")
-        if values.get("operations") is not None:
-            values["operations"] = build(OperationsSpec, values["operations"], "config.operations")
-        return build(cls, values, "config")
+        return structure(data, cls, "config")
 
 
 def offered_items(workload: Workload, duration_ms: int) -> int:

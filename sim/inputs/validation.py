@@ -163,39 +163,3 @@ def boolean(_: Any, attribute: Field, value: Any) -> None:
 
 def one_of(*choices: str) -> Validator:
     return lambda _, attribute, value: check_choice(attribute.name, value, choices)
-
-
-# --- reading JSON into attrs classes --------------------------------------------------------
-
-
-def build(cls: type[T], data: Any, where: str) -> T:
-    """``cls(**data)`` for an attrs class; errors name the field under ``where``."""
-    values = fields_of(cls, data, where)
-    try:
-        return cls(**values)
-    except (TypeError, ValueError) as error:
-        message = str(error)
-        if message.startswith(("config.", "faults.")):
-            raise ValueError(message) from None  # a nested value already named its full path
-        raise ValueError(f"{where}.{message}") from None
-
-
-def fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
-    """``data`` as keyword arguments for the attrs class ``cls``: an object with only its fields."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where} must be a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - {field.name for field in attrs.fields(cls)})
-    if unknown:
-        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
-    missing = [f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING and f.name not in data]
-    if missing:
-        raise ValueError(f"{where}: missing field {missing[0]!r}")
-    return dict(data)
-
-
-def array(data: Any, where: str) -> list[Any]:
-    if not isinstance(data, list | tuple):
-        raise ValueError(f"{where} must be a JSON array, got {type(data).__name__}")
-    if len(data) > MAX_LIST:
-        raise ValueError(f"{where} must hold at most {MAX_LIST} entries, got {len(data)}")
-    return list(data)

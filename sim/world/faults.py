@@ -16,14 +16,12 @@ from typing import Any, Final
 
 import attrs
 
+from semsim.inputs.structure import structure
 from semsim.inputs.validation import (
     MAX_TIME_MS,
-    array,
     boolean,
-    build,
     check_int,
     check_list,
-    fields_of,
     integer,
     js_int,
     list_as_tuple,
@@ -332,17 +330,7 @@ class FaultPlan:
     @classmethod
     def from_dict(cls, data: Any) -> FaultPlan:
         """The inverse of ``to_dict``; ValueError names the field, with its path (``faults.drops[0].leg``)."""
-        values = fields_of(cls, data, "faults")
-        for name, kind in _SCHEDULED:
-            if name in values:
-                values[name] = tuple(
-                    build(kind, entry, f"faults.{name}[{index}]")
-                    for index, entry in enumerate(array(values[name], f"faults.{name}"))
-                )
-        try:
-            return cls(**values)
-        except TypeError as error:
-            raise ValueError(f"faults: {error}") from None
+        return structure(data, cls, "faults")
 
 
 #: The plan's scheduled faults: each list's field and the class of its entries.
