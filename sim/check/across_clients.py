@@ -23,17 +23,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from semaphore_core import queue_reads
 from semsim.check.reads import select
 from semsim.runtime.durable import DurableObject
 
-LEASE_IN_USE_BY_KEY: Final = (
-    "SELECT key, sum(drawn - released) FROM durability_semaphore_queue_leases GROUP BY key ORDER BY key"
-)
-WAITING_BY_KEY_AND_GROUP: Final = (
-    "SELECT key, grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
-    "WHERE status IN ('queued', 'claiming') GROUP BY key, grp ORDER BY key, grp"
-)
-LEASE_IDS: Final = "SELECT lease_id FROM durability_semaphore_queue_leases ORDER BY lease_id"
+LEASE_IN_USE_BY_KEY: Final = queue_reads.LEASE_IN_USE_BY_KEY
+WAITING_BY_KEY_AND_GROUP: Final = queue_reads.WAITING_BY_KEY_AND_GROUP
+LEASE_IDS: Final = queue_reads.LEASE_IDS_IN_ORDER
 
 
 class _Reading:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
+from semaphore_core import queue_reads
 from semaphore_core.config import HolderConfig, Under, budgets
 from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
@@ -581,7 +582,7 @@ class Monitor:
         mismatched: list[str] = []
         for name, obj in sorted(self.clients.items()):
             stored: Counter[tuple[str, str]] = Counter()
-            for grant_id, lease_id, running in _kept(obj, RUNNING_ITEMS, (key,)):
+            for grant_id, lease_id, running in _kept(obj, queue_reads.RUNNING_ITEMS, (key,)):
                 stored[_holding(grant_id, lease_id)] = running
                 what, charged = (
                     ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))
@@ -836,15 +837,7 @@ class Monitor:
     @_reads_storage
     def outstanding(self, clients: Mapping[str, DurableObject]) -> int:
         """Items queued, being claimed or running on any client, for any key."""
-        return sum(
-            n
-            for obj in clients.values()
-            for (n,) in _kept(
-                obj,
-                "SELECT count(*) FROM durability_semaphore_queue_items "
-                "WHERE status IN ('queued', 'claiming', 'running')",
-            )
-        )
+        return sum(n for obj in clients.values() for (n,) in _kept(obj, queue_reads.OUTSTANDING_ITEMS))
 
     @_reads_storage
     def settled(self, clients: Mapping[str, DurableObject]) -> bool:
@@ -1127,25 +1120,12 @@ def _take_one(counts: Counter[Any], entry: Any) -> bool:
     return not counts
 
 
-#: A client's running items of a key, per grant and lease (the full check's reading of its storage).
-RUNNING_ITEMS: Final = (
-    "SELECT grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
-    "WHERE key = ? AND status = 'running' GROUP BY grant_id, lease_id ORDER BY grant_id, lease_id"
-)
-
-
-#: The same for every key at once: one reading of a client serves the commits of every key.
-RUNNING_ITEMS_BY_KEY: Final = (
-    "SELECT key, grant_id, lease_id, count(*) FROM durability_semaphore_queue_items "
-    "WHERE status = 'running' GROUP BY key, grant_id, lease_id ORDER BY key, grant_id, lease_id"
-)
-
-
 def _running_items(obj: DurableObject, key: str) -> list[tuple[Any, ...]]:
-    """``RUNNING_ITEMS`` for ``key``, in its order, from one kept reading of every key's."""
+    """A client's running items of ``key`` per grant and lease, in order (``queue_reads``'
+    ``RUNNING_ITEMS``); outside the debug mode from one kept reading of every key's."""
     if obj.checker_reads is None:
-        return _kept(obj, RUNNING_ITEMS, (key,))
-    return [row[1:] for row in _kept(obj, RUNNING_ITEMS_BY_KEY) if row[0] == key]
+        return _kept(obj, queue_reads.RUNNING_ITEMS, (key,))
+    return [row[1:] for row in _kept(obj, queue_reads.RUNNING_ITEMS_BY_KEY) if row[0] == key]
 
 
 def _holding(grant_id: str | None, lease_id: str | None) -> tuple[str, str]:
@@ -1169,16 +1149,7 @@ def _held_by_waiting_clients(
     conn: Any, clients: Mapping[str, DurableObject], key: str, known: Container[str]
 ) -> int:
     """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
-    waiting = {
-        name
-        for name, obj in clients.items()
-        if _kept(
-            obj,
-            "SELECT 1 FROM durability_semaphore_queue_items "
-            "WHERE key = ? AND status IN ('queued', 'claiming') LIMIT 1",
-            (key,),
-        )
-    }
+    waiting = {name for name, obj in clients.items() if _kept(obj, queue_reads.KEY_HAS_WAITING_ITEMS, (key,))}
     return sum(
         max(0, lease.permits - lease.released)
         for lease in _leases(conn)
@@ -1189,13 +1160,7 @@ def _held_by_waiting_clients(
 def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
     """Lease permits drawn and not yet released, as the clients themselves count them."""
     return sum(
-        int(row[0] or 0)
-        for obj in clients.values()
-        for row in _kept(
-            obj,
-            "SELECT sum(drawn - released) FROM durability_semaphore_queue_leases WHERE key = ?",
-            (key,),
-        )
+        int(row[0] or 0) for obj in clients.values() for row in _kept(obj, queue_reads.LEASE_IN_USE, (key,))
     )
 
 
@@ -1230,26 +1195,16 @@ def _built(conn: Any) -> bool:
 
 def _unreported(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has changes the holder has not acknowledged yet."""
-    return any(
-        _kept(obj, "SELECT 1 FROM durability_semaphore_queue_keys WHERE changes > acked LIMIT 1")
-        for obj in clients.values()
-    )
+    return any(_kept(obj, queue_reads.UNREPORTED_CHANGES) for obj in clients.values())
 
 
 def _claiming(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has items admitted to a claim it has not heard back about."""
-    return any(
-        _kept(obj, "SELECT 1 FROM durability_semaphore_queue_items WHERE status = 'claiming' LIMIT 1")
-        for obj in clients.values()
-    )
+    return any(_kept(obj, queue_reads.CLAIMING_ITEMS) for obj in clients.values())
 
 
 def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
-    return {
-        lease_id
-        for obj in clients.values()
-        for (lease_id,) in _kept(obj, "SELECT lease_id FROM durability_semaphore_queue_leases")
-    }
+    return {lease_id for obj in clients.values() for (lease_id,) in _kept(obj, queue_reads.LEASE_IDS)}
 
 
 def _leaked(conn: Any, known: Container[str]) -> int:
@@ -1302,12 +1257,7 @@ def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[st
     longest-waiting of them arrived (one query per client)."""
     waiting: dict[str, tuple[int, int]] = {}
     for obj in clients.values():
-        for group, count, oldest in _kept(
-            obj,
-            "SELECT grp, count(*), min(enqueued_at) FROM durability_semaphore_queue_items "
-            "WHERE key = ? AND status IN ('queued', 'claiming') GROUP BY grp ORDER BY grp",
-            (key,),
-        ):
+        for group, count, oldest in _kept(obj, queue_reads.WAITING_BY_GROUP, (key,)):
             before_count, before_oldest = waiting.get(group, (0, int(oldest)))
             waiting[group] = (before_count + count, min(before_oldest, int(oldest)))
     return waiting
@@ -1324,27 +1274,14 @@ def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> 
     """
     total = 0
     for obj in clients.values():
-        for (undrawn,) in _kept(
-            obj,
-            "SELECT permits - drawn FROM durability_semaphore_queue_leases l WHERE l.key = ? AND "
-            "l.retired = 0 AND l.expires_at > ? AND l.drawn < l.permits AND NOT EXISTS (SELECT 1 FROM "
-            "durability_semaphore_queue_items i WHERE i.key = l.key AND i.status = 'queued')",
-            (key, now),
-        ):
+        for (undrawn,) in _kept(obj, queue_reads.IDLE_HEADROOM, (key, now)):
             total += undrawn
     return total
 
 
 def _expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
     """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
-    return any(
-        _kept(
-            obj,
-            "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1",
-            (now,),
-        )
-        for obj in clients.values()
-    )
+    return any(_kept(obj, queue_reads.EXPIRY_DUE, (now,)) for obj in clients.values())
 
 
 def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
