@@ -73,6 +73,23 @@ EXPIRY_DUE: Final = (
     "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1"
 )
 
+#: Per group of key ``?``, the items queued (not being claimed): ``(grp, count)`` rows, unordered.
+QUEUED_BY_GROUP: Final = (
+    "SELECT grp, count(*) FROM durability_semaphore_queue_items "
+    "WHERE key = ? AND status = 'queued' GROUP BY grp"
+)
+#: The same for every key: ``(key, grp, count)`` rows, unordered.
+QUEUED_BY_KEY_AND_GROUP: Final = (
+    "SELECT key, grp, count(*) FROM main.durability_semaphore_queue_items "
+    "WHERE status = 'queued' GROUP BY key, grp"
+)
+#: Per group of key ``?``, the undrawn permits of the live leases (not expired at ``?``):
+#: ``(grp, sum)`` rows, unordered.
+LEASE_HEADROOM_BY_GROUP: Final = (
+    "SELECT grp, sum(permits - drawn) FROM durability_semaphore_queue_leases "
+    "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
+)
+
 #: Every question, with example parameters: what tests/test_queue_reads.py prepares on a new queue.
 ALL: Final = {
     "OUTSTANDING_ITEMS": (OUTSTANDING_ITEMS, ()),
@@ -89,4 +106,7 @@ ALL: Final = {
     "LEASE_IDS_IN_ORDER": (LEASE_IDS_IN_ORDER, ()),
     "IDLE_HEADROOM": (IDLE_HEADROOM, ("acct", 0)),
     "EXPIRY_DUE": (EXPIRY_DUE, (0,)),
+    "QUEUED_BY_GROUP": (QUEUED_BY_GROUP, ("acct",)),
+    "QUEUED_BY_KEY_AND_GROUP": (QUEUED_BY_KEY_AND_GROUP, ()),
+    "LEASE_HEADROOM_BY_GROUP": (LEASE_HEADROOM_BY_GROUP, ("acct", 0)),
 }

@@ -17,7 +17,8 @@ import pytest
 import semaphore_core.holder as holder_module
 from semaphore_core.fixes import ALL_FIXES, CLAIMS_RESPECT_THE_LIMIT, KNOWN_FIXES
 from semsim.cli.main import main
-from semsim.explore.fuzz import campaign, load_case, run_case
+from semsim.explore.fuzz import KNOWN_FINDINGS, RunReport, campaign, load_case, run_case
+from semsim.explore.strategies import Case
 from semsim.harness.run import run_world
 from semsim.harness.variants import EVERY_FIX, VariantLookupError, builtin, find_variant
 from semsim.runtime.kernel import Limits
@@ -92,6 +93,30 @@ def test_a_campaign_of_a_variant_with_fixes_draws_them_and_tolerates_none() -> N
     )
     assert result.failure is None
     assert drawn == [tuple(sorted(ALL_FIXES))] * 3
+
+
+def test_a_finding_a_variants_fixes_correct_is_never_tolerated_whatever_the_caller_passed() -> None:
+    seen: list[frozenset[str]] = []
+
+    def runner(case: Case, tolerated: frozenset[str]) -> RunReport:
+        seen.append(tolerated)
+        report, _ = run_case(case, tolerated)
+        return report
+
+    campaign(2, 5, tolerated=frozenset(KNOWN_FINDINGS), runner=runner, variant="every-fix")
+    campaign(2, 5, tolerated=frozenset({"F4"}), runner=runner, variant=f"fix/{CLAIMS_RESPECT_THE_LIMIT}")
+    assert seen == [frozenset()] * 2 + [frozenset({"F4"})] * 2
+
+
+def test_the_plugins_cases_draw_the_variants_fixes() -> None:
+    from hypothesis import HealthCheck, find, settings
+
+    from semsim.testing import cases
+
+    quick = settings(max_examples=1, database=None, suppress_health_check=list(HealthCheck))
+    case = find(cases(variant="every-fix"), lambda case: True, settings=quick)
+    assert set(case.config.holder.fixes) == ALL_FIXES
+    assert case.variant == "every-fix"
 
 
 def test_fuzz_json_of_a_mutant_variant_names_it_and_its_fixes(

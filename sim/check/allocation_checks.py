@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import attrs
 
+from semaphore_core import queue_reads
 from semaphore_core.collation import locale_key
 from semaphore_core.config import LeaseOptions, Over, Strict, Under, budgets
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
@@ -303,19 +304,13 @@ def _listing(leases: Sequence[tuple[str, str, int]]) -> str:
 # --- no_overask ---------------------------------------------------------------------------------
 
 #: Per group of one key: queued items (unless ``QueuedCounts`` keeps them).
-_QUEUED_SQL: Final = (
-    "SELECT grp, count(*) FROM durability_semaphore_queue_items "
-    "WHERE key = ? AND status = 'queued' GROUP BY grp"
-)
+_QUEUED_SQL: Final = queue_reads.QUEUED_BY_GROUP
 #: A client's queued items of one key from which ``no_overask`` keeps their count by triggers
 #: rather than counting them per request: below it the count is cheaper than the triggers'
 #: work on every item write (a fuzz run's backlog stays short; an overloaded day's does not).
 KEEP_COUNTS_FROM: Final = 200
 #: Per group of one key: undrawn permits of the client's live leases.
-_HEADROOM_SQL: Final = (
-    "SELECT grp, sum(permits - drawn) FROM durability_semaphore_queue_leases "
-    "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
-)
+_HEADROOM_SQL: Final = queue_reads.LEASE_HEADROOM_BY_GROUP
 
 
 def client_cover(

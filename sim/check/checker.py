@@ -32,7 +32,8 @@ hears, synchronously and in the run's deterministic order:
   starts or ends at the external API;
 - ``on_evict`` and ``on_instance``: a holder object is evicted (its
   instance and memory go, its storage stays), and an instance of it is
-  built from its storage (the first, and each after an eviction);
+  about to be built from its storage (the first, and each after an
+  eviction);
 - ``on_finish``: once, after the faults stopped and the run settled
   (where a liveness promise is judged). A run that stops early, on another
   invariant, never finishes.
@@ -150,7 +151,8 @@ class Checker:
         """A holder object was evicted: its instance and memory go, its storage stays."""
 
     def on_instance(self, built: InstanceBuilt) -> None:
-        """An instance of a holder object was built from its storage (the first, or a rebuilt one)."""
+        """An instance of a holder object is being built from its storage (the first, or a rebuilt
+        one), before its constructor runs."""
 
     def on_finish(self, finish: Finish) -> None:
         """The run settled after its faults stopped: judge what must have come about."""

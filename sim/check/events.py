@@ -256,8 +256,9 @@ class Evicted:
 
 @attrs.frozen
 class InstanceBuilt:
-    """An instance of the holder of ``key`` was built from its storage, ``generation`` the
-    instance's number (0: the first; each eviction adds one)."""
+    """An instance of the holder of ``key`` is being built from its storage (its constructor has
+    not run yet: ``holder`` shows the rows it is built on); ``generation`` is the instance's
+    number (0: the first; each eviction adds one)."""
 
     t_ms: int
     key: str

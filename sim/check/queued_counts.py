@@ -23,6 +23,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from semaphore_core import queue_reads
+
 ITEMS: Final = "durability_semaphore_queue_items"
 _COUNTS: Final = "semsim_queued_counts"
 #: The triggers: an item enters the count when it becomes queued, leaves it when it stops being.
@@ -49,9 +51,7 @@ _TRIGGERS: Final = (
     ),
 )
 #: What the triggers keep, counted from the table (on installing, and in the debug mode).
-COUNT_QUEUED_SQL: Final = (
-    f"SELECT key, grp, count(*) FROM main.{ITEMS} WHERE status = 'queued' GROUP BY key, grp"
-)
+COUNT_QUEUED_SQL: Final = queue_reads.QUEUED_BY_KEY_AND_GROUP
 _READ_SQL: Final = f"SELECT grp, n FROM temp.{_COUNTS} WHERE key = ? AND n > 0 ORDER BY grp"
 
 

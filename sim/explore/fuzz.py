@@ -486,6 +486,8 @@ def campaign(
     if tolerated is not None:
         check_tolerated(tolerated)
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
+    # A finding the variant's own fixes correct is never tolerated, whatever the caller passed.
+    allowed &= tolerated_for(tuple(own_fixes))
     run = runner if runner is not None else _run_here
     result = Campaign()
     failed: dict[Case, RunReport] = {}

@@ -201,6 +201,7 @@ class SemsimRunner:
         """
         __tracebackhide__ = True
         chosen = fixes_arg(fixes if isinstance(fixes, str) else ",".join(fixes))
+        chosen = find_variant(_variant_name(variant)).with_fixes(chosen)  # its fixes: drawn, not tolerated
         tolerated = tolerated_for(chosen)
         database = None
         if profile:

@@ -80,7 +80,7 @@ def cases(
         raise TypeError(
             f"variant is the name a variant is found by, so case files can name it; got {variant!r}"
         )
-    find_variant(variant)
+    chosen = find_variant(variant).with_fixes(chosen)  # its own fixes are every case's
     return strategies.cases(chosen, variant, references_of(invariants))
 
 
@@ -117,7 +117,8 @@ def check_case(
         raise TypeError(f"check_case takes a case drawn from semsim.testing.cases(), got {case!r}")
     test = _current_test()
     budget = _BUDGETS.setdefault(test, _Budget())
-    allowed = tolerated_for(case.config.holder.fixes) if tolerated is None else tolerated
+    fixes = find_variant(case.variant).with_fixes(case.config.holder.fixes)
+    allowed = tolerated_for(fixes) if tolerated is None else tolerated
     known = budget.failed.get(case)
     if known is not None:
         raise _failure(known, allowed, test)
