@@ -467,7 +467,9 @@ class Monitor:
         assert api is not None
         account = call.account
         holder = self._holders.get(account)
-        holding = {item for _, item in self._running_items}
+        running = [other for other in api.running.values() if other.account == account]
+        # The items holding a permit, only when a call runs to ask it of (most API changes have few).
+        holding = {item for _, item in self._running_items} if running else set()
         heard = ApiCallChange(
             self.sim.now(),
             change,
@@ -480,9 +482,8 @@ class Monitor:
             limit=None if holder is None else holder.env.limit,
             leases=None if holder is None else holder.env.leases,
             running=tuple(
-                RunningCall(running.key, running.started_at, running.attempt, running.key in holding)
-                for running in api.running.values()
-                if running.account == account
+                RunningCall(other.key, other.started_at, other.attempt, other.key in holding)
+                for other in running
             ),
         )
         if change == "end":
