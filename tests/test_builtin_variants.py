@@ -109,14 +109,20 @@ def test_a_finding_a_variants_fixes_correct_is_never_tolerated_whatever_the_call
 
 
 def test_the_plugins_cases_draw_the_variants_fixes() -> None:
-    from hypothesis import HealthCheck, find, settings
+    from hypothesis import HealthCheck, Phase, given, settings
 
     from semsim.testing import cases
 
-    quick = settings(max_examples=1, database=None, suppress_health_check=list(HealthCheck))
-    case = find(cases(variant="every-fix"), lambda case: True, settings=quick)
-    assert set(case.config.holder.fixes) == ALL_FIXES
-    assert case.variant == "every-fix"
+    drawn: list[Case] = []
+
+    @settings(max_examples=2, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(cases(variant="every-fix"))
+    def draw(case: Case) -> None:
+        drawn.append(case)
+
+    draw()
+    assert drawn
+    assert all(set(case.config.holder.fixes) == ALL_FIXES and case.variant == "every-fix" for case in drawn)
 
 
 def test_fuzz_json_of_a_mutant_variant_names_it_and_its_fixes(
