@@ -95,34 +95,40 @@ class RowChanges:
     """The grant and lease rows one commit changed, before and after it; read-only.
 
     What the commit wrote, not every row: a row it left alone was seen when it
-    last changed. Rows are built when asked for, so a checker that looks at
-    nothing costs nothing. In the checker's debug mode (``--full-checks``)
-    every row counts as changed.
+    last changed. Rows are built when first asked for, once for every checker
+    of the commit, so a commit nobody looks at costs nothing. In the checker's
+    debug mode (``--full-checks``) every row counts as changed.
     """
 
     def __init__(self, before: Rows, after: Rows, changed: Mapping[str, Sequence[str]]) -> None:
         self._before = before
         self._after = after
         self._changed = changed
+        self._grants: tuple[RowChange[GrantRow], ...] | None = None
+        self._leases: tuple[RowChange[LeaseRow], ...] | None = None
 
-    def grants(self) -> list[RowChange[GrantRow]]:
+    def grants(self) -> tuple[RowChange[GrantRow], ...]:
         """The grants the commit changed: those still there in the holder's order, then deleted ones."""
-        return self._rows("grants", GrantRow)
+        if self._grants is None:
+            self._grants = self._rows("grants", GrantRow)
+        return self._grants
 
-    def leases(self) -> list[RowChange[LeaseRow]]:
+    def leases(self) -> tuple[RowChange[LeaseRow], ...]:
         """The leases the commit changed, in the same order."""
-        return self._rows("leases", LeaseRow)
+        if self._leases is None:
+            self._leases = self._rows("leases", LeaseRow)
+        return self._leases
 
-    def _rows(self, table: str, kind: type[Row]) -> list[RowChange[Row]]:
+    def _rows(self, table: str, kind: type[Row]) -> tuple[RowChange[Row], ...]:
         before, after = self._before.get(table, {}), self._after.get(table, {})
 
         def row(values: tuple[Any, ...] | None) -> Row | None:
             return None if values is None else kind(*values)
 
-        return [
+        return tuple(
             RowChange(row_id, row(before.get(row_id)), row(after.get(row_id)))
             for row_id in self._changed.get(table, ())
-        ]
+        )
 
     def __repr__(self) -> str:
         return f"RowChanges({ {table: len(ids) for table, ids in self._changed.items()} })"
