@@ -303,14 +303,10 @@ def _listing(leases: Sequence[tuple[str, str, int]]) -> str:
 
 # --- no_overask ---------------------------------------------------------------------------------
 
-#: Per group of one key: queued items (unless ``QueuedCounts`` keeps them).
-_QUEUED_SQL: Final = queue_reads.QUEUED_BY_GROUP
 #: A client's queued items of one key from which ``no_overask`` keeps their count by triggers
 #: rather than counting them per request: below it the count is cheaper than the triggers'
 #: work on every item write (a fuzz run's backlog stays short; an overloaded day's does not).
 KEEP_COUNTS_FROM: Final = 200
-#: Per group of one key: undrawn permits of the client's live leases.
-_HEADROOM_SQL: Final = queue_reads.LEASE_HEADROOM_BY_GROUP
 
 
 def client_cover(
@@ -323,9 +319,10 @@ def client_cover(
     not grow with the client's backlog.
     """
     kept = None if counts is None else counts.by_group(key)
-    rows = conn.execute(_QUEUED_SQL, (key,)) if kept is None else kept
+    rows = conn.execute(queue_reads.QUEUED_BY_GROUP, (key,)) if kept is None else kept
     queued = {group: int(items) for group, items in rows}
-    headroom = {group: int(undrawn) for group, undrawn in conn.execute(_HEADROOM_SQL, (key, now))}
+    undrawn = conn.execute(queue_reads.LEASE_HEADROOM_BY_GROUP, (key, now))
+    headroom = {group: int(permits) for group, permits in undrawn}
     return queued, headroom
 
 

@@ -479,15 +479,14 @@ def campaign(
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
     check_seed(seed)
-    own_fixes = find_variant(variant).fixes  # one that cannot be loaded is the caller's error, now
-    if own_fixes:  # the variant's fixes are the campaign's: drawn into its cases, not tolerated
-        fixes = find_variant(variant).with_fixes(fixes)
+    chosen = find_variant(variant)  # one that cannot be loaded is the caller's error, now
+    fixes = chosen.with_fixes(fixes)  # its fixes are the campaign's: drawn into its cases, not tolerated
     find_invariants(invariants)
     if tolerated is not None:
         check_tolerated(tolerated)
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
     # A finding the variant's own fixes correct is never tolerated, whatever the caller passed.
-    allowed &= tolerated_for(tuple(own_fixes))
+    allowed &= tolerated_for(tuple(chosen.fixes))
     run = runner if runner is not None else _run_here
     result = Campaign()
     failed: dict[Case, RunReport] = {}
