@@ -94,14 +94,15 @@ class NoLockstep:
 
 def full_checks_seen(monkeypatch: Any) -> list[str]:
     """Spy on the checker's debug mode: the keys its full per-client check ran for (the real check runs)."""
-    from semsim.check.invariants import Monitor
+    from semsim.check.cross_checks import FullConservative
+    from semsim.check.events import Commit
 
     seen: list[str] = []
-    per_client = Monitor._conservative_per_client
+    judge = FullConservative.on_commit
 
-    def counted(self: Monitor, key: str, conn: Any) -> None:
-        seen.append(key)
-        per_client(self, key, conn)
+    def counted(self: FullConservative, commit: Commit) -> None:
+        seen.append(commit.key)
+        judge(self, commit)
 
-    monkeypatch.setattr(Monitor, "_conservative_per_client", counted)
+    monkeypatch.setattr(FullConservative, "on_commit", counted)
     return seen

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semaphore_core.queue import QueueClient
-from semsim.check import invariants
+from semsim.check import client_reads
 from semsim.check.across_clients import AcrossClients
 from semsim.runtime.durable import DurableObject
 
@@ -80,9 +80,9 @@ steps = st.lists(
 
 def _expected(clients: dict[str, DurableObject]) -> tuple[Any, ...]:
     return (
-        {key: invariants._lease_in_use(clients, key) for key in KEYS},
-        {key: invariants._waiting_by_group(clients, key) for key in KEYS},
-        invariants._known_leases(clients),
+        {key: client_reads.lease_in_use(clients, key) for key in KEYS},
+        {key: client_reads.waiting_by_group(clients, key) for key in KEYS},
+        client_reads.known_leases(clients),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from contextlib import nullcontext
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,18 +25,22 @@ from hypothesis import strategies as st
 
 from semaphore_core.queue import Admission
 from semaphore_core.store import HolderStore
-from semsim.check.invariants import FULL_GRANT_CHARGE, FULL_LEASE_CHARGE, InvariantViolation, Monitor, _charge
+from semsim.check.client_reads import kept
+from semsim.check.conservative import Conservative, charge
+from semsim.check.cross_checks import GRANT_CHARGES, LEASE_CHARGES
+from semsim.check.events import RowChanges
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
-from semsim.explore.fuzz import KNOWN_FINDINGS
+from semsim.explore.fuzz import KNOWN_FINDINGS, load_case, run_case
 from semsim.explore.strategies import Case, cases
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
-from semsim.runtime.kernel import Limits, Sim
-from semsim.runtime.trace import Trace
 from semsim.scenarios import SCENARIOS
 from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Workload
+
+#: Cases drawn with a bug planted in a test (not in the catalog): they hold only with it planted.
+PLANTED = Path(__file__).resolve().parent / "fixtures" / "planted"
 
 
 def _verdict(run: Any) -> tuple[Any, ...]:
@@ -152,21 +157,22 @@ def test_a_client_running_more_than_its_grant_covers_is_seen_alike_in_both_modes
 def _judged(running: int, grant: tuple[int, int, int, int], now: int, **what: Any) -> str | None:
     """``conservative`` judged incrementally for one client running ``running`` items on grant g
     (permits, claimed, released, claim deadline) at ``now``; what broke, if anything."""
-    sim = Sim(0, Trace(0, {}, {}), Limits())
-    sim._clock.jump(now)
-    monitor = Monitor(sim)
-    monitor.clients = {}
-    monitor._running = {"k": {("grant", "g"): Counter({"client-0": running})}}
-    monitor.in_use["k"] = running
     permits, claimed, released, expires_at = grant
     rows = {"grants": {"g": ("g", "client-0", "a", permits, claimed, released, 0, expires_at)}, "leases": {}}
-    monitor._admitted_since = {"k": set(what.get("admitted", ()))}
-    try:
-        changed = {"grants": what.get("changed", []), "leases": []}
-        monitor._conservative_on_changes("k", Delta(rows, rows, changed, what.get("deadlines", [])))
-    except InvariantViolation as violation:
-        return violation.name
-    return None
+    broken: list[str] = []
+
+    def fail(name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        broken.append(name)
+
+    checker = Conservative(fail, {}, lambda key: rows)
+    checker._running = {"k": {("grant", "g"): Counter({"client-0": running})}}
+    checker._admitted_since = {"k": set(what.get("admitted", ()))}
+    changed = {"grants": what.get("changed", []), "leases": []}
+    commit = SimpleNamespace(
+        t_ms=now, key="k", in_use=running, changes=RowChanges(rows, rows, changed, what.get("deadlines", []))
+    )
+    checker._per_item(commit)  # type: ignore[arg-type]
+    return broken[0] if broken else None
 
 
 def test_the_incremental_conservative_judges_what_changed_what_came_due_and_what_was_admitted() -> None:
@@ -272,12 +278,12 @@ def test_the_oracle_charges_a_grant_as_the_full_checks_query_does(
     conn.execute(
         f"INSERT INTO {LEASES} VALUES ('l', 'c', 'a', ?, ?, 0, ?, 0)", (permits, released, expires_at)
     )
-    (grant_sql,) = conn.execute(FULL_GRANT_CHARGE, (now,)).fetchone()
-    (lease_sql,) = conn.execute(FULL_LEASE_CHARGE).fetchone()
+    (_, grant_sql) = conn.execute(GRANT_CHARGES, (now,)).fetchone()
+    (_, lease_sql) = conn.execute(LEASE_CHARGES).fetchone()
     rows = read_rows(conn)
-    assert _charge(rows, "grant", "g", now) == grant_sql
-    assert _charge(rows, "lease", "l", now) == lease_sql
-    assert _charge(rows, "grant", "gone", now) == 0
+    assert charge(rows, "grant", "g", now) == grant_sql
+    assert charge(rows, "lease", "l", now) == lease_sql
+    assert charge(rows, "grant", "gone", now) == 0
 
 
 # --- the mirror itself -------------------------------------------------------------------------
@@ -389,26 +395,24 @@ def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
 
 
 def test_a_kept_client_read_is_served_from_memory_until_the_storage_changes() -> None:
-    from semsim.check.invariants import _kept
-
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE t (x INTEGER)")
     obj = SimpleNamespace(storage=conn, checker_reads={})
     query = "SELECT count(*) FROM t"
-    assert _kept(obj, query) == [(0,)]  # type: ignore[arg-type]
-    kept = obj.checker_reads[query, ()]
-    assert _kept(obj, query) is kept  # type: ignore[arg-type]
+    assert kept(obj, query) == [(0,)]  # type: ignore[arg-type]
+    memo = obj.checker_reads[query, ()]
+    assert kept(obj, query) is memo  # type: ignore[arg-type]
     conn.execute("INSERT INTO t VALUES (1)")  # any writer: the count of changed rows moves
-    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]
+    assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]
     conn.execute("SAVEPOINT s")
     conn.execute("INSERT INTO t VALUES (2)")
-    assert _kept(obj, query) == [(2,)]  # type: ignore[arg-type]
+    assert kept(obj, query) == [(2,)]  # type: ignore[arg-type]
     conn.execute("ROLLBACK TO s")
     conn.execute("RELEASE s")
-    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]  # nothing kept inside the transaction
+    assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]  # nothing kept inside the transaction
     obj.checker_reads = None  # the debug mode: always read
     conn.execute("UPDATE t SET x = 5")
-    assert _kept(obj, query) == [(1,)]  # type: ignore[arg-type]
+    assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]
 
 
 def test_the_checkers_keep_client_reads_outside_the_debug_mode_only() -> None:
@@ -467,3 +471,52 @@ def test_a_world_of_several_keys_has_the_same_verdict_and_trace_in_both_modes() 
     assert len(incremental.trace.of_kind("admit")) > 20
     assert {event["key"] for event in incremental.trace.of_kind("admit")} == {"acct-a", "acct-b", "acct-c"}
     assert _verdict(incremental) == _verdict(full)
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        ("lease_in_use", "kept lease permits in use"),
+        ("waiting_by_group", "kept waiting items"),
+        ("known_leases", "the kept lease ids differ"),
+        ("unknown_footprint", "leaked footprint"),
+    ],
+)
+def test_the_debug_mode_sees_each_kept_reading_go_wrong(
+    broken: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Break one incremental reading on purpose: the run is still judged alike without the debug
+    mode (the checks read what they are given), and the debug mode stops it as ``checker``."""
+    from semsim.check.across_clients import AcrossClients
+
+    wrong: dict[str, Any] = {
+        "lease_in_use": lambda self, key: 99,
+        "waiting_by_group": lambda self, key: {"phantom": (1, 0)},
+        "known_leases": lambda self: frozenset({"phantom"}),
+        "unknown_footprint": lambda self, known: 99,
+    }
+    owner = RowMirror if broken == "unknown_footprint" else AcrossClients
+    monkeypatch.setattr(owner, broken, wrong[broken])
+    story = SCENARIOS["lease-lost-in-reply"]
+    full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    assert full.result.invariant == "checker", full.result
+    assert says in full.result.detail
+
+
+def test_the_debug_mode_sees_the_incremental_conservative_miss_a_shortfall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A case drawn with the planted client bug above, which ``conservative`` catches item by item
+    while the holder's total still covers every permit in use: with the per-item judgement broken
+    on purpose, the debug mode's full judgement names the miss."""
+    _admit_one_more(monkeypatch)
+    case, tolerated = load_case(PLANTED / "client-runs-more-than-its-grant-covers.json")
+    report, _ = run_case(case, tolerated)
+    assert report.invariant == "conservative", report
+    assert " runs 2 items on grant " in report.detail
+    monkeypatch.setattr(Conservative, "_per_item", lambda self, commit: None)
+    missed, _ = run_case(case, tolerated)
+    assert missed.invariant != "conservative", missed  # nothing else judges an item's own grant
+    full, _ = run_case(case, tolerated, full_checks=True)
+    assert full.invariant == "checker", full
+    assert "the incremental conservative judgement missed" in full.detail

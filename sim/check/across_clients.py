@@ -3,7 +3,7 @@
 While a key has items waiting, ``progress`` asks at every holder commit and
 every sample how many lease permits the clients run, how many items wait per
 group and since when, and which lease ids any client knows. Asked client by
-client, even from a kept reading (``invariants._kept``), that is Python work
+client, even from a kept reading (``client_reads.kept``), that is Python work
 in proportion to the clients at every commit: at 1,000 clients it was most of
 what made a simulated event dearer than at 16. Here each client's storage is
 read again only when its ``total_changes`` moved (SQLite counts every row a
@@ -11,8 +11,9 @@ connection writes, rolled back or not, so the same count means the same
 rows), and the totals move by the difference.
 
 It owns the three readings and their totals, nothing else: what they mean
-for ``progress`` is ``invariants``' business. The debug mode (``Monitor(full=
-True)``) recomputes each answer from every client and demands the same.
+for ``progress`` is ``invariants``' business. The debug mode
+(:class:`~semsim.check.cross_checks.CrossCheckedAcross`) recomputes each
+answer from every client and demands the same.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from semaphore_core import queue_reads
@@ -79,6 +80,10 @@ class AcrossClients:
     def lease_in_use(self, key: str) -> int:
         """Lease permits drawn and not yet released for ``key``, as the clients count them."""
         return self._lease_in_use[key]
+
+    def known_leases(self) -> Collection[str]:
+        """Every lease id some client knows."""
+        return self.known
 
     def waiting_by_group(self, key: str) -> dict[str, tuple[int, int]]:
         """Per group, the items of ``key`` queued or being claimed, and the oldest one's arrival."""

@@ -100,10 +100,19 @@ class RowChanges:
     debug mode (``--full-checks``) every row counts as changed.
     """
 
-    def __init__(self, before: Rows, after: Rows, changed: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self,
+        before: Rows,
+        after: Rows,
+        changed: Mapping[str, Sequence[str]],
+        deadlines: Sequence[str] = (),
+    ) -> None:
         self._before = before
         self._after = after
         self._changed = changed
+        #: Grants whose claim deadline came since the holder's previous commit: their unclaimed
+        #: permits stopped counting, so what the holder charges them fell with no row changed.
+        self.deadlines: tuple[str, ...] = tuple(deadlines)
         self._grants: tuple[RowChange[GrantRow], ...] | None = None
         self._leases: tuple[RowChange[LeaseRow], ...] | None = None
 
@@ -118,6 +127,11 @@ class RowChanges:
         if self._leases is None:
             self._leases = self._rows("leases", LeaseRow)
         return self._leases
+
+    def ids(self, table: str) -> Sequence[str]:
+        """The ids the commit changed in ``table`` (``grants`` or ``leases``), in the same order:
+        what :meth:`grants` and :meth:`leases` list, without building their rows."""
+        return self._changed.get(table, ())
 
     def _rows(self, table: str, kind: type[Row]) -> tuple[RowChange[Row], ...]:
         before, after = self._before.get(table, {}), self._after.get(table, {})

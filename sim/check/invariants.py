@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
-from semaphore_core import queue_reads
 from semaphore_core.config import HolderConfig, Under, budgets
 from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
 from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.store import HolderStore
+from semsim.check import client_reads
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.alarm_armed import AlarmArmed
@@ -45,6 +45,13 @@ from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMi
 from semsim.check.builtin import names
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
+from semsim.check.conservative import Conservative
+from semsim.check.cross_checks import (
+    CrossCheckedAcross,
+    CrossCheckedMirror,
+    CrossCheckFailed,
+    FullConservative,
+)
 from semsim.check.durable import Durable
 from semsim.check.effect_once import EffectOnce
 from semsim.check.events import (
@@ -67,7 +74,7 @@ from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.reads import CheckerReadError, never_built, select
 from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reports_monotone import ReportsMonotone
-from semsim.check.row_mirror import Delta, RowMirror, Rows, lease_footprint, read_rows
+from semsim.check.row_mirror import RowMirror
 from semsim.runtime.kernel import StopRun
 from semsim.world.variant import REFERENCE, Variant
 
@@ -93,14 +100,6 @@ DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
 #: ``progress`` fails when items wait while permits sit unused for this long.
 PROGRESS_WINDOW_MS: Final = 30_000
-
-
-#: What the holder charges each grant (at ``?``, now) and each lease, as the full checks read it.
-FULL_GRANT_CHARGE: Final = (
-    "SELECT CASE WHEN claimed < permits AND expires_at <= ? THEN claimed "
-    "ELSE permits END - released FROM durability_semaphore_grants"
-)
-FULL_LEASE_CHARGE: Final = "SELECT permits - released FROM durability_semaphore_leases"
 
 
 class InvariantViolation(StopRun):
@@ -148,7 +147,8 @@ _R = TypeVar("_R")
 def _reads_storage(
     method: Callable[Concatenate[Monitor, _P], _R],
 ) -> Callable[Concatenate[Monitor, _P], _R]:
-    """A query failing on built storage stops the run as the ``checker`` verdict.
+    """A query failing on built storage, or the debug mode's cross-check, stops the run as the
+    ``checker`` verdict.
 
     :mod:`semsim.check.reads` says which failures are not the checker's.
     """
@@ -156,7 +156,7 @@ def _reads_storage(
     def reading(self: Monitor, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
-        except CheckerReadError as error:
+        except (CheckerReadError, CrossCheckFailed) as error:
             self.fail("checker", str(error))
             raise AssertionError("fail() raises") from error  # pragma: no cover
 
@@ -233,11 +233,18 @@ class Monitor:
         self._reports_monotone = ReportsMonotone(self.fail)
         self._real_ceiling = RealCeiling(self.fail, self.document)
         self._durable = Durable(self.fail)
+        self._conservative = Conservative(self.fail, clients, lambda key: self._holders[key].mirror.rows)
+        #: The debug mode's cross-check of ``conservative`` (None outside it).
+        self._full_conservative = (
+            FullConservative(self.fail, self._conservative, lambda key: self._holders[key].obj.storage)
+            if full
+            else None
+        )
         #: The holder design judged, and so whether a model runs in lockstep (``exact_accounting``).
         self.variant = variant
         self.tolerated = frozenset(tolerated)
-        #: Debug mode: judge every commit from every row and every client's storage, as the
-        #: checker did before it was incremental, and assert the incremental state agrees.
+        #: Debug mode (semsim.check.cross_checks): every incremental reading is checked against
+        #: the same reading from scratch, and a disagreement is the ``checker`` verdict.
         self.full = full
         self.violations: list[Violation] = []
         self.leaks: Counter[str] = Counter()
@@ -245,18 +252,8 @@ class Monitor:
         self.in_use: Counter[str] = Counter()
         self.in_use_by_group: Counter[tuple[str, str]] = Counter()
         self.in_use_by_client: Counter[tuple[str, str]] = Counter()
-        #: Oracle detail: per key, per grant or lease (``("grant", id)``, ``("lease", id)``),
-        #: the items each client runs on it; and each running item's (key, grant or lease).
-        self._running: dict[str, dict[tuple[str, str], Counter[str]]] = {}
-        self._running_items: dict[tuple[str, str], tuple[str, tuple[str, str]]] = {}
-        #: Per key, the grants and leases a client admitted an item on since the key's last commit.
-        self._admitted_since: dict[str, set[tuple[str, str]]] = {}
-        #: The same running items per (key, client), and per key each client's count of changed
-        #: rows when its storage was last compared with them (``_conservative_on_changes``).
-        self._running_by_client: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
-        self._verified: dict[str, list[int]] = {}
-        self._client_list: list[tuple[str, DurableObject]] = []
-        self._client_conns: list[sqlite3.Connection] = []
+        #: Oracle detail: each running item's key, by (client, item).
+        self._running_items: dict[tuple[str, str], str] = {}
         #: Every client object (the world adds each as it builds it): their storage is the oracle's detail.
         self.clients = clients
         #: What the reference documents and does not count as a violation, by name.
@@ -280,20 +277,21 @@ class Monitor:
         #: The external API of the account-concurrency world (None in other worlds).
         self.api = api
         #: What ``progress`` reads from every client at once, kept from the clients that changed.
-        self._across = AcrossClients()
+        self._across = CrossCheckedAcross() if full else AcrossClients()
 
     def watch_client(self, obj: DurableObject) -> None:
         """A client object of the run (the world adds each to ``clients`` too).
 
         Outside the debug mode, what the checkers read from a client's storage is
-        kept until that storage changes (:func:`_kept`): a check of every client
+        kept until that storage changes (:func:`~semsim.check.client_reads.kept`): a check of every client
         then costs a query only for the few that changed since the last one.
         """
         obj.checker_reads = None if self.full else {}
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
-        self._holders[key] = _HolderState(obj, env, RowMirror(obj.storage))
+        mirror = CrossCheckedMirror(obj.storage) if self.full else RowMirror(obj.storage)
+        self._holders[key] = _HolderState(obj, env, mirror)
         self._keys[obj.name] = key
 
     def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep | None:
@@ -348,6 +346,8 @@ class Monitor:
         """
         try:
             commit = self._committed(key, holder)
+        except CrossCheckFailed as error:
+            self.fail("checker", f"{key}: {error}", key=key)
         except Exception as error:
             self.fail("checker", f"{key}: the checker failed after a commit: {type(error).__name__}: {error}")
         self._tell("on_commit", commit)
@@ -355,14 +355,8 @@ class Monitor:
     def _committed(self, key: str, holder: HolderObject) -> Commit:
         now = self.sim.now()
         state = self._holders[key]
-        delta = state.mirror.refresh(now)
+        delta = state.mirror.refresh(now)  # in the debug mode, every row named as changed
         rows = delta.after
-        changed = delta.changed
-        if self.full:
-            rows = read_rows(holder.ctx.storage)
-            if rows != delta.after:
-                self.fail("checker", f"{key}: the row mirror differs from the holder's rows", key=key)
-            changed = {name: list(table) for name, table in rows.items()}
         usage = holder.judged_usage(now)
         store = holder.holder.store
         commit = Commit(
@@ -376,7 +370,7 @@ class Monitor:
             store.next_pending_at(),
             holder.ctx.get_alarm(),
             holder.env.alarm_min_delay_ms,
-            RowChanges(delta.before, rows, changed),
+            RowChanges(delta.before, rows, delta.changed, delta.deadlines),
         )
         for checker in self._on_commit:  # ceiling, group_ceiling: each in its own module
             checker.on_commit(commit)
@@ -385,12 +379,9 @@ class Monitor:
         self._real_ceiling.on_commit(commit)  # the claims it accepted, and under which limit
 
         self._alarm_armed.on_commit(commit)
-        self._conservative(key, usage.granted + usage.leased)
-        if self.full:
-            self._conservative_per_client(key, holder.ctx.storage)
-            self._admitted_since.pop(key, None)
-        else:
-            self._conservative_on_changes(key, delta)
+        self._conservative.on_commit(commit)
+        if self._full_conservative is not None:
+            self._full_conservative.on_commit(commit)
         self._round_was_full(key, state)
         return commit
 
@@ -400,7 +391,7 @@ class Monitor:
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
     ) -> None:
         """A client admitted ``item`` of ``key`` (through ``grant`` or ``lease``): one more permit in use."""
-        accounted = self._admitted(key, group, client=client, item=item, grant=grant, lease=lease)
+        accounted = self._accounted_at_admission(key, group, client=client, item=item)
         env = self._holders[key].env
         admission = Admission(
             self.sim.now(),
@@ -415,32 +406,31 @@ class Monitor:
             leases=env.leases,
             accounted=accounted,
         )
+        self._conservative.on_admit(admission)
+        self._no_longer_starved(key)
         self._real_ceiling.on_admit(admission)
         self._tell("on_admit", admission)
 
     @_reads_storage
-    def _admitted(
-        self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
-    ) -> int:
+    def _accounted_at_admission(self, key: str, group: str, *, client: str, item: str) -> int:
         """The oracle's books for one more permit in use; holder-accounted usage, read now."""
-        holding = _holding(grant, lease)
         assert (client, item) not in self._running_items, (client, item)
-        self._running_items[client, item] = (key, holding)
-        self._running.setdefault(key, {}).setdefault(holding, Counter())[client] += 1
-        self._running_by_client.setdefault((key, client), Counter())[holding] += 1
-        self._admitted_since.setdefault(key, set()).add(holding)
+        self._running_items[client, item] = key
         self.in_use[key] += 1
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
         self.last_moved_ms = self.sim.now()
-        state = self._holders[key]
-        granted, leased = _accounted(state.obj.storage, self.sim.now())
-        self._conservative(key, granted + leased)
+        granted, leased = _accounted(self._holders[key].obj.storage, self.sim.now())
+        return granted + leased
+
+    @_reads_storage
+    def _no_longer_starved(self, key: str) -> None:
+        """An admission that puts every permit in use closes the key's starvation windows."""
         if key in self._starved_since and self.clients is not None:
+            state = self._holders[key]
             running = self._lease_in_use(self.clients, key)
             if self.in_use[key] + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
                 del self._starved_since[key]  # every permit in use at this moment: no group starved
-        return granted + leased
 
     def operation_event(self, client: str, event: Event) -> None:
         """A client's operation lifecycle event: ``fenced`` (:mod:`semsim.check.fenced`) judges it,
@@ -554,182 +544,16 @@ class Monitor:
 
     def released(self, key: str, group: str, *, client: str, item: str) -> None:
         held = self._running_items.pop((client, item))
-        assert held[0] == key, (held, key)
-        if _take_one(self._running[key][held[1]], client):
-            del self._running[key][held[1]]
-        _take_one(self._running_by_client[key, client], held[1])
+        assert held == key, (held, key)
         self.last_moved_ms = self.sim.now()
         self.in_use[key] -= 1
         self.in_use_by_group[key, group] -= 1
         self.in_use_by_client[key, client] -= 1
         assert self.in_use[key] >= 0, key
         assert self.in_use_by_client[key, client] >= 0, (key, client)
-        if self._hearing["on_release"]:
-            self._tell("on_release", Release(self.sim.now(), key, group, client, item, self.in_use[key]))
-
-    def _conservative_per_client(self, key: str, conn: Any) -> None:
-        """Each running item's own grant or lease is still charged for it: slack elsewhere hides nothing."""
-        if self.clients is None or not any(n > 0 for (k, _), n in self.in_use_by_client.items() if k == key):
-            return
-        now = self.sim.now()
-        grants = {
-            grant_id: int(charged)
-            for grant_id, charged in _select(conn, f"SELECT grant_id, {FULL_GRANT_CHARGE[7:]}", (now,))
-        }
-        leases = {
-            lease_id: int(charged)
-            for lease_id, charged in _select(conn, f"SELECT lease_id, {FULL_LEASE_CHARGE[7:]}")
-        }
-        mismatched: list[str] = []
-        for name, obj in sorted(self.clients.items()):
-            stored: Counter[tuple[str, str]] = Counter()
-            for grant_id, lease_id, running in _kept(obj, queue_reads.RUNNING_ITEMS, (key,)):
-                stored[_holding(grant_id, lease_id)] = running
-                what, charged = (
-                    ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))
-                )
-                if charged < running:
-                    self.fail(
-                        "conservative",
-                        f"{key}: {name} runs {running} items on {what} {lease_id or grant_id} "
-                        f"but the holder charges it {charged}",
-                        key=key,
-                    )
-            if stored != self._announced(key, name):
-                mismatched.append(name)
-        if mismatched:
-            self._announced_differently(key, mismatched[0])
-
-    def _conservative_on_changes(self, key: str, delta: Delta) -> None:
-        """``_conservative_per_client`` from what can have changed since the key's last commit.
-
-        The full check compares, at every commit, every client's running items
-        (read from its storage) with what the holder charges their grant or
-        lease. Here:
-
-        - a client whose storage changed since this key last looked (SQLite's
-          count of changed rows moved) is judged from its storage, as the full
-          check judges it, and its running items are compared with what it
-          announced (the oracle's admissions and releases);
-        - every other client's storage is what it announced (it was compared
-          when it last changed), so it is judged from the oracle, and only
-          where a judgement can have changed: a charge falls only when its row
-          changes or its grant's claim deadline comes, and a count grows only
-          by admission.
-
-        A failure ends the run, so nothing that held before needs judging again.
-        The first failure in the full check's order (client, grant, lease) is
-        reported, and storage that disagrees with the oracle is the
-        ``checker``'s verdict, as in the full check.
-        """
-        admitted = self._admitted_since.pop(key, set())
-        if self.clients is None or self.in_use[key] <= 0:
-            return  # as the full check: nothing announced running for this key
-        rows, changed, now = delta.after, delta.changed, self.sim.now()
-        broken: list[tuple[str, str, str, str, str, int, int]] = []
-        mismatched: list[str] = []
-        judged: set[str] = set()
-        for name, obj in self._changed_clients(key):
-            judged.add(name)
-            stored: Counter[tuple[str, str]] = Counter()
-            for grant_id, lease_id, running in _running_items(obj, key):
-                kind, holding_id = holding = _holding(grant_id, lease_id)
-                stored[holding] = running
-                charged = _charge(rows, kind, holding_id, now)
-                if charged < running:
-                    broken.append(
-                        (
-                            name,
-                            "" if lease_id else holding_id,
-                            lease_id or "",
-                            kind,
-                            f"{lease_id or grant_id}",
-                            running,
-                            charged,
-                        )
-                    )
-            if stored != self._announced(key, name):
-                mismatched.append(name)
-        running_here = self._running.get(key, {})
-        suspects = admitted
-        suspects.update(("grant", grant_id) for grant_id in changed["grants"])
-        suspects.update(("grant", grant_id) for grant_id in delta.deadlines)
-        suspects.update(("lease", lease_id) for lease_id in changed["leases"])
-        for holding in suspects:
-            on_it = running_here.get(holding)
-            if not on_it:
-                continue
-            kind, holding_id = holding
-            charged = _charge(rows, kind, holding_id, now)
-            for client, count in on_it.items():
-                if client not in judged and charged < count:
-                    grant_id, lease_id = ("", holding_id) if kind == "lease" else (holding_id, "")
-                    broken.append((client, grant_id, lease_id, kind, holding_id, count, charged))
-        if broken:
-            client, _, _, kind, holding_id, count, charged = min(broken)
-            self.fail(
-                "conservative",
-                f"{key}: {client} runs {count} items on {kind} {holding_id} "
-                f"but the holder charges it {charged}",
-                key=key,
-            )
-        if mismatched:
-            self._announced_differently(key, min(mismatched))
-
-    def _changed_clients(self, key: str) -> list[tuple[str, DurableObject]]:
-        """The clients whose storage changed since ``key`` last asked, marked as seen now.
-
-        One pass over every client's count of changed rows, kept in flat lists:
-        this runs at every commit, so its cost per client is what matters. A
-        client in an open transaction is never marked seen (what it wrote may
-        still be rolled back).
-        """
-        assert self.clients is not None
-        if len(self._client_list) != len(self.clients):
-            # Clients are added while the world is built: start over, every client unseen.
-            self._client_list = list(self.clients.items())
-            self._client_conns = [obj.storage for _, obj in self._client_list]
-            self._verified.clear()
-        conns = self._client_conns
-        now = [conn.total_changes for conn in conns]
-        seen = self._verified.get(key)
-        if seen is None:
-            seen = self._verified[key] = [-1] * len(conns)
-        elif seen == now:
-            return []
-        changed = [index for index, count in enumerate(now) if count != seen[index]]
-        for index in changed:
-            if not conns[index].in_transaction:
-                seen[index] = now[index]
-        return [self._client_list[index] for index in changed]
-
-    def _announced(self, key: str, client: str) -> Counter[tuple[str, str]]:
-        """The items ``client`` announced running for ``key``, per grant or lease (the oracle)."""
-        return +self._running_by_client.get((key, client), Counter())
-
-    def _announced_differently(self, key: str, client: str) -> None:
-        """A client's storage runs other items than it announced: semsim's models disagree with
-        themselves (an item marked running without its admission, say). Not an invariant of the
-        protocol: the ``checker`` verdict, which no handler can mistake for an ordinary error."""
-        assert self.clients is not None
-        stored = sorted(
-            (grant_id or "", lease_id or "", n)
-            for grant_id, lease_id, n in _running_items(self.clients[client], key)
-        )
-        announced = sorted(self._announced(key, client).items())
-        self.fail(
-            "checker",
-            f"{key}: {client}'s storage runs {stored} (grant, lease, items) but it announced {announced}",
-            key=key,
-        )
-
-    def _conservative(self, key: str, accounted: int) -> None:
-        if accounted < self.in_use[key]:
-            self.fail(
-                "conservative",
-                f"{key}: the holder accounts {accounted} permits but {self.in_use[key]} are in use",
-                key=key,
-            )
+        release = Release(self.sim.now(), key, group, client, item, self.in_use[key])
+        self._conservative.on_release(release)
+        self._tell("on_release", release)
 
     def alarm_dropped(self, name: str) -> None:
         """The platform gave up on an object's alarm after its retries."""
@@ -770,7 +594,7 @@ class Monitor:
         window between them.
         """
         now = self.sim.now()
-        if _expiry_due(clients, now):
+        if client_reads.expiry_due(clients, now):
             self.last_moved_ms = now  # a client is about to retire a lease and report it
         known = self._known_leases(clients)
         for key, state in sorted(self._holders.items()):
@@ -786,7 +610,7 @@ class Monitor:
                 since = max(self._starved_since.setdefault(key, {}).setdefault(group, now), oldest)
                 if now - since < PROGRESS_WINDOW_MS:
                     continue
-                idle = _idle_headroom(clients, key, now)
+                idle = client_reads.idle_headroom(clients, key, now)
                 # F4: the unused permits are live leases' undrawn headroom on clients with
                 # nothing queued in those groups: they never hear ``contended``, so it
                 # comes back only when the leases expire (their ``ttlMs``). Either
@@ -838,7 +662,7 @@ class Monitor:
     @_reads_storage
     def outstanding(self, clients: Mapping[str, DurableObject]) -> int:
         """Items queued, being claimed or running on any client, for any key."""
-        return sum(n for obj in clients.values() for (n,) in _kept(obj, queue_reads.OUTSTANDING_ITEMS))
+        return client_reads.outstanding(clients)
 
     @_reads_storage
     def settled(self, clients: Mapping[str, DurableObject]) -> bool:
@@ -863,9 +687,9 @@ class Monitor:
         now = self.sim.now()
         if (
             any(self.in_use.values())
-            or _unreported(clients)
-            or _claiming(clients)
-            or _expiry_due(clients, now)
+            or client_reads.unreported(clients)
+            or client_reads.claiming(clients)
+            or client_reads.expiry_due(clients, now)
         ):
             return Pending(now)
         known = self._known_leases(clients)
@@ -912,7 +736,7 @@ class Monitor:
         for key, state in sorted(self._holders.items()):
             room = self._starvation(key, state, clients, known, now)
             if room.waiting:
-                idle = _idle_headroom(clients, key, now)
+                idle = client_reads.idle_headroom(clients, key, now)
                 held_up.append(bool(idle) and room.busy + idle >= room.capacity)
         if held_up and all(held_up) and not any(self.in_use.values()):
             finding = "F4"
@@ -924,7 +748,7 @@ class Monitor:
             f"({sum(self.in_use.values())} running) and nothing was admitted or released "
             + ("(nor any operation attempted) " if self.api is not None else "")
             + f"for {now - moved_ms} ms"
-            + ("; reports are unacknowledged" if _unreported(clients) else ""),
+            + ("; reports are unacknowledged" if client_reads.unreported(clients) else ""),
             finding,
         )
 
@@ -937,7 +761,7 @@ class Monitor:
         capacity = _capacity(state.env, self._lease_in_use(self.clients, key))
         if busy >= capacity:
             return  # a full round: ``_round_was_full`` closed the windows already
-        full_but_idle = busy + _idle_headroom(self.clients, key, self.sim.now()) >= capacity
+        full_but_idle = busy + client_reads.idle_headroom(self.clients, key, self.sim.now()) >= capacity
         for group, since in windows.items():
             window = self._window_rounds.get((key, group))
             if window is None or window[0] != since:
@@ -975,36 +799,22 @@ class Monitor:
     def _leaked(self, state: _HolderState, known: Container[str]) -> int:
         """The documented leak's footprint now, from the row mirror: every holder commit refreshes
         it, so between commits it holds the stored rows (the debug mode reads them and compares)."""
-        leaked = _leaked_in(state.mirror.rows["leases"], known)
-        if self.full:
-            stored = _leaked(state.obj.storage, known)
-            if stored != leaked:
-                self.fail("checker", f"the row mirror's leaked footprint {leaked} is not the stored {stored}")
-        return leaked
+        return state.mirror.unknown_footprint(known)
 
     def _lease_in_use(self, clients: Mapping[str, DurableObject], key: str) -> int:
         """Lease permits drawn and not yet released for ``key``, as the clients count them."""
         self._across.refresh(clients)
-        running = self._across.lease_in_use(key)
-        if self.full and running != _lease_in_use(clients, key):
-            self.fail("checker", f"{key}: kept lease permits in use {running} differ from the clients'")
-        return running
+        return self._across.lease_in_use(key)
 
     def _waiting_by_group(self, clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
         """Per group, the items of ``key`` queued or being claimed, and when the oldest arrived."""
         self._across.refresh(clients)
-        waiting = self._across.waiting_by_group(key)
-        if self.full and waiting != _waiting_by_group(clients, key):
-            self.fail("checker", f"{key}: kept waiting items {waiting} differ from the clients'")
-        return waiting
+        return self._across.waiting_by_group(key)
 
     def _known_leases(self, clients: Mapping[str, DurableObject]) -> Container[str]:
         """Every lease id some client knows."""
         self._across.refresh(clients)
-        known = self._across.known
-        if self.full and set(known) != _known_leases(clients):
-            self.fail("checker", "the kept lease ids differ from the clients'")
-        return known
+        return self._across.known_leases()
 
     def _round_was_full(self, key: str, state: _HolderState) -> None:
         """A commit that left no room for what waits (idle lease headroom aside) ends its windows.
@@ -1037,7 +847,7 @@ class Monitor:
         pending = [
             f"{name}/{id}"
             for name, obj in sorted(clients.items())
-            for (id,) in _select(
+            for (id,) in select(
                 obj.storage, f"SELECT id FROM {CALLS.name} WHERE status = 'pending' ORDER BY id"
             )
         ]
@@ -1102,7 +912,7 @@ class Monitor:
             # keeps its leases until the holder says contended, by design.
             held = _held_by_waiting_clients(state.obj.storage, clients, key, known)
             if granted or leased - leaked - held:
-                idle = _idle_headroom(clients, key, now)
+                idle = client_reads.idle_headroom(clients, key, now)
                 finding = "F4" if not granted and leased - leaked - held <= idle else None
                 self.fail(
                     "capacity_returns",
@@ -1113,55 +923,15 @@ class Monitor:
                 )
 
 
-def _take_one(counts: Counter[Any], entry: Any) -> bool:
-    """One fewer of ``entry``, forgotten at zero; whether ``counts`` is now empty."""
-    counts[entry] -= 1
-    if not counts[entry]:
-        del counts[entry]
-    return not counts
-
-
-def _running_items(obj: DurableObject, key: str) -> list[tuple[Any, ...]]:
-    """A client's running items of ``key`` per grant and lease, in order (``queue_reads``'
-    ``RUNNING_ITEMS``); outside the debug mode from one kept reading of every key's."""
-    if obj.checker_reads is None:
-        return _kept(obj, queue_reads.RUNNING_ITEMS, (key,))
-    return [row[1:] for row in _kept(obj, queue_reads.RUNNING_ITEMS_BY_KEY) if row[0] == key]
-
-
-def _holding(grant_id: str | None, lease_id: str | None) -> tuple[str, str]:
-    """An item's grant or lease as the oracle keys it: ``("lease", id)`` or ``("grant", id)``."""
-    return ("lease", lease_id) if lease_id else ("grant", grant_id or "")
-
-
-def _charge(rows: Rows, kind: str, holding_id: str, now: int) -> int:
-    """What the holder charges a grant or lease (``_conservative_per_client``'s SQL, on mirrored rows)."""
-    if kind == "lease":
-        lease = rows["leases"].get(holding_id)
-        return 0 if lease is None else int(lease[3]) - int(lease[4])
-    grant = rows["grants"].get(holding_id)
-    if grant is None:
-        return 0
-    _, _, _, permits, claimed, released, _, expires_at = grant
-    return int(claimed if claimed < permits and expires_at <= now else permits) - int(released)
-
-
 def _held_by_waiting_clients(
     conn: Any, clients: Mapping[str, DurableObject], key: str, known: Container[str]
 ) -> int:
     """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
-    waiting = {name for name, obj in clients.items() if _kept(obj, queue_reads.KEY_HAS_WAITING_ITEMS, (key,))}
+    waiting = client_reads.waiting_clients(clients, key)
     return sum(
         max(0, lease.permits - lease.released)
         for lease in _leases(conn)
         if lease.client_id in waiting and lease.lease_id in known
-    )
-
-
-def _lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
-    """Lease permits drawn and not yet released, as the clients themselves count them."""
-    return sum(
-        int(row[0] or 0) for obj in clients.values() for row in _kept(obj, queue_reads.LEASE_IN_USE, (key,))
     )
 
 
@@ -1192,32 +962,6 @@ def _built(conn: Any) -> bool:
             return False
         raise CheckerReadError(f"a checker could not read a holder's grants: {error}") from error
     return True
-
-
-def _unreported(clients: Mapping[str, DurableObject]) -> bool:
-    """Whether any client has changes the holder has not acknowledged yet."""
-    return any(_kept(obj, queue_reads.UNREPORTED_CHANGES) for obj in clients.values())
-
-
-def _claiming(clients: Mapping[str, DurableObject]) -> bool:
-    """Whether any client has items admitted to a claim it has not heard back about."""
-    return any(_kept(obj, queue_reads.CLAIMING_ITEMS) for obj in clients.values())
-
-
-def _known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
-    return {lease_id for obj in clients.values() for (lease_id,) in _kept(obj, queue_reads.LEASE_IDS)}
-
-
-def _leaked(conn: Any, known: Container[str]) -> int:
-    """Footprint of leases no client knows: granted in replies that were lost."""
-    return sum(
-        max(0, lease.permits - lease.released) for lease in _leases(conn) if lease.lease_id not in known
-    )
-
-
-def _leaked_in(leases: Mapping[str, tuple[Any, ...]], known: Container[str]) -> int:
-    """:func:`_leaked` on mirrored lease rows (by id)."""
-    return sum(lease_footprint(row) for lease_id, row in leases.items() if lease_id not in known)
 
 
 def _leaked_count(conn: Any, known: Container[str]) -> int:
@@ -1251,66 +995,6 @@ def _caps(holder: DurableObject) -> dict[str, int]:
     """The live holder instance's group caps (none if it is not live: eviction forgot them)."""
     instance = getattr(holder, "_instance", None)
     return dict(getattr(instance, "group_limits", {}) or {})
-
-
-def _waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
-    """Per group, the items of ``key`` queued or being claimed on any client, and when the
-    longest-waiting of them arrived (one query per client)."""
-    waiting: dict[str, tuple[int, int]] = {}
-    for obj in clients.values():
-        for group, count, oldest in _kept(obj, queue_reads.WAITING_BY_GROUP, (key,)):
-            before_count, before_oldest = waiting.get(group, (0, int(oldest)))
-            waiting[group] = (before_count + count, min(before_oldest, int(oldest)))
-    return waiting
-
-
-def _idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> int:
-    """Undrawn permits of live leases held by clients with nothing queued for the key (finding F4).
-
-    Only such a client never asks the holder anything, so never hears
-    ``contended``; a client with queued items asks every round and must
-    return the idle headroom of its other groups when told. Live means not
-    yet expired: at its expiry the client retires the lease and reports it,
-    so F4 explains a lease's headroom until its ``ttlMs`` and never after.
-    """
-    total = 0
-    for obj in clients.values():
-        for (undrawn,) in _kept(obj, queue_reads.IDLE_HEADROOM, (key, now)):
-            total += undrawn
-    return total
-
-
-def _expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
-    """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
-    return any(_kept(obj, queue_reads.EXPIRY_DUE, (now,)) for obj in clients.values())
-
-
-def _kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """``_select`` on a client's storage, answered from memory while that storage is unchanged.
-
-    SQLite counts every row a connection inserts, updates or deletes
-    (``total_changes``, rolled back or not), so the same count means the
-    same rows, whoever wrote them. Inside an open transaction nothing is
-    kept (a rollback would not change the count). Callers only iterate.
-    """
-    kept = obj.checker_reads
-    conn = obj.storage
-    if kept is None or conn.in_transaction:
-        return _select(conn, sql, params)
-    changes = conn.total_changes
-    if kept.get(None) != changes:
-        kept.clear()
-        kept[None] = changes
-    query = (sql, params)
-    rows: list[tuple[Any, ...]] | None = kept.get(query)
-    if rows is None:
-        rows = kept[query] = _select(conn, sql, params)
-    return rows
-
-
-def _select(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of a query; none only for an object never built (:mod:`semsim.check.reads`)."""
-    return select(conn, sql, params)
 
 
 def _lease_totals(conn: Any) -> dict[str, tuple[int, int]]:

@@ -20,8 +20,8 @@ The mirror also keeps the totals the reference's ``usage()`` sums over the
 rows (outstanding grant permits per group, the lease footprint) as running
 sums. A grant's outstanding permits change with time alone, at its claim
 deadline, so the grants whose deadline is still ahead wait in a heap.
-``semsim.check.invariants.Monitor(full=True)`` and the lockstep's full mode
-recompute all of it from SQL and assert both agree.
+The debug mode (:mod:`semsim.check.cross_checks`) and the lockstep's full
+mode recompute all of it from SQL and assert both agree.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from collections import Counter
+from collections.abc import Container
 from typing import Any, Final
 
 import attrs
@@ -205,6 +206,13 @@ class RowMirror:
         return {row[0]: row for _, row in found}
 
     # --- totals ------------------------------------------------------------------------------
+
+    def unknown_footprint(self, known: Container[str]) -> int:
+        """The footprint of the leases whose ids are not in ``known`` (no client knows them: the
+        documented leak), from the mirrored rows as the last refresh left them."""
+        return sum(
+            lease_footprint(row) for lease_id, row in self.rows["leases"].items() if lease_id not in known
+        )
 
     def totals(self, now: int) -> Totals:
         """Outstanding grant permits (all and per group) and the lease footprint at ``now``."""
