@@ -106,3 +106,26 @@ def full_checks_seen(monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(FullConservative, "on_commit", counted)
     return seen
+
+
+class OveraskJudge:
+    """``no_overask`` (semsim.check.no_overask) judging one client's requests, its verdicts returned."""
+
+    def __init__(self, conn: Any, full: bool = False, keep_counts_from: int | None = None) -> None:
+        from semsim.check.no_overask import NoOverask
+
+        self.found: list[tuple[str, str]] = []
+        extra = {} if keep_counts_from is None else {"keep_counts_from": keep_counts_from}
+        self.checker = NoOverask(self._fail, lambda client: conn, full=full, **extra)
+
+    def _fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        self.found.append((name, detail))
+
+    def __call__(self, key: str, request: Any, now: int) -> str | None:
+        """The detail of what ``request`` broke, sent at ``now``, or None."""
+        from semsim.check.events import Request
+
+        self.found.clear()
+        self.checker.on_request(Request(now, key, request.client_id, request))
+        assert all(name == "no_overask" for name, _ in self.found), self.found
+        return self.found[0][1] if self.found else None

@@ -38,7 +38,7 @@ from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from semsim.world.faults import FaultPlan, GroupLimitChange
 from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Arrival, Workload
-from tests.helpers import NoLockstep
+from tests.helpers import NoLockstep, OveraskJudge
 
 KEY = "acct"
 NOW = 10_000
@@ -278,12 +278,12 @@ def test_no_overask_holds_for_what_the_queue_asks() -> None:
     queue = _queue_with_a_claimed_grant()
     request = queue.build_request(KEY, now=2)
     assert [(d.group, d.count) for d in request.demand] == [("g", 1)]
-    assert AllocationChecks().request_sent(KEY, request, queue._conn, now=2) is None
+    assert OveraskJudge(queue._conn)(KEY, request, now=2) is None
 
 
 def test_no_overask_fails_on_demand_a_grant_already_covers() -> None:
     queue = _queue_with_a_claimed_grant()
-    found = AllocationChecks().request_sent(KEY, _request("a", [("g", 3, 0)]), queue._conn, now=2)
+    found = OveraskJudge(queue._conn)(KEY, _request("a", [("g", 3, 0)]), now=2)
     assert found == (
         f"{KEY}: a asked for 3 permits in g but only 1 of its queued items are uncovered "
         "(1 queued, 0 undrawn lease headroom)"
@@ -293,7 +293,7 @@ def test_no_overask_fails_on_demand_a_grant_already_covers() -> None:
 def test_no_overask_counts_a_groups_entries_together() -> None:
     queue = _queue_with_a_claimed_grant()
     twice = _request("a", [("g", 1, 0), ("g", 1, 0)])
-    assert AllocationChecks().request_sent(KEY, twice, queue._conn, now=2) is not None
+    assert OveraskJudge(queue._conn)(KEY, twice, now=2) is not None
 
 
 def test_no_overask_fails_on_demand_a_live_lease_covers_until_it_expires() -> None:
@@ -302,14 +302,14 @@ def test_no_overask_fails_on_demand_a_live_lease_covers_until_it_expires() -> No
     reply = PermitGrant(grants=(), blocked=(), grant_results=(), next_request_at=0, leases=(lease,))
     queue.on_grant(KEY, reply, now=0)
     queue.enqueue([QueueItem(f"item-{n}", KEY, "g") for n in range(3)], now=1)
-    checks = AllocationChecks()
+    checks = OveraskJudge(queue._conn)
     # Two of the three items can be drawn from the lease: asking for 3 asks for what it holds.
-    found = checks.request_sent(KEY, _request("a", [("g", 3, 1)]), queue._conn, now=2)
+    found = checks(KEY, _request("a", [("g", 3, 1)]), now=2)
     assert found is not None
     assert "only 1 of its queued items are uncovered" in found
-    assert checks.request_sent(KEY, _request("a", [("g", 1, 1)]), queue._conn, now=2) is None
+    assert checks(KEY, _request("a", [("g", 1, 1)]), now=2) is None
     # Expired, the lease covers nothing.
-    assert checks.request_sent(KEY, _request("a", [("g", 3, 1)]), queue._conn, now=5_000) is None
+    assert checks(KEY, _request("a", [("g", 3, 1)]), now=5_000) is None
 
 
 # --- each check sees a bug planted in the core, in a simulated run ---------------------------------------

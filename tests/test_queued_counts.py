@@ -95,18 +95,19 @@ def test_no_count_is_kept_on_a_connection_without_the_items_table_or_inside_a_fi
 
 def test_no_overask_counts_from_the_table_until_the_backlog_is_long_then_keeps_the_count() -> None:
     from semaphore_core.protocol import Demand, PermitRequest
-    from semsim.check.allocation_checks import AllocationChecks
+    from tests.helpers import OveraskJudge
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     queue = QueueClient(conn, "a")
-    checks = AllocationChecks(full=True, keep_counts_from=5)  # the debug mode compares the two counts
+    judge = OveraskJudge(conn, full=True, keep_counts_from=5)  # the debug mode compares the two counts
+    checks = judge.checker
     asked = PermitRequest(client_id="a", demand=(Demand(group="g", count=1, oldest_at=0),), grants=())
     for n in range(8):
         queue.enqueue([QueueItem(f"item-{n}", KEY, "g")], now=n)
-        assert checks.request_sent(KEY, asked, conn, now=n) is None
+        assert judge(KEY, asked, now=n) is None
         # Kept from the request that saw five queued: no triggers before, for a short run.
         assert (conn in checks._counts) == (n >= 4), n
     too_many = PermitRequest(client_id="a", demand=(Demand(group="g", count=9, oldest_at=0),), grants=())
-    broken = checks.request_sent(KEY, too_many, conn, now=9)
+    broken = judge(KEY, too_many, now=9)
     assert broken is not None
     assert "g" in broken

@@ -16,9 +16,11 @@ a client asks). What it must not know: how ``semaphore_core`` computes the
 same things. It reads the holder's committed rows and ``usage``, never its
 allocator, so a bug planted in the allocator shows up as a difference.
 
-The :class:`AllocationChecks` object is fed by ``semsim.check.invariants.Monitor``
-(which turns what it returns into violations) and by the unit tests, with
-hand-made histories.
+A simulation judges each rule through a checker of its own, on the interface
+users' invariants use (:mod:`semsim.check.reuse`,
+:mod:`semsim.check.lease_fairness`, :mod:`semsim.check.no_overask`);
+``semsim replay`` and the unit tests feed :class:`AllocationChecks` a history
+commit by commit.
 """
 
 from __future__ import annotations
@@ -351,44 +353,82 @@ def overask_rule(
     return None
 
 
-# --- the checker ---------------------------------------------------------------------------------
+# --- one round, as a whole ------------------------------------------------------------------
 
 
-@attrs.define
-class _Commit:
+def reuse_broken(
+    options: LeaseOptions | None,
+    fixes: frozenset[str],
+    usage: Usage,
+    requests: Sequence[PermitRequest],
+    replies: Sequence[PermitGrant],
+) -> str | None:
+    """``reuse`` for one round, given the holder's usage after its commit: what broke, or None."""
+    blocked = [
+        f"{request.client_id}/{b.group}"
+        for request, reply in zip(requests, replies, strict=True)
+        for b in reply.blocked
+        if b.reason == "limit"
+    ]
+    return reuse_rule(grant_room(options, fixes, usage.limit, usage.granted, usage.leased), blocked)
+
+
+def lease_fairness_broken(
+    options: LeaseOptions | None,
+    fixes: frozenset[str],
+    now: int,
+    requests: Sequence[PermitRequest],
+    replies: Sequence[PermitGrant],
+    round_commit: RoundCommit,
+) -> str | None:
+    """``lease_fairness`` for one round, given what its commit changed: what broke, or None
+    (a holder without leases issues none)."""
+    if options is None:
+        return None
+    commit = round_commit
+    plan = plan_leases(options, fixes, now, requests, replies, commit.before, commit.caps, commit.usage)
+    footprint: Counter[str] = Counter()
+    for row in commit.after.values():
+        footprint[row[2]] += max(0, row[3] - row[4])
+    issued = new_leases(commit.before, commit.after)
+    return lease_fairness_rule(plan, issued, options.permits_per_lease, commit.caps, commit.usage, footprint)
+
+
+@attrs.frozen
+class RoundCommit:
+    """What a round's commit left: the lease rows before and after it, its usage and group caps."""
+
     before: Mapping[str, tuple[Any, ...]]
     after: Mapping[str, tuple[Any, ...]]
     usage: Usage
     caps: Mapping[str, int]
 
-
-class CoverMismatch(AssertionError):
-    """The debug mode found the kept count of a client's queued items differing from its table."""
+    @classmethod
+    def of(
+        cls,
+        before: Mapping[str, tuple[Any, ...]],
+        after: Mapping[str, tuple[Any, ...]],
+        usage: Usage,
+        caps: Mapping[str, int | None],
+    ) -> RoundCommit:
+        return cls(before, after, usage, {group: cap for group, cap in caps.items() if cap is not None})
 
 
 @attrs.define
 class AllocationChecks:
-    """Judges rounds and requests as a run goes; returns ``(invariant, detail)`` for each violation."""
+    """``reuse`` and ``lease_fairness`` for a history fed commit by commit and round by round
+    (``semsim replay`` and the unit tests); returns ``(invariant, detail)`` for each violation.
+    A simulation's monitor judges the same rules through the checkers of
+    :mod:`semsim.check.reuse` and :mod:`semsim.check.lease_fairness`."""
 
-    #: Debug mode: count each client's queued items from the table too, and compare.
-    full: bool = False
-    #: Queued items of one key on one client from which its counts are kept by triggers.
-    keep_counts_from: int = KEEP_COUNTS_FROM
-    #: Per holder key, the lease rows before and after its latest commit, its usage and caps then.
-    _last: dict[str, _Commit] = attrs.Factory(dict)
-    #: Per client connection, its queued items per key and group, kept by triggers.
-    _counts: dict[Any, QueuedCounts] = attrs.Factory(dict)
+    #: Per holder key, what its latest commit left.
+    _last: dict[str, RoundCommit] = attrs.Factory(dict)
 
     def committed(
         self, key: str, before: Rows, after: Rows, usage: Usage, caps: Mapping[str, int | None]
     ) -> None:
         """After every holder commit: remember what it changed (a round's commit is judged by ``round``)."""
-        self._last[key] = _Commit(
-            before.get("leases", {}),
-            after.get("leases", {}),
-            usage,
-            {group: cap for group, cap in caps.items() if cap is not None},
-        )
+        self._last[key] = RoundCommit.of(before.get("leases", {}), after.get("leases", {}), usage, caps)
 
     def round(
         self,
@@ -401,51 +441,11 @@ class AllocationChecks:
     ) -> list[tuple[str, str]]:
         """``reuse`` and ``lease_fairness`` for the round whose commit was the latest of ``key``."""
         commit = self._last[key]
-        usage = commit.usage
         found: list[tuple[str, str]] = []
-        blocked = [
-            f"{request.client_id}/{b.group}"
-            for request, reply in zip(requests, replies, strict=True)
-            for b in reply.blocked
-            if b.reason == "limit"
-        ]
-        room = grant_room(options, fixes, usage.limit, usage.granted, usage.leased)
-        broken = reuse_rule(room, blocked)
+        broken = reuse_broken(options, fixes, commit.usage, requests, replies)
         if broken:
             found.append((REUSE, f"{key}: {broken}"))
-        if options is not None:
-            plan = plan_leases(options, fixes, now, requests, replies, commit.before, commit.caps, usage)
-            footprint: Counter[str] = Counter()
-            for row in commit.after.values():
-                footprint[row[2]] += max(0, row[3] - row[4])
-            issued = new_leases(commit.before, commit.after)
-            broken = lease_fairness_rule(
-                plan, issued, options.permits_per_lease, commit.caps, usage, footprint
-            )
-            if broken:
-                found.append((LEASE_FAIRNESS, f"{key}: {broken}"))
+        broken = lease_fairness_broken(options, fixes, now, requests, replies, commit)
+        if broken:
+            found.append((LEASE_FAIRNESS, f"{key}: {broken}"))
         return found
-
-    def request_sent(self, key: str, request: PermitRequest, conn: Any, now: int) -> str | None:
-        """``no_overask`` for one request, against its client's own state as it sends it.
-
-        The client's queued items per group are counted from its table until
-        it has ``KEEP_COUNTS_FROM`` of them queued for a key; from then on they
-        are kept by triggers on its connection (:class:`QueuedCounts`), so the
-        check costs the same however long the backlog grows, and a short run
-        (most of a fuzz campaign's) pays nothing for the triggers. The debug
-        mode (``full``) also counts them from the table and raises
-        :class:`CoverMismatch` if the two differ.
-        """
-        if not request.demand:
-            return None
-        counts = self._counts.get(conn)
-        queued, headroom = client_cover(conn, key, now, counts)
-        if counts is None and sum(queued.values()) >= self.keep_counts_from:
-            self._counts[conn] = QueuedCounts(conn)
-        if self.full:
-            counted = client_cover(conn, key, now)
-            if (queued, headroom) != counted:
-                raise CoverMismatch(f"{key}: kept queued items {queued} differ from the table's {counted[0]}")
-        broken = overask_rule(request, queued, headroom)
-        return None if broken is None else f"{key}: {broken}"

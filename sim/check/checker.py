@@ -27,6 +27,8 @@ hears, synchronously and in the run's deterministic order:
 - ``on_admit`` and ``on_release``: a client starts or finishes an item on a
   permit;
 - ``on_round``: a round's requests and its replies, in the same order;
+- ``on_request``: a client sends a round's request, as it built it from its
+  own queue at that moment;
 - ``on_operation`` and ``on_api``: in the account-concurrency world, each
   lifecycle event of a client's durable operations, and each call that
   starts or ends at the external API;
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         InstanceBuilt,
         Operation,
         Release,
+        Request,
         Round,
     )
 
@@ -82,6 +85,7 @@ HOOKS: Final = (
     "on_admit",
     "on_release",
     "on_round",
+    "on_request",
     "on_operation",
     "on_api",
     "on_evict",
@@ -140,6 +144,9 @@ class Checker:
 
     def on_round(self, round: Round) -> None:
         """A round's requests and replies, in the same order."""
+
+    def on_request(self, request: Request) -> None:
+        """A client sends a round's request."""
 
     def on_operation(self, operation: Operation) -> None:
         """A lifecycle event of a client's durable operation (account-concurrency worlds)."""

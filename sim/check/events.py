@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
@@ -128,6 +129,15 @@ class RowChanges:
             self._leases = self._rows("leases", LeaseRow)
         return self._leases
 
+    def table_before(self, table: str) -> Mapping[str, tuple[Any, ...]]:
+        """Every row of ``table`` (``grants`` or ``leases``) before the commit, by id, as
+        ``SELECT *`` returns it: the whole table, for a rule that needs more than what changed."""
+        return MappingProxyType(self._before.get(table, {}))
+
+    def table_after(self, table: str) -> Mapping[str, tuple[Any, ...]]:
+        """Every row of ``table`` after the commit, the same way."""
+        return MappingProxyType(self._after.get(table, {}))
+
     def ids(self, table: str) -> Sequence[str]:
         """The ids the commit changed in ``table`` (``grants`` or ``leases``), in the same order:
         what :meth:`grants` and :meth:`leases` list, without building their rows."""
@@ -217,6 +227,21 @@ class Round:
     key: str
     requests: tuple[PermitRequest, ...]
     replies: tuple[PermitGrant, ...]
+    #: The holder's lease options (None: a holder without leases) and the opt-in fixes it runs
+    #: with (``semaphore_core.fixes``): what the reference's allocation rules depend on.
+    leases: LeaseOptions | None = None
+    fixes: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class Request:
+    """``client`` is sending ``request`` for ``key`` (a round's request, not a sync), as it
+    built it from its own queue at this moment."""
+
+    t_ms: int
+    key: str
+    client: str
+    request: PermitRequest
 
 
 @attrs.frozen

@@ -1,18 +1,24 @@
-"""The invariants of docs/INVARIANTS.md, checked while a simulation runs.
+"""The dispatcher between a simulated run and the checkers that judge it.
 
 A :class:`Monitor` is told of every holder commit (a round, a sync, a
-reclaim: the engine reports after each transaction) and of every admission
-and release on the clients. Safety invariants are checked at those points
-and a violation stops the run with the invariant's name, the virtual time,
-the step and the relevant state. The oracle of permits *actually* in use
+reclaim: the engine reports after each transaction), every admission and
+release on the clients, every round, request, eviction and rebuilt
+instance, and, in the account-concurrency world, every operation event and
+call at the external API. It keeps the oracle of permits *actually* in use
 (admitted and not yet released, counted from the clients' own admissions
-and releases) is independent of the holder's accounting; ``conservative``
-and ``real_ceiling`` compare against it.
+and releases, independent of the holder's accounting), builds each event
+record (:mod:`semsim.check.events`) and hands it to the checkers, semsim's
+own first (one module each: :mod:`semsim.check.ceiling`,
+:mod:`semsim.check.conservative`, :mod:`semsim.check.progress`, ...), then
+the user's (:mod:`semsim.check.checker`). A violation stops the run with
+the invariant's name, the virtual time, the step and the relevant state.
 
-Liveness (``capacity_returns``, ``progress``, ``reclaimed``) is judged by
-:meth:`Monitor.finish` after the faults stopped and a quiet period passed.
-The documented leak (a lease whose grant reply was lost: its client never
-knew it, so nothing ever settles it) is counted and reported by name.
+Liveness is judged after the faults stopped: ``progress`` is sampled from
+then on, and once the run has settled (:mod:`semsim.check.settling`)
+``operation_progress``, ``reclaimed`` and ``capacity_returns`` judge it,
+then the user's ``on_finish``. The documented leak (a lease whose grant
+reply was lost: its client never knew it, so nothing ever settles it) is
+counted and reported by name.
 
 Known findings (docs/FINDINGS.md) are attributed precisely, by the same
 rules as the core's state machine: a violation a finding explains is
@@ -25,24 +31,23 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
-from semaphore_core.config import HolderConfig, Under, budgets
-from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Event
-from semaphore_core.fixes import GROUP_CEILING_COUNTS_LEASES
+from semaphore_core.config import HolderConfig
+from semaphore_core.durability import AttemptSettled, AttemptStarted, Event
 from semaphore_core.protocol import PermitGrant, PermitRequest
-from semaphore_core.store import HolderStore
-from semsim.check import client_reads
+from semsim.check import client_reads, holder_reads
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.alarm_armed import AlarmArmed
 from semsim.check.allocation_checks import NAMES as ALLOCATION
-from semsim.check.allocation_checks import NO_OVERASK, AllocationChecks, CoverMismatch
 from semsim.check.builtin import names
+from semsim.check.capacity_returns import DOCUMENTED_LEAK as DOCUMENTED_LEAK
+from semsim.check.capacity_returns import CapacityReturns
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
 from semsim.check.conservative import Conservative
@@ -64,6 +69,7 @@ from semsim.check.events import (
     InstanceBuilt,
     Operation,
     Release,
+    Request,
     Round,
     RowChanges,
     RunningCall,
@@ -71,10 +77,21 @@ from semsim.check.events import (
 from semsim.check.external_ceiling import ExternalCeiling
 from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
-from semsim.check.reads import CheckerReadError, never_built, select
+from semsim.check.lease_fairness import LeaseFairness
+from semsim.check.no_overask import NoOverask
+from semsim.check.operation_progress import OperationProgress
+from semsim.check.progress import PROGRESS_WINDOW_MS as PROGRESS_WINDOW_MS
+from semsim.check.progress import Progress
+from semsim.check.reads import CheckerReadError
 from semsim.check.real_ceiling import RealCeiling
+from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
+from semsim.check.reclaimed import Reclaimed
 from semsim.check.reports_monotone import ReportsMonotone
+from semsim.check.reuse import Reuse
+from semsim.check.room import Rooms, WatchedHolder
 from semsim.check.row_mirror import RowMirror
+from semsim.check.settling import Pending as Pending
+from semsim.check.settling import Settling
 from semsim.runtime.kernel import StopRun
 from semsim.world.variant import REFERENCE, Variant
 
@@ -88,18 +105,12 @@ if TYPE_CHECKING:
 #: Judged as the run goes, from the one table of semsim's invariants (semsim.check.builtin).
 SAFETY: Final = names("safety")
 LIVENESS: Final = names("liveness")
-#: Who gets permits, and when (sim/check/allocation_checks.py): checked at every round and request.
+#: Who gets permits, and when (sim/check/allocation_checks.py's rules): at every round and request.
 INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 assert names("allocation") == ALLOCATION, "semsim.check.builtin lists the allocation checks in their order"
-#: The leak the reference documents: a lease in a lost reply is never settled.
-DOCUMENTED_LEAK: Final = "lease_lost_in_reply"
-#: Documented: with the platform alone (no Engine fallback) a dropped alarm's reclaim never runs.
-DROPPED_ALARM: Final = "reclaim_lost_with_dropped_alarm"
 #: The reference's known findings (docs/FINDINGS.md): what a violation may be attributed to, and
 #: what a run may tolerate (``run_world``'s ``tolerated``, a case file's ``tolerated``).
 KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
-#: ``progress`` fails when items wait while permits sit unused for this long.
-PROGRESS_WINDOW_MS: Final = 30_000
 
 
 class InvariantViolation(StopRun):
@@ -142,6 +153,7 @@ class Violation:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_E = TypeVar("_E")
 
 
 def _reads_storage(
@@ -162,43 +174,6 @@ def _reads_storage(
 
     functools.update_wrapper(reading, method)
     return reading
-
-
-@attrs.frozen
-class _Room:
-    """What one key has waiting that its holder could serve, and the room it has for it."""
-
-    #: Per servable group with items waiting: (how many, the oldest one's arrival).
-    waiting: dict[str, tuple[int, int]]
-    #: Permits in use or charged (see ``Monitor._busy``), the leak included.
-    busy: int
-    #: The permits the mode offers waiting demand (``_capacity``).
-    capacity: int
-    #: The documented leak's footprint (leases no client knows).
-    leaked: int
-
-
-@attrs.frozen
-class Pending:
-    """What keeps a run from settling: when to look again, and whether the run waits on an end
-    already known (a call at the external API, a grant's unclaimed permits coming back).
-
-    Waiting on a known end is not being stuck: ``run_world`` does not fail ``progress`` for
-    a run that waits on one, however long since anything moved (whatever else is also under
-    way, a reply on its way to a zombie's caller, say).
-    """
-
-    #: When what keeps the run unsettled may be over, at the earliest (now when it cannot be told).
-    at_ms: int
-    known_end: bool = False
-
-
-@attrs.define
-class _HolderState:
-    obj: DurableObject
-    env: Env
-    #: The holder's grant and lease rows, refreshed from what each commit changed.
-    mirror: RowMirror
 
 
 class Monitor:
@@ -258,26 +233,39 @@ class Monitor:
         self.clients = clients
         #: What the reference documents and does not count as a violation, by name.
         self.documented: Counter[str] = Counter()
-        self._holders: dict[str, _HolderState] = {}
+        self._holders: dict[str, WatchedHolder] = {}
         #: Each holder object's key, by the object's name.
         self._keys: dict[str, str] = {}
-        #: Per key, per group with items starved: when its open ``progress`` window began.
-        self._starved_since: dict[str, dict[str, int]] = {}
-        self._leaked_seen: dict[str, int] = {}
         self._dropped_alarms: set[str] = set()
         #: When a client last admitted or released an item (a run that settles slowly still moves).
         self.last_moved_ms = 0
-        #: Per (key, group), for its open starvation window: [its start, rounds full but for idle
-        #: lease headroom, rounds short even counting it].
-        self._window_rounds: dict[tuple[str, str], list[int]] = {}
         #: The run's network: what is on the wire is not settled.
         self.network = network
-        #: ``reuse``, ``lease_fairness`` and ``no_overask``.
-        self.allocation = AllocationChecks(full=full)
+        #: ``reuse``, ``lease_fairness`` and ``no_overask``; the storage of each client that sent
+        #: a request, by name (what it sends is judged against it).
+        self._reuse = Reuse(self.fail)
+        self._lease_fairness = LeaseFairness(self.fail)
+        self._client_storage: dict[str, sqlite3.Connection] = {}
+        self._no_overask = NoOverask(self.fail, self._client_storage.__getitem__, full=full)
         #: The external API of the account-concurrency world (None in other worlds).
         self.api = api
-        #: What ``progress`` reads from every client at once, kept from the clients that changed.
-        self._across = CrossCheckedAcross() if full else AcrossClients()
+        #: What the liveness checks ask of each key, read from its holder, the clients and the oracle.
+        across = CrossCheckedAcross() if full else AcrossClients()
+        self._rooms = Rooms(self._holders, self.in_use, self.in_use_by_group, across)
+        self._progress = Progress(self.fail, self._rooms, clients, self.in_use, sim.event, api is not None)
+        self._settling = Settling(self._rooms, self.in_use, network, api)
+        #: Judged once the run settled, in this order (then the user's ``on_finish``).
+        self._on_finish: tuple[Checker, ...] = (
+            *([OperationProgress(self.fail, {} if clients is None else clients)] if api is not None else []),
+            Reclaimed(
+                self.fail,
+                self.document,
+                lambda key: self._holders[key].env,
+                lambda key: self._holders[key].obj.name,
+                self._dropped_alarms,
+            ),
+            CapacityReturns(self.fail, self._rooms, {} if clients is None else clients, self.leaks),
+        )
 
     def watch_client(self, obj: DurableObject) -> None:
         """A client object of the run (the world adds each to ``clients`` too).
@@ -291,7 +279,7 @@ class Monitor:
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
         mirror = CrossCheckedMirror(obj.storage) if self.full else RowMirror(obj.storage)
-        self._holders[key] = _HolderState(obj, env, mirror)
+        self._holders[key] = WatchedHolder(obj, env, mirror)
         self._keys[obj.name] = key
 
     def lockstep(self, obj: DurableObject, config: HolderConfig, key: str) -> lockstep_module.Lockstep | None:
@@ -374,7 +362,8 @@ class Monitor:
         )
         for checker in self._on_commit:  # ceiling, group_ceiling: each in its own module
             checker.on_commit(commit)
-        self.allocation.committed(key, delta.before, rows, usage, holder.group_limits)
+        self._reuse.on_commit(commit)  # each remembers what a round is judged on
+        self._lease_fairness.on_commit(commit)
         self._reports_monotone.on_commit(commit)  # and reclaimed's claims after the deadline
         self._real_ceiling.on_commit(commit)  # the claims it accepted, and under which limit
 
@@ -382,7 +371,7 @@ class Monitor:
         self._conservative.on_commit(commit)
         if self._full_conservative is not None:
             self._full_conservative.on_commit(commit)
-        self._round_was_full(key, state)
+        self._progress.on_commit(commit)  # a round that left no room closes starvation windows
         return commit
 
     # --- what clients do -------------------------------------------------------------------
@@ -407,7 +396,7 @@ class Monitor:
             accounted=accounted,
         )
         self._conservative.on_admit(admission)
-        self._no_longer_starved(key)
+        self._own(self._progress.on_admit, admission)
         self._real_ceiling.on_admit(admission)
         self._tell("on_admit", admission)
 
@@ -420,17 +409,8 @@ class Monitor:
         self.in_use_by_group[key, group] += 1
         self.in_use_by_client[key, client] += 1
         self.last_moved_ms = self.sim.now()
-        granted, leased = _accounted(self._holders[key].obj.storage, self.sim.now())
+        granted, leased = holder_reads.accounted(self._holders[key].obj.storage, self.sim.now())
         return granted + leased
-
-    @_reads_storage
-    def _no_longer_starved(self, key: str) -> None:
-        """An admission that puts every permit in use closes the key's starvation windows."""
-        if key in self._starved_since and self.clients is not None:
-            state = self._holders[key]
-            running = self._lease_in_use(self.clients, key)
-            if self.in_use[key] + self._leaked_seen.get(key, 0) >= _capacity(state.env, running):
-                del self._starved_since[key]  # every permit in use at this moment: no group starved
 
     def operation_event(self, client: str, event: Event) -> None:
         """A client's operation lifecycle event: ``fenced`` (:mod:`semsim.check.fenced`) judges it,
@@ -487,55 +467,32 @@ class Monitor:
     def round_served(
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
     ) -> None:
-        """A round of ``key`` was served: semsim's checks of it, then the user's (``on_round``)."""
-        self._round_served(key, requests, replies)
-        if self._hearing["on_round"]:
-            self._tell("on_round", Round(self.sim.now(), key, tuple(requests), tuple(replies)))
+        """A round of ``key`` was served: the allocation checks and ``progress``'s order
+        (:mod:`semsim.check.progress`), then the user's checkers (``on_round``)."""
+        env = self._holders[key].env
+        round = Round(self.sim.now(), key, tuple(requests), tuple(replies), env.leases, env.fixes)
+        self._allocation_round(round)
+        self._own(self._progress.on_round, round)
+        self._tell("on_round", round)
 
     @_reads_storage
-    def _round_served(
-        self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
-    ) -> None:
-        """``progress``, oldest first: no younger demand gets permits while older waits on the limit.
+    def _allocation_round(self, round: Round) -> None:
+        """``reuse`` and ``lease_fairness``, each in its module."""
+        self._reuse.on_round(round)
+        self._lease_fairness.on_round(round)
 
-        The allocator serves demand oldest first; once the limit stops one demand it
-        stops every later one, so a grant to younger demand in the same round means
-        the order was not kept.
+    @_reads_storage
+    def _own(self, hook: Callable[[_E], None], event: _E) -> None:
+        """One of semsim's own checkers hears ``event``; what it reads fails as ``checker``."""
+        hook(event)
 
-        Also notes, while a starvation window is open, whether this round left the
-        key full but for idle lease headroom (what F4 explains) or not even then.
-        """
-        env, now = self._holders[key].env, self.sim.now()
-        for name, detail in self.allocation.round(key, env.leases, env.fixes, requests, replies, now):
-            self.fail(name, detail, key=key)
-        self._note_round(key)
-        blocked = [
-            demand.oldest_at
-            for request, reply in zip(requests, replies, strict=True)
-            for demand in request.demand
-            if any(b.group == demand.group and b.reason == "limit" for b in reply.blocked)
-        ]
-        if not blocked:
-            return
-        oldest_blocked = min(blocked)
-        for request, reply in zip(requests, replies, strict=True):
-            granted = {grant.group for grant in reply.grants}
-            for demand in request.demand:
-                if demand.group in granted and demand.oldest_at > oldest_blocked:
-                    self.fail(
-                        "progress",
-                        f"{key}: {request.client_id}'s demand in {demand.group} (oldest {demand.oldest_at}) "
-                        f"was granted while demand from {oldest_blocked} waited on the limit",
-                    )
-
-    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None:
-        """A client sends a request for ``key``; ``conn`` is its own storage at that moment."""
-        try:
-            broken = self.allocation.request_sent(key, request, conn, self.sim.now())
-        except CoverMismatch as error:
-            self.fail("checker", f"{client}: {error}", key=key)
-        if broken:
-            self.fail(NO_OVERASK, broken, key=key)
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: sqlite3.Connection) -> None:
+        """A client sends a request for ``key``; ``conn`` is its own storage: ``no_overask``
+        (:mod:`semsim.check.no_overask`) judges it, then the user's checkers hear it."""
+        self._client_storage[client] = conn
+        sent = Request(self.sim.now(), key, client, request)
+        self._no_overask.on_request(sent)
+        self._tell("on_request", sent)
 
     def lease_expired(self, key: str, client: str = "") -> None:
         """A client retired a lease at its expiry: its report is on the way, so the run still moves
@@ -581,81 +538,12 @@ class Monitor:
 
     @_reads_storage
     def sample_progress(self, clients: Mapping[str, DurableObject]) -> None:
-        """During the quiet period: note, per key and group, whether items wait while permits sit unused.
-
-        Unused means not actually in use (the oracle) and not leaked as the
-        reference documents. ``progress`` fails only when a group's items
-        waited a whole ``PROGRESS_WINDOW_MS`` without a single moment at which
-        there was no room for them (an admission reaching the limit, or a
-        round that left the key full or the group at its cap, closes the
-        window): a permit in transit between a release and the next round is
-        latency, not starvation. Windows are per group, so a capped group's
-        long backlog and another group's fresh arrivals do not make one
-        window between them.
-        """
+        """During the quiet period: ``progress`` (:mod:`semsim.check.progress`) notes, per key and
+        group, whether items wait while permits sit unused, and fails on starvation."""
         now = self.sim.now()
         if client_reads.expiry_due(clients, now):
             self.last_moved_ms = now  # a client is about to retire a lease and report it
-        known = self._known_leases(clients)
-        for key, state in sorted(self._holders.items()):
-            room = self._starvation(key, state, clients, known, now)
-            self._leaked_seen[key] = room.leaked
-            starved = room.waiting if room.busy < room.capacity else {}
-            windows = self._starved_since.get(key, {})
-            for group in [group for group in windows if group not in starved]:
-                del windows[group]
-            for group, (count, oldest) in starved.items():
-                # Starved since the stretch began, or since the oldest item still waiting came:
-                # items that keep arriving and being served within the window are not starved.
-                since = max(self._starved_since.setdefault(key, {}).setdefault(group, now), oldest)
-                if now - since < PROGRESS_WINDOW_MS:
-                    continue
-                idle = client_reads.idle_headroom(clients, key, now)
-                # F4: the unused permits are live leases' undrawn headroom on clients with
-                # nothing queued in those groups: they never hear ``contended``, so it
-                # comes back only when the leases expire (their ``ttlMs``). Either
-                # now, or at every round of the window (permits released between rounds
-                # then wait for the next one, which idle headroom keeps from filling).
-                held_by_idle = room.busy + idle >= room.capacity
-                held_by_idle = held_by_idle or self._only_idle_headroom_kept_rounds_short(key, group)
-                finding = "F4" if idle and held_by_idle else None
-                self._starved_since.pop(key, None)
-                self.fail(
-                    "progress",
-                    f"{key}: {count} items of group {group} have waited {now - since} ms while only "
-                    f"{self.in_use[key]} of {room.capacity} permits were in use ({room.busy} busy or "
-                    f"reported busy, {room.leaked} leaked, {idle} idle lease headroom)",
-                    finding,
-                )
-            if not self._starved_since.get(key, True):
-                del self._starved_since[key]
-
-    def _starvation(
-        self,
-        key: str,
-        state: _HolderState,
-        clients: Mapping[str, DurableObject],
-        known: Container[str],
-        now: int,
-    ) -> _Room:
-        """Now, for ``key``: what waits that the holder could serve, and the room it has."""
-        caps = _caps(state.obj)
-        # A capped group is servable while neither the clients nor what the holder
-        # charges against the cap (grants with releases not yet reported and, where
-        # the holder counts them, the group's leases) has it at its cap.
-        charged = self._charged_against_caps(state, now) if caps else {}
-        servable = {
-            group: entry
-            for group, entry in sorted(self._waiting_by_group(clients, key).items())
-            if group not in caps or caps[group] > max(self.in_use_by_group[key, group], charged.get(group, 0))
-        }
-        leaked = self._leaked(state, known)
-        capacity = _capacity(state.env, self._lease_in_use(clients, key))
-        # Busy: what the holder still counts for grants (a release not yet reported,
-        # a grant on its way to be claimed: latency, not starvation), what leases
-        # actually run, and the documented leak. Idle lease headroom is not busy.
-        busy = self._busy(key, state, clients, leaked)
-        return _Room(servable, busy, capacity, leaked)
+        self._progress.sample(clients, now)
 
     # --- settling, once the story is over -------------------------------------------------
 
@@ -683,341 +571,39 @@ class Monitor:
 
     @_reads_storage
     def pending(self, clients: Mapping[str, DurableObject]) -> Pending | None:
-        """What the run still waits on before it settles (None: it has settled), and when to look again."""
-        now = self.sim.now()
-        if (
-            any(self.in_use.values())
-            or client_reads.unreported(clients)
-            or client_reads.claiming(clients)
-            or client_reads.expiry_due(clients, now)
-        ):
-            return Pending(now)
-        known = self._known_leases(clients)
-        holders = sorted(self._holders.items())
-        for key, state in holders:
-            room = self._starvation(key, state, clients, known, now)
-            waiting = sum(count for count, _ in room.waiting.values())
-            if waiting and (_accounted(state.obj.storage, now)[0] or room.capacity > room.leaked):
-                return Pending(now)
-        # Then what is under way, each with when it may be over: the run settles when none is.
-        under_way: list[Pending] = []
-        network = self.network
-        if network is not None and network.on_wire:
-            # A reply that landed is still on the wire until its caller's task resumes with it,
-            # later in this millisecond: look again a millisecond on at the earliest.
-            under_way.append(Pending(max(network.lands_by_ms, now + 1)))
-        if self.api is not None and self.api.running:
-            # A call still working at the external API (a zombie whose caller gave up) has yet to
-            # take effect and end: ``effect_once`` and ``external_ceiling`` judge it then.
-            ends_at = min(call.ends_at for call in self.api.running.values())
-            under_way.append(Pending(ends_at, known_end=True))
-        for _, state in holders:
-            bound = _claimable_until(state, now)
-            if bound is not None:
-                under_way.append(Pending(bound + 1, known_end=True))
-        if not under_way:
-            return None
-        return Pending(
-            min(pending.at_ms for pending in under_way), known_end=any(p.known_end for p in under_way)
-        )
+        """What the run still waits on before it settles (None: it has settled), and when to look
+        again (:mod:`semsim.check.settling`)."""
+        return self._settling.pending(clients, self.sim.now())
 
     @_reads_storage
     def unsettled(self, clients: Mapping[str, DurableObject], quiet_from_ms: int, moved_ms: int) -> None:
-        """The run is stuck, or too slow, after the faults stopped: ``progress`` fails.
-
-        Attributed to F4 when every key with work waiting is held up by the headroom of
-        idle clients' live leases (the finding's own starvation, which lasts until those
-        leases expire); otherwise no finding explains it.
-        """
-        now = self.sim.now()
-        known = self._known_leases(clients)
-        finding = None
-        held_up = []
-        for key, state in sorted(self._holders.items()):
-            room = self._starvation(key, state, clients, known, now)
-            if room.waiting:
-                idle = client_reads.idle_headroom(clients, key, now)
-                held_up.append(bool(idle) and room.busy + idle >= room.capacity)
-        if held_up and all(held_up) and not any(self.in_use.values()):
-            finding = "F4"
-        self.sim.event("liveness_cut_short", finding=finding)
-        self.fail(
-            "progress",
-            f"the run did not settle: {now - quiet_from_ms} ms after the faults stopped, "
-            f"{self.outstanding(clients)} items are still queued, claiming or running "
-            f"({sum(self.in_use.values())} running) and nothing was admitted or released "
-            + ("(nor any operation attempted) " if self.api is not None else "")
-            + f"for {now - moved_ms} ms"
-            + ("; reports are unacknowledged" if client_reads.unreported(clients) else ""),
-            finding,
-        )
-
-    def _note_round(self, key: str) -> None:
-        windows = self._starved_since.get(key)
-        if not windows or self.clients is None:
-            return
-        state = self._holders[key]
-        busy = self._busy(key, state, self.clients, self._leaked_seen.get(key, 0))
-        capacity = _capacity(state.env, self._lease_in_use(self.clients, key))
-        if busy >= capacity:
-            return  # a full round: ``_round_was_full`` closed the windows already
-        full_but_idle = busy + client_reads.idle_headroom(self.clients, key, self.sim.now()) >= capacity
-        for group, since in windows.items():
-            window = self._window_rounds.get((key, group))
-            if window is None or window[0] != since:
-                window = self._window_rounds[key, group] = [since, 0, 0]
-            window[1 if full_but_idle else 2] += 1
-
-    def _only_idle_headroom_kept_rounds_short(self, key: str, group: str) -> bool:
-        """Whether every round of the group's open window was full but for idle lease headroom (F4)."""
-        window = self._window_rounds.get((key, group))
-        since = self._starved_since.get(key, {}).get(group)
-        return window is not None and window[0] == since and window[1] > 0 == window[2]
-
-    def _charged_against_caps(self, state: _HolderState, now: int) -> Counter[str]:
-        """Per group, the permits the holder's grant pass counts against a group limit.
-
-        Grants always; with ``within_group_limit`` and the F1 fix, the group's
-        lease footprint too (a lease lost in a reply, the documented leak, can
-        then hold a capped group shut for good).
-        """
-        charged = Counter(_granted_by_group(state.obj.storage, now))
-        options = state.env.leases
-        if (
-            options is not None
-            and options.limited_groups == "within_group_limit"
-            and GROUP_CEILING_COUNTS_LEASES in state.env.fixes
-        ):
-            for group, (_, footprint) in _lease_totals(state.obj.storage).items():
-                charged[group] += footprint
-        return charged
-
-    def _busy(self, key: str, state: _HolderState, clients: Mapping[str, DurableObject], leaked: int) -> int:
-        granted, _ = _accounted(state.obj.storage, self.sim.now())
-        return max(self.in_use[key], granted + self._lease_in_use(clients, key)) + leaked
-
-    def _leaked(self, state: _HolderState, known: Container[str]) -> int:
-        """The documented leak's footprint now, from the row mirror: every holder commit refreshes
-        it, so between commits it holds the stored rows (the debug mode reads them and compares)."""
-        return state.mirror.unknown_footprint(known)
-
-    def _lease_in_use(self, clients: Mapping[str, DurableObject], key: str) -> int:
-        """Lease permits drawn and not yet released for ``key``, as the clients count them."""
-        self._across.refresh(clients)
-        return self._across.lease_in_use(key)
-
-    def _waiting_by_group(self, clients: Mapping[str, DurableObject], key: str) -> dict[str, tuple[int, int]]:
-        """Per group, the items of ``key`` queued or being claimed, and when the oldest arrived."""
-        self._across.refresh(clients)
-        return self._across.waiting_by_group(key)
-
-    def _known_leases(self, clients: Mapping[str, DurableObject]) -> Container[str]:
-        """Every lease id some client knows."""
-        self._across.refresh(clients)
-        return self._across.known_leases()
-
-    def _round_was_full(self, key: str, state: _HolderState) -> None:
-        """A commit that left no room for what waits (idle lease headroom aside) ends its windows.
-
-        The holder allocates once per round: permits released between rounds wait
-        for the next one. That is the protocol's cadence, not starvation. No room
-        means every permit busy (every window of the key closes), or, for one
-        group, the group at its cap (a capped group's window closes at every
-        round that fills the cap, however long its backlog).
-        """
-        windows = self._starved_since.get(key)
-        if windows and self.clients is not None:
-            clients = self.clients
-            room = self._starvation(key, state, clients, self._known_leases(clients), self.sim.now())
-            if room.busy >= room.capacity:
-                del self._starved_since[key]
-                return
-            for group in [group for group in windows if group not in room.waiting]:
-                del windows[group]
-            if not windows:
-                del self._starved_since[key]
-
-    def _operations_finished(self, clients: Mapping[str, DurableObject]) -> None:
-        """``operation_progress``: once the run has settled, no client has an operation pending.
-
-        A pending operation keeps its item running, so a settled run has
-        none, unless an item's permit came back while its operation could
-        still run (and call the API) again.
-        """
-        pending = [
-            f"{name}/{id}"
-            for name, obj in sorted(clients.items())
-            for (id,) in select(
-                obj.storage, f"SELECT id FROM {CALLS.name} WHERE status = 'pending' ORDER BY id"
-            )
-        ]
-        if pending:
-            self.fail(
-                "operation_progress",
-                f"{len(pending)} operations still pending once the run settled: {', '.join(pending[:5])}"
-                + (" ..." if len(pending) > 5 else ""),
-            )
+        """The run is stuck, or too slow, after the faults stopped: ``progress`` fails
+        (:meth:`semsim.check.progress.Progress.unsettled`)."""
+        self._progress.unsettled(clients, self.sim.now(), quiet_from_ms, moved_ms)
 
     def finish(self, clients: Mapping[str, DurableObject]) -> None:
-        """``capacity_returns`` and ``reclaimed`` once settled; the documented leak is counted by name.
+        """Once settled: ``operation_progress``, ``reclaimed`` and ``capacity_returns``, each in its
+        module, then the user's checkers (``on_finish``); the documented leak is counted by name.
 
         Called once :meth:`settled` holds: nothing runs and every change has been
         reported, so whatever the holder still charges, apart from the documented
-        leak, is capacity that did not come back. The user's checkers hear
-        ``on_finish`` after semsim's own liveness held.
+        leak, is capacity that did not come back.
         """
-        self._finish(clients)
-        if self._hearing["on_finish"]:
-            keys = sorted(self._holders)
-            finish = Finish(
-                self.sim.now(),
-                MappingProxyType({key: HolderView(key, self._holders[key].obj.storage) for key in keys}),
-                MappingProxyType({key: self.in_use[key] for key in keys}),
-                self.outstanding(clients),
-            )
-            self._tell("on_finish", finish)
+        finish = self._finish(clients)
+        self._tell("on_finish", finish)
 
     @_reads_storage
-    def _finish(self, clients: Mapping[str, DurableObject]) -> None:
+    def _finish(self, clients: Mapping[str, DurableObject]) -> Finish:
         assert self.settled(clients), "finish() judges a settled run"
-        now = self.sim.now()
-        self.sim.event("settled", waiting=self.outstanding(clients))
-        if self.api is not None:
-            self._operations_finished(clients)
-        known = self._known_leases(clients)
-        for key, state in sorted(self._holders.items()):
-            if not _built(state.obj.storage):
-                continue  # the holder was never built: nothing was ever granted
-            store = HolderStore(state.obj.storage)
-            stale = [
-                g
-                for g in store.list_grants()
-                if g.claimed < g.permits and g.expires_at + state.env.alarm_min_delay_ms < now
-            ]
-            if stale and state.obj.name in self._dropped_alarms and not state.env.engine_fallback:
-                # Documented (seed 002): the platform drops an alarm after its retries;
-                # without the Engine's fallback re-arm nothing reclaims those permits.
-                self.document("reclaimed", DROPPED_ALARM, len(stale))
-            elif stale:
-                self.fail(
-                    "reclaimed",
-                    f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits",
-                )
-            granted, leased = _accounted(state.obj.storage, now)
-            leaked = self._leaked(state, known)
-            lost_in_replies = _leaked_count(state.obj.storage, known)
-            if lost_in_replies:  # no name counted zero times: reports list what happened
-                self.leaks[DOCUMENTED_LEAK] += lost_in_replies
-            # A client whose items still wait (in a capped group, say) is still working: it
-            # keeps its leases until the holder says contended, by design.
-            held = _held_by_waiting_clients(state.obj.storage, clients, key, known)
-            if granted or leased - leaked - held:
-                idle = client_reads.idle_headroom(clients, key, now)
-                finding = "F4" if not granted and leased - leaked - held <= idle else None
-                self.fail(
-                    "capacity_returns",
-                    f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
-                    f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
-                    f"{held} held by clients whose items still wait; {idle} idle headroom of live leases)",
-                    finding,
-                )
-
-
-def _held_by_waiting_clients(
-    conn: Any, clients: Mapping[str, DurableObject], key: str, known: Container[str]
-) -> int:
-    """Footprint of the (known) leases of clients that still have items of ``key`` waiting."""
-    waiting = client_reads.waiting_clients(clients, key)
-    return sum(
-        max(0, lease.permits - lease.released)
-        for lease in _leases(conn)
-        if lease.client_id in waiting and lease.lease_id in known
-    )
-
-
-def _claimable_until(state: _HolderState, now: int) -> int | None:
-    """The earliest time by which some grant's unclaimed permits are claimed or taken back, or None.
-
-    Until its deadline a grant's unclaimed permits may still be claimed; the alarm
-    takes them back within ``alarm_min_delay_ms`` after it (``reclaimed``).
-    """
-    bounds = [
-        int(expires_at) + state.env.alarm_min_delay_ms
-        for _, _, _, permits, claimed, _, _, expires_at in state.mirror.rows["grants"].values()
-        if claimed < permits and now <= int(expires_at) + state.env.alarm_min_delay_ms
-    ]
-    return min(bounds, default=None)
-
-
-def _built(conn: Any) -> bool:
-    """Whether a holder's schema exists (an object nobody ever called has none).
-
-    Storage with tables but no readable grants table (a variant that renamed
-    it, say) is not "never built": it raises :class:`CheckerReadError`.
-    """
-    try:
-        conn.execute("SELECT 1 FROM durability_semaphore_grants LIMIT 0")
-    except sqlite3.OperationalError as error:
-        if never_built(conn, "durability_semaphore_grants"):
-            return False
-        raise CheckerReadError(f"a checker could not read a holder's grants: {error}") from error
-    return True
-
-
-def _leaked_count(conn: Any, known: Container[str]) -> int:
-    return sum(1 for lease in _leases(conn) if lease.lease_id not in known)
-
-
-def _leases(conn: Any) -> list[Any]:
-    if not _built(conn):
-        return []
-    try:
-        return HolderStore(conn).list_leases()
-    except sqlite3.OperationalError as error:
-        raise CheckerReadError(f"a checker could not list a holder's leases: {error}") from error
-
-
-def _capacity(env: Env, leases_running: int) -> int:
-    """The permits the mode offers waiting demand: the limit, except under ``Under``.
-
-    Under's reserve is for leases only (by design): plain clients can use the
-    grants' pool alone, and reserve a lease holds but does not draw serves
-    nobody else, so only the lease permits actually running count.
-    """
-    options = env.leases
-    if options is None or not isinstance(options.provisioning, Under):
-        return env.limit
-    pools = budgets(options.provisioning, env.limit)
-    return pools.grants + min(pools.leases, leases_running)
-
-
-def _caps(holder: DurableObject) -> dict[str, int]:
-    """The live holder instance's group caps (none if it is not live: eviction forgot them)."""
-    instance = getattr(holder, "_instance", None)
-    return dict(getattr(instance, "group_limits", {}) or {})
-
-
-def _lease_totals(conn: Any) -> dict[str, tuple[int, int]]:
-    if not _built(conn):
-        return {}
-    return HolderStore(conn).lease_totals()
-
-
-def _granted_by_group(conn: Any, now: int) -> dict[str, int]:
-    """Holder-accounted grant permits per group (none if the holder was never built)."""
-    if not _built(conn):
-        return {}
-    store = HolderStore(conn)
-    unreclaimed = store.unreclaimed_by_group(now)
-    return {group: total - unreclaimed.get(group, 0) for group, (_, total) in store.grant_totals().items()}
-
-
-def _accounted(conn: Any, now: int) -> tuple[int, int]:
-    """Holder-accounted usage read straight from a holder's storage (no live instance needed)."""
-    if not _built(conn):
-        return 0, 0
-    store = HolderStore(conn)
-    totals = store.grant_totals()
-    unreclaimed = store.unreclaimed_by_group(now)
-    granted = sum(total for _, total in totals.values()) - sum(unreclaimed.values())
-    return granted, store.leased_footprint()
+        waiting = self.outstanding(clients)
+        self.sim.event("settled", waiting=waiting)
+        keys = sorted(self._holders)
+        finish = Finish(
+            self.sim.now(),
+            MappingProxyType({key: HolderView(key, self._holders[key].obj.storage) for key in keys}),
+            MappingProxyType({key: self.in_use[key] for key in keys}),
+            waiting,
+        )
+        for checker in self._on_finish:
+            checker.on_finish(finish)
+        return finish

@@ -1,0 +1,77 @@
+"""The checks judged once a run settled (``capacity_returns``, ``reclaimed``, ``operation_progress``)
+can fail, and judge the run's own holders and clients (not a copy made before the world was built)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from semaphore_core.durability import CALLS
+from semsim.check.capacity_returns import CapacityReturns
+from semsim.check.events import Finish
+from semsim.check.operation_progress import OperationProgress
+from semsim.harness.run import run_world
+from semsim.scenarios import SCENARIOS
+
+
+def test_capacity_returns_fails_on_lease_permits_still_charged_once_settled() -> None:
+    """lease-heartbeat tolerates F4: an idle client's live lease keeps its headroom past the
+    story. Not tolerated, the same run is a ``capacity_returns`` violation on its lease permits,
+    which only the clients' known leases tell from the documented leak."""
+    story = SCENARIOS["lease-heartbeat"]
+    assert story.tolerated == frozenset({"F4"})
+    run = run_world(story.config, story.faults, story.seed)
+    assert (run.result.invariant, run.result.finding) == ("capacity_returns", "F4"), run.result
+    assert "0 granted and 2 leased permits are still charged" in run.result.detail
+
+
+def test_operation_progress_fails_on_an_operation_still_pending() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(f"CREATE TABLE {CALLS.name} (id TEXT PRIMARY KEY, status TEXT NOT NULL)")
+    conn.executemany(
+        f"INSERT INTO {CALLS.name} VALUES (?, ?)",
+        [(f"job-{n}", "pending" if n % 2 else "completed") for n in range(14)],
+    )
+    broken: list[tuple[str, str]] = []
+
+    def fail(name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        broken.append((name, detail))
+
+    client = SimpleNamespace(storage=conn)
+    OperationProgress(fail, {"client-0": client}).on_finish(Finish(0, {}, {}, 0))  # type: ignore[dict-item]
+    [(name, detail)] = broken
+    assert name == "operation_progress"
+    assert detail.startswith("7 operations still pending once the run settled: client-0/job-1, ")
+    assert detail.endswith(" ...")  # five named, the rest elided
+
+
+@pytest.mark.parametrize("checker", [CapacityReturns, OperationProgress])
+def test_the_finish_checks_read_the_clients_of_the_world(
+    checker: type[CapacityReturns | OperationProgress], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monitor is built before the world's clients: it must hand its checks the map the world
+    fills in, not an empty stand-in (which would make them judge nobody and never fail)."""
+    seen: Counter[int] = Counter()
+    judge = checker.on_finish
+
+    def counted(self: Any, finish: Finish) -> None:
+        seen[len(self.clients)] += 1
+        judge(self, finish)
+
+    monkeypatch.setattr(checker, "on_finish", counted)
+    story = SCENARIOS["eviction-mid-attempt"]
+    run = run_world(story.config, story.faults, story.seed, tolerated=story.tolerated)
+    assert run.result.outcome == "completed", run.result
+    assert seen == Counter({len(run.world.clients): 1}), seen
+    assert len(run.world.clients) > 0
+
+
+def test_capacity_returns_counts_the_documented_leak_by_name() -> None:
+    story = SCENARIOS["lease-lost-in-reply"]
+    run = run_world(story.config, story.faults, story.seed, tolerated=story.tolerated)
+    assert run.result.outcome == "completed", run.result
+    assert run.monitor.leaks == Counter({"lease_lost_in_reply": 1})
