@@ -308,7 +308,12 @@ def _group_limits(value: object) -> tuple[tuple[str, int], ...]:
 def _config(record: Mapping[str, Any]) -> TrafficConfig:
     """Line 1. The holder's numbers are judged by ``HolderConfig``/``LeaseOptions`` themselves, so
     replay accepts what the core accepts and refuses the rest with the core's messages; this
-    checks only what the core cannot see (names, shapes, the file's own fields)."""
+    checks only what the core cannot see (names, shapes, the file's own fields).
+
+    Not structured by cattrs, as case files are (:mod:`semsim.inputs.structure`): the line is
+    in the reference's wire names, with JavaScript's number rules (``3.0`` is 3), and its values'
+    types and ranges already live in one place, the core's ``HolderConfig`` and ``LeaseOptions``,
+    which judge them here. What is left is shape: which fields, and the few the core never sees."""
     if record.get("kind") != "config":
         raise ValueError('the first line must be the holder\'s config ({"kind": "config", ...})')
     unknown = sorted(set(record) - _CONFIG_FIELDS)
