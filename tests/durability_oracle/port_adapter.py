@@ -1,0 +1,536 @@
+"""DurableAdapter (diff.py) backed by semsim's pure Python port, ``semaphore_core.durability``.
+
+The durability oracle's ``port_semsim.py``, typed, and importing the port as
+installed. From the project's root, with a built copy of the oracle in ``$OD``::
+
+    PYTHONPATH=$OD python $OD/diff.py --port tests.durability_oracle.port_adapter:SemsimAdapter ...
+
+The port is sans-I/O: every call takes ``now_ms`` and returns a ``Step``
+(events, attempts to start, aborted attempts, alarm passes that ended). This
+adapter is the shell around it, modelling the oracle's world:
+
+- **World** (survives ``evict``): one sqlite3 connection with the
+  ``durability_calls`` table and a ``SqliteAlarm`` (the stored platform
+  alarm), the handler scripts, the invocation log, the lifecycle events.
+- **Instance** (lost on ``evict``): an ``Engine`` + ``Durability`` on that
+  connection, its in-memory timers (listed by ``Engine.timers()``) and the
+  handler timers of its running invocations. ``evict`` drops both (the old
+  engine is never called again: the oracle's old instance is frozen), marks
+  its running invocations ``lost`` and drops pending tokens.
+- **Handlers**: every attempt in ``Step.started`` takes the next scripted
+  outcome of its id (head of the queue, the last repeats, default
+  ``succeed("done")``). ``ms`` = 0: settled at once; ``ms`` > 0: a handler
+  timer at start + ms; ``hang``: until ``settle``. An aborted attempt
+  (``Step.aborted``: timeout or purge) rejects with the abort reason unless
+  ``ignoreAbort``.
+- **Virtual time**: ``advance`` fires engine timers and handler timers
+  merged, in (time, creation order), each at its own time, in its own
+  engine step (fake timers yield to the microtask queue between timers).
+  Creation order: the engine's own timer ``seq``; a handler timer is
+  created just after its attempt's timeout timer (the reference invokes the
+  handler one microtask after arming the timeout), so it sorts as
+  ``(timeout seq, 1)``.
+- **Fake-timer quirk** (@sinonjs/fake-timers, the oracle's clock): a
+  ``setTimeout(fn, 0)`` created *during* a tick (``advance``, or the
+  advance part of ``alarm`` with ``due``) is called 1 ms later. The only
+  zero-delay timer the reference creates is the early alarm
+  (``Math.max(delay, 0)``), so an early timer the port arms with
+  ``fires_at == now`` while the adapter is inside a tick fires at now + 1.
+  (``ALIGN_TICK=0`` in the environment turns this off.)
+- **Outcomes that settle in the same drain** (handlers with ``ms`` 0, abort
+  rejections) are reported to the engine inside one joined step
+  (``with engine.step(now): engine.complete(..); engine.fail(..)``), so
+  their continuations run after all of them, as the reference's microtasks
+  do. ``BATCH=0`` reports each in a step of its own, as
+  ``sim/runtime/scheduler.py`` does for trio tasks.
+
+Environment knobs (informational variants, default off unless stated):
+``ALIGN_NONRETRYABLE_NAME`` (on by default; ``=0`` turns it off): a scripted
+``fail`` named ``NonRetryableError`` is raised as the port's
+``NonRetryableError``. The oracle's stand-in ``isErrorInstance`` matches by
+name, the port by class; the seed does not show which the library does, so
+the differential does not judge it.
+``PORT_DEFAULT_TIMEOUT=1``: leave ``attemptTimeoutMs`` to the port's default
+(60 s) instead of pinning the oracle stand-in's 30 s.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from semaphore_core.durability import (
+    AlarmInfo,
+    Completed,
+    Durability,
+    DurabilityOptions,
+    Engine,
+    Failed,
+    NonRetryableError,
+    NotFound,
+    Pending,
+    Purged,
+    RetryOptions,
+    SchedulerOptions,
+    SqliteAlarm,
+    Step,
+)
+
+#: The oracle stand-in's policy defaults (standins/policy.ts).
+STANDIN_ATTEMPT_TIMEOUT_MS = 30_000
+STANDIN_MAX_ATTEMPTS = 3
+DEFAULT_OUTCOME = {"kind": "succeed", "value": "done"}
+
+
+def _flag(name: str, default: str = "0") -> bool:
+    return os.environ.get(name, default) not in ("", "0", "false", "no")
+
+
+class ScriptedError(Exception):
+    """A scripted ``fail``: a plain JavaScript ``Error`` (``name`` may be set)."""
+
+    def __init__(self, message: str, name: str | None) -> None:
+        super().__init__(message)
+        self.name = name or "Error"
+
+
+class ScriptedNonRetryableByName(NonRetryableError):
+    """ALIGN_NONRETRYABLE_NAME: a plain Error named NonRetryableError, as the stand-in sees it."""
+
+
+def _err(e: BaseException) -> dict[str, Any]:
+    name = getattr(e, "name", None)
+    if not isinstance(name, str):
+        name = type(e).__name__
+    return {"name": name, "message": str(e)}
+
+
+def _pinned_delay(delays: list[Any]) -> Callable[[int], float]:
+    def delay(attempt: int) -> float:
+        pinned: float = delays[min(attempt, len(delays)) - 1]
+        return pinned
+
+    return delay
+
+
+def _result_json(r: Any) -> dict[str, Any]:
+    if isinstance(r, NotFound):
+        return {"status": "not_found"}
+    if isinstance(r, Pending):
+        return {
+            "status": "pending",
+            "attempt": r.attempt,
+            "nextAttemptAt": r.next_attempt_at,
+            "lastError": r.last_error,
+        }
+    if isinstance(r, Failed):
+        return {
+            "status": "failed",
+            "attempt": r.attempt,
+            "error": {"name": r.error_name, "message": r.error_message},
+        }
+    if isinstance(r, Completed):
+        return {"status": "completed", "result": r.result}
+    raise TypeError(r)
+
+
+class SemsimAdapter:
+    def __init__(self) -> None:
+        self.batch = _flag("BATCH", "1")
+        self.align_tick = _flag("ALIGN_TICK", "1")
+        self.align_nonretryable = _flag("ALIGN_NONRETRYABLE_NAME", "1")
+        self.port_default_timeout = _flag("PORT_DEFAULT_TIMEOUT")
+        self.conn: sqlite3.Connection | None = None
+
+    # ------------------------------------------------------------------ world
+    def init(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.close()
+        self.config = copy.deepcopy(config)
+        self.conn = sqlite3.connect(":memory:")
+        self.alarm_store = SqliteAlarm(self.conn)
+        self.now = 0
+        self.gen = 0
+        self.instances = 0
+        self.scripts: dict[str, list[Any]] = {}
+        self.log: list[dict[str, Any]] = []
+        self.inv_attempt: dict[int, Any] = {}  # handle -> Attempt
+        self.events_buf: list[dict[str, Any]] = []
+        self.settled_buf: list[dict[str, Any]] = []
+        self.next_token = 0
+        self._immediate_entries: dict[int, Any] = {}
+        self.in_tick = False
+        cfg = self.config
+        sched: dict[str, Any] = {}
+        if "alarmConcurrency" in cfg:
+            sched["alarm_concurrency"] = cfg["alarmConcurrency"]
+        if "alarmMinDelayMs" in cfg:
+            sched["alarm_min_delay_ms"] = cfg["alarmMinDelayMs"]
+        if "alarmHandoffMs" in cfg:
+            sched["alarm_handoff_ms"] = cfg["alarmHandoffMs"]
+        if "liveTimers" in cfg:
+            sched["live_timers"] = bool(cfg["liveTimers"])
+        self.sched_options = SchedulerOptions(**sched)
+        retries = cfg.get("retries") or {}
+        pinned = retries.get("delaysMs")
+        delay = (
+            _pinned_delay(list(pinned)) if pinned else None
+        )  # None: port's ExponentialBackoff(1000, 2, 60000)
+        timeout = cfg.get("attemptTimeoutMs")
+        if timeout is None and not self.port_default_timeout:
+            timeout = STANDIN_ATTEMPT_TIMEOUT_MS
+        self.operations = list(cfg.get("operations") or ["op"])
+        self.dur_options = DurabilityOptions(
+            handlers={name: None for name in self.operations},
+            attempt_timeout_ms=timeout,
+            retries=RetryOptions(max_attempts=retries.get("maxAttempts", STANDIN_MAX_ATTEMPTS), delay=delay),
+            include_results=bool(cfg.get("includeResults", False)),
+        )
+        if cfg.get("methods"):
+            raise NotImplementedError("methods overrides are not mapped by this adapter")
+        self.default_outcome = cfg.get("defaultOutcome") or DEFAULT_OUTCOME
+        self._build_instance()
+        return {"ok": True, "now": self.now}
+
+    def _new_id(self) -> str:
+        self.gen += 1
+        return f"gen-{self.gen:06d}"
+
+    def _build_instance(self) -> None:
+        self.instances += 1
+        self.instance = self.instances
+        assert self.conn is not None
+        self.engine = Engine(self.conn, self.alarm_store, self.sched_options)
+        self.durability = Durability(self.engine, self.dur_options, new_id=self._new_id)
+        self.handler_timers: list[dict[str, Any]] = []  # {at, key, handle}
+        self.early_fire: dict[int, int] = {}  # early timer seq -> effective fire time
+        self.pass_tokens: dict[int, tuple[int, int]] = {}  # pass id -> (token, instance)
+        self.pending_tokens: set[int] = set()
+
+    # ------------------------------------------------------------ step processing
+    def _note_timers(self) -> None:
+        """Record when each new early timer really fires (the fake-timer +1 ms inside a tick)."""
+        for t in self.engine.timers():
+            if t.kind == "early_alarm" and t.seq not in self.early_fire:
+                at = t.at_ms
+                if self.align_tick and self.in_tick and at <= self.now:
+                    at = self.now + 1
+                self.early_fire[t.seq] = at
+
+    def _absorb(self, step: Step, immediate: list[Any]) -> None:
+        """Take a step's results; queue outcomes that settle in the same drain."""
+        for e in step.events:
+            self.events_buf.append({"instance": self.instance, **e.to_wire()})
+        for end in step.alarm_ends:
+            tok = self.pass_tokens.pop(end.pass_id, None)
+            if tok is not None:
+                token, inst = tok
+                if end.outcome == "failed":
+                    assert end.error is not None
+                    entry = {"token": token, "instance": inst, "error": _err(end.error)}
+                else:
+                    entry = {"token": token, "instance": inst, "ok": True, "result": None}
+                self._settle_token(token, entry)
+        self._note_timers()
+        timeout_seq = {
+            t.attempt.fence: t.seq
+            for t in self.engine.timers()
+            if t.kind == "attempt_timeout" and t.attempt is not None
+        }
+        for ab in step.aborted:
+            handle = self._handle_of(ab.attempt)
+            if handle is None:
+                continue
+            inv = self.log[handle - 1]
+            if inv["abortedAt"] is None:
+                inv["abortedAt"] = self.now
+                inv["abortReason"] = ab.reason.to_wire()
+            if inv["result"] is None and not inv["outcome"].get("ignoreAbort"):
+                reason = ScriptedError(ab.reason.message, ab.reason.name)
+                immediate.append((handle, "aborted", reason))
+        for attempt in step.started:
+            outcome = self._next_outcome(attempt.id)
+            handle = len(self.log) + 1
+            self.log.append(
+                {
+                    "handle": handle,
+                    "instance": self.instance,
+                    "id": attempt.id,
+                    "operation": attempt.operation,
+                    "attempt": attempt.attempt,
+                    "payload": copy.deepcopy(attempt.payload),
+                    "startedAt": self.now,
+                    "outcome": outcome,
+                    "settledAt": None,
+                    "result": None,
+                    "abortedAt": None,
+                    "abortReason": None,
+                }
+            )
+            self.inv_attempt[handle] = attempt
+            if outcome.get("kind") == "hang":
+                continue
+            ms = outcome.get("ms") or 0
+            if ms > 0:
+                seq = timeout_seq.get(attempt.fence, 0)
+                self.handler_timers.append({"at": self.now + ms, "key": (seq, 1), "handle": handle})
+            else:
+                immediate.append((handle, "outcome", outcome))
+
+    def _handle_of(self, attempt: Any) -> int | None:
+        for h in range(len(self.log), 0, -1):
+            inv = self.log[h - 1]
+            if inv["instance"] != self.instance:
+                break
+            a = self.inv_attempt.get(h)
+            if a is not None and a.fence == attempt.fence:
+                return h
+        return None
+
+    def _next_outcome(self, id: str) -> dict[str, Any]:
+        q = self.scripts.get(id)
+        if not q:
+            return copy.deepcopy(self.default_outcome)
+        return copy.deepcopy(q.pop(0) if len(q) > 1 else q[0])
+
+    def _settle_token(self, token: int, entry: dict[str, Any]) -> None:
+        if token in self.pending_tokens:
+            self.pending_tokens.discard(token)
+            self.settled_buf.append(entry)
+        else:
+            self._immediate_entries[token] = entry
+
+    def _report(self, handle: int, kind: str, arg: Any) -> None:
+        """The handler of invocation `handle` settles now (inside the caller's step)."""
+        inv = self.log[handle - 1]
+        if inv["result"] is not None:
+            return
+        attempt = self.inv_attempt[handle]
+        inv["settledAt"] = self.now
+        if kind == "aborted":
+            inv["result"] = "aborted"
+            self.engine.fail(attempt, arg, self.now)
+            return
+        o = arg
+        k = o.get("kind")
+        if k == "succeed":
+            inv["result"] = "succeeded"
+            self.engine.complete(attempt, copy.deepcopy(o.get("value")), self.now)
+        elif k == "nonRetryable":
+            inv["result"] = "failed"
+            self.engine.fail(
+                attempt, NonRetryableError(o.get("message") or "scripted non-retryable failure"), self.now
+            )
+        elif k == "fail":
+            inv["result"] = "failed"
+            name = o.get("name")
+            msg = o.get("message") or "scripted failure"
+            if self.align_nonretryable and name == "NonRetryableError":
+                err: Exception = ScriptedNonRetryableByName(msg)
+            else:
+                err = ScriptedError(msg, name)
+            self.engine.fail(attempt, err, self.now)
+        else:
+            raise ValueError(f"cannot settle with {o!r}")
+
+    def _run(self, body) -> None:
+        """One engine step (``body`` makes the engine calls), then everything that settles in its drain."""
+        immediate: list[Any] = []
+        self._absorb(body(), immediate)
+        while immediate:
+            batch, immediate = immediate, []
+            if self.batch:
+                with self.engine.step(self.now) as out:
+                    for handle, kind, arg in batch:
+                        self._report(handle, kind, arg)
+                self._absorb(out.freeze(self.now), immediate)
+            else:
+                for handle, kind, arg in batch:
+                    inv = self.log[handle - 1]
+                    if inv["result"] is not None:
+                        continue
+                    with self.engine.step(self.now) as out:
+                        self._report(handle, kind, arg)
+                    self._absorb(out.freeze(self.now), immediate)
+
+    def _call_async(self, start) -> dict[str, Any]:
+        """An API call: its outcome when it settled within the drain, else a token."""
+        self.next_token += 1
+        token = self.next_token
+        self._immediate_entries = {}
+        try:
+            result = start(token)
+        except Exception as e:  # the API call rejected
+            return {"error": _err(e)}
+        if result is not _PENDING:
+            return {"ok": True, "result": result}
+        entry = self._immediate_entries.pop(token, None)
+        if entry is not None:
+            out = {k: v for k, v in entry.items() if k not in ("token", "instance")}
+            return out
+        self.pending_tokens.add(token)
+        return {"pending": token}
+
+    # --------------------------------------------------------------- protocol
+    def register(self, id, payload, operation, outcomes):
+        if outcomes is not None:
+            self.scripts[id] = copy.deepcopy(list(outcomes))
+
+        def start(token):
+            self._run(lambda: self.durability.register(operation, id, payload, self.now).step)
+            return None
+
+        return self._call_async(start)
+
+    def get_result(self, id, operation):
+        return self._call_async(lambda token: _result_json(self.durability.get_result(operation, id)))
+
+    def settle(self, handle, outcome):
+        inv = self.log[handle - 1] if 0 < handle <= len(self.log) else None
+        if inv is None:
+            return {"error": {"name": "Error", "message": f"no invocation {handle}"}}
+        if inv["instance"] != self.instance:
+            return {"ok": False, "reason": "lost with an evicted instance"}
+        if inv["result"] is not None:
+            return {"ok": False, "reason": f"already {inv['result']}"}
+
+        def body():
+            with self.engine.step(self.now) as out:
+                self._report(handle, "outcome", outcome)
+            return out.freeze(self.now)
+
+        self._run(body)
+        return {"ok": True}
+
+    def _advance_to(self, target: int) -> None:
+        """tickAsync: fire every timer (engine's and handlers') due by target, in order."""
+        self.in_tick = True
+        try:
+            for _ in range(200_000):
+                best: tuple[tuple[int, int, int], str, Any] | None = None
+                for t in self.engine.timers():
+                    at = self.early_fire.get(t.seq, t.at_ms) if t.kind == "early_alarm" else t.at_ms
+                    key = (at, t.seq, 0)
+                    if best is None or key < best[0]:
+                        best = (key, "engine", t)
+                live = [h for h in self.handler_timers if self.log[h["handle"] - 1]["result"] is None]
+                self.handler_timers = live
+                for h in live:
+                    key = (h["at"], h["key"][0], h["key"][1])
+                    if best is None or key < best[0]:
+                        best = (key, "handler", h)
+                if best is None or best[0][0] > target:
+                    self.now = max(self.now, target)
+                    return
+                self.now = max(self.now, best[0][0])
+                if best[1] == "engine":
+                    timer = best[2]
+                    self._run(lambda timer=timer: self.engine.fire(timer, self.now))
+                else:
+                    h = best[2]
+                    self.handler_timers.remove(h)
+                    inv = self.log[h["handle"] - 1]
+
+                    def body(handle=h["handle"], outcome=inv["outcome"]):
+                        with self.engine.step(self.now) as out:
+                            self._report(handle, "outcome", outcome)
+                        return out.freeze(self.now)
+
+                    self._run(body)
+            raise RuntimeError("timer loop")
+        finally:
+            self.in_tick = False
+
+    def advance(self, ms):
+        self._advance_to(self.now + ms)
+        return self.settled()
+
+    def settled(self):
+        out, self.settled_buf = self.settled_buf, []
+        return {"settled": out, "now": self.now}
+
+    def alarm(self, due):
+        if due:
+            at = self.alarm_store.get_alarm()
+            if at is None:
+                return {"error": {"name": "Error", "message": "no alarm is stored"}}
+            if at - self.now > 0:
+                self._advance_to(at)
+        fired = self.alarm_store.get_alarm()
+        if fired is not None:
+            self.alarm_store.delete_alarm()
+        inst = self.instance
+
+        def start(token):
+            def body():
+                step = self.engine.alarm(self.now, AlarmInfo(retry_count=0, is_retry=False))
+                self.pass_tokens[step.passes_started[0]] = (token, inst)
+                return step
+
+            self._run(body)
+            return _PENDING
+
+        reply = self._call_async(start)
+        return {**reply, "firedAlarm": fired, "now": self.now}
+
+    def evict(self):
+        for inv in self.log:
+            if inv["instance"] == self.instance and inv["result"] is None:
+                inv["result"] = "lost"
+                inv["settledAt"] = self.now
+        self.settled_buf = []
+        self._build_instance()
+        return {"ok": True, "now": self.now, "instance": self.instance}
+
+    def purge(self, before):
+        def start(token):
+            box: dict[str, Any] = {}
+
+            def body():
+                step = self.durability.purge_before(before, self.now)
+                box["count"] = next(e.count for e in step.events if isinstance(e, Purged))
+                return step
+
+            self._run(body)
+            return box["count"]
+
+        return self._call_async(start)
+
+    def calls(self) -> list[dict[str, Any]]:
+        assert self.conn is not None
+        cur = self.conn.execute("SELECT * FROM durability_calls ORDER BY created_at, id")
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    def events(self):
+        out, self.events_buf = self.events_buf, []
+        return out
+
+    def next_alarm(self):
+        return {
+            "alarmAt": self.alarm_store.get_alarm(),
+            "timerAt": self.engine.early_due_at,
+            "availablePermits": self.engine.available_permits,
+            "now": self.now,
+        }
+
+    def invocations(self):
+        return {
+            "invocations": [dict(i) for i in self.log],
+            "running": sum(1 for i in self.log if i["instance"] == self.instance and i["result"] is None),
+            "instance": self.instance,
+        }
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _Pending:
+    pass
+
+
+_PENDING = _Pending()
