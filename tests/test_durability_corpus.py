@@ -26,9 +26,12 @@ import pytest
 
 from tests.durability_oracle.observation import Normaliser, apply, first_diff, observe
 from tests.durability_oracle.port_adapter import SemsimAdapter
-from tests.durability_oracle.record import DEFAULT_OUT, compact, expand, read
+from tests.durability_oracle.record import DEFAULT_OUT, REPROS_OUT, compact, expand, read
+from tests.durability_oracle.repros import REPROS
 
 HEADER, SEQUENCES = read(DEFAULT_OUT)
+#: The known divergences' short scripts (tests/durability_oracle/repros.py), with the reference's answers.
+_, REPRODUCED = read(REPROS_OUT)
 #: The adapter's knobs (its docstring): the corpus was recorded with each at its default.
 KNOBS = ("BATCH", "ALIGN_TICK", "ALIGN_NONRETRYABLE_NAME", "PORT_DEFAULT_TIMEOUT")
 
@@ -66,6 +69,7 @@ def _first_difference(sequence: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def test_the_corpus_covers_what_it_should() -> None:
+    assert [s["name"] for s in REPRODUCED] == list(REPROS), "re-record the scripts (record --repros)"
     assert HEADER["sequences"] == len(SEQUENCES) >= 300
     assert sum(1 for s in SEQUENCES if s["steps"] >= 120) >= 20
     kinds = {action["op"] for s in SEQUENCES for action in s["actions"]}
@@ -99,6 +103,18 @@ def test_compact_observations_expand_to_what_was_observed() -> None:
 
 @pytest.mark.parametrize("sequence", SEQUENCES, ids=lambda s: f"seed{s['seed']}x{s['steps']}")
 def test_the_port_answers_as_the_reference_did(sequence: dict[str, Any]) -> None:
+    _judge(sequence)
+
+
+@pytest.mark.parametrize("sequence", REPRODUCED, ids=lambda s: str(s["name"]))
+def test_the_known_divergences_scripts(sequence: dict[str, Any]) -> None:
+    """Each of issue 25's mechanisms, on its own short script: it flips when that one is fixed."""
+    _, config, script = REPROS[sequence["name"]]
+    assert (sequence["config"], sequence["actions"]) == (config, script), "re-record: the script changed"
+    _judge(sequence)
+
+
+def _judge(sequence: dict[str, Any]) -> None:
     found = _first_difference(sequence)
     known = sequence["diverges"]
     if known is None:
@@ -106,8 +122,8 @@ def test_the_port_answers_as_the_reference_did(sequence: dict[str, Any]) -> None
         return
     if found is None:
         pytest.fail(
-            f"seed {sequence['seed']} now matches the reference (it differed at step {known['step']}): "
-            "re-record the corpus (python -m tests.durability_oracle.record ORACLE_DIR)"
+            f"{sequence.get('name', sequence['seed'])} now matches the reference (it differed at step "
+            f"{known['step']}): re-record (python -m tests.durability_oracle.record ORACLE_DIR)"
         )
     step, what = found
     assert step >= known["step"], f"the port now differs earlier, at step {step}: {what}"

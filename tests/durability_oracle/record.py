@@ -33,9 +33,11 @@ from typing import Any, Final
 
 from tests.durability_oracle.observation import first_diff
 from tests.durability_oracle.port_adapter import SemsimAdapter
+from tests.durability_oracle.repros import REPROS
 
 FORMAT: Final = "semsim-durability-corpus/1"
 DEFAULT_OUT: Final = Path(__file__).resolve().parents[1] / "fixtures" / "durability" / "corpus.jsonl.gz"
+REPROS_OUT: Final = DEFAULT_OUT.with_name("repros.jsonl.gz")
 #: Kept at every step; every other key only when it changed since the step before.
 ALWAYS: Final = ("reply", "settled", "events")
 #: Marks a value kept as the entries that changed (``compact``).
@@ -110,9 +112,19 @@ def record(oracle_dir: Path, batches: list[tuple[range, int]]) -> list[dict[str,
     return sequences
 
 
-def _sequence(diff: Any, reference: Any, port: Any, seed: int, steps: int) -> dict[str, Any]:
+def _sequence(
+    diff: Any,
+    reference: Any,
+    port: Any,
+    seed: int,
+    steps: int,
+    script: list[dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One sequence: diff.py's draw for ``seed``, or ``script``'s steps on ``config``."""
     rng = random.Random(seed)
-    config = diff.random_config(rng)
+    if config is None:
+        config = diff.random_config(rng)
     ours, theirs = diff.Normaliser(False), diff.Normaliser(False)
     init = ours.reply(reference.init(copy.deepcopy(config)))
     port_ok = theirs.reply(port.init(copy.deepcopy(config))) == init
@@ -122,7 +134,7 @@ def _sequence(diff: Any, reference: Any, port: Any, seed: int, steps: int) -> di
     diverges: dict[str, Any] | None = None if port_ok else {"step": -1, "at": "init"}
     before = None
     for step in range(steps):
-        action = diff.choose_step(rng, view)
+        action = copy.deepcopy(script[step]) if script is not None else diff.choose_step(rng, view)
         observed, raw = diff.observe(reference, diff.apply(reference, action), ours)
         if diverges is None:
             try:
@@ -146,6 +158,23 @@ def _sequence(diff: Any, reference: Any, port: Any, seed: int, steps: int) -> di
         "observations": observations,
         "diverges": diverges,
     }
+
+
+def record_repros(oracle_dir: Path) -> list[dict[str, Any]]:
+    """The reference's answers to :data:`~tests.durability_oracle.repros.REPROS`."""
+    sys.path.insert(0, str(oracle_dir))
+    diff = importlib.import_module("diff")
+    reference, port = diff.OracleAdapter(), SemsimAdapter()
+    sequences = []
+    try:
+        for name, (why, config, script) in REPROS.items():
+            sequence = _sequence(diff, reference, port, 0, len(script), script, copy.deepcopy(config))
+            sequences.append({"name": name, "why": why, **sequence})
+            print(f"{name}: {sequence['diverges'] or 'identical'}", file=sys.stderr)
+    finally:
+        reference.close()
+        port.close()
+    return sequences
 
 
 def write(path: Path, header: dict[str, Any], sequences: list[dict[str, Any]]) -> None:
@@ -179,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seeds", action="append", type=_seed_range, help="A-B (repeatable, with --steps)")
     parser.add_argument("--steps", action="append", type=int, help="steps of each --seeds batch")
+    parser.add_argument(
+        "--repros", action="store_true", help=f"record the known divergences' scripts to {REPROS_OUT.name}"
+    )
     args = parser.parse_args(argv)
     seeds = args.seeds or [range(1, 301), range(5001, 5021)]
     steps = args.steps or [40, 120]
@@ -186,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one --steps for each --seeds")
     if not (args.oracle / "build" / "oracle.mjs").is_file():
         parser.error(f"{args.oracle}: no build/oracle.mjs (run the oracle's setup.sh first)")
+    if args.repros:
+        repros = record_repros(args.oracle)
+        identical = sum(1 for s in repros if s["diverges"] is None)
+        write(REPROS_OUT, {"format": FORMAT, "repros": len(repros), "identical": identical}, repros)
+        return 0
     batches = list(zip(seeds, steps, strict=True))
     sequences = record(args.oracle, batches)
     header = {
