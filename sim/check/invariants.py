@@ -195,8 +195,8 @@ class Monitor:
         and the client objects by name, which the world fills in as it builds them."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
-        #: the ones that define it: only they hear it (an admission, release, round or finish
-        #: event is built only for them; semsim's own checkers hear commits, operations and calls).
+        #: the ones that define it: only they hear it (each event is built once, for semsim's own
+        #: checkers and the user's alike).
         self.checkers = tuple(checker() for checker in checkers)
         self._hearing = {hook: [c for c in self.checkers if hears(c, hook)] for hook in HOOKS}
         #: semsim's own invariants that are checkers (one module each), in the order they judge.
