@@ -8,12 +8,14 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 
 from semaphore_core.durability import CALLS
 from semsim.check.capacity_returns import CapacityReturns
 from semsim.check.events import Finish
 from semsim.check.operation_progress import OperationProgress
+from semsim.check.reclaimed import Reclaimed
 from semsim.harness.run import run_world
 from semsim.scenarios import SCENARIOS
 
@@ -53,21 +55,48 @@ def test_operation_progress_fails_on_an_operation_still_pending() -> None:
 def test_the_finish_checks_read_the_clients_of_the_world(
     checker: type[CapacityReturns | OperationProgress], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The monitor is built before the world's clients: it must hand its checks the map the world
-    fills in, not an empty stand-in (which would make them judge nobody and never fail)."""
+    """The monitor is built before the world's clients: what it judges once the run settled must be
+    the map the world filled in, not an empty stand-in (which would judge nobody and never fail)."""
     seen: Counter[int] = Counter()
-    judge = checker.on_finish
+    judge = checker.judge
 
-    def counted(self: Any, finish: Finish) -> None:
-        seen[len(self.clients)] += 1
-        judge(self, finish)
+    def counted(self: Any, *args: Any) -> None:
+        clients = next(arg for arg in args if isinstance(arg, dict))
+        seen[len(clients)] += 1
+        judge(self, *args)
 
-    monkeypatch.setattr(checker, "on_finish", counted)
+    monkeypatch.setattr(checker, "judge", counted)
     story = SCENARIOS["eviction-mid-attempt"]
     run = run_world(story.config, story.faults, story.seed, tolerated=story.tolerated)
     assert run.result.outcome == "completed", run.result
     assert seen == Counter({len(run.world.clients): 1}), seen
     assert len(run.world.clients) > 0
+
+
+def test_each_keys_checks_run_together_key_by_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reclaimed`` then ``capacity_returns`` for one key, then the next key: the order the
+    first violation is reported in, and the order of their trace events, as it always was."""
+    order: list[tuple[str, str]] = []
+    for checker, name in ((Reclaimed, "reclaimed"), (CapacityReturns, "capacity_returns")):
+        judge = checker.judge
+
+        def spied(
+            self: Any, finish: Finish, key: str, *rest: Any, _judge: Any = judge, _name: str = name
+        ) -> None:
+            order.append((key, _name))
+            _judge(self, finish, key, *rest)
+
+        monkeypatch.setattr(checker, "judge", spied)
+    story = SCENARIOS["strict-burst"]
+    config = attrs.evolve(story.config, workload=attrs.evolve(story.config.workload, keys=("a", "b")))
+    run = run_world(config, story.faults, story.seed, tolerated=story.tolerated)
+    assert run.result.outcome == "completed", run.result
+    assert order == [
+        ("a", "reclaimed"),
+        ("a", "capacity_returns"),
+        ("b", "reclaimed"),
+        ("b", "capacity_returns"),
+    ]
 
 
 def test_capacity_returns_counts_the_documented_leak_by_name() -> None:

@@ -11,7 +11,7 @@ connection writes, rolled back or not, so the same count means the same
 rows), and the totals move by the difference.
 
 It owns the three readings and their totals, nothing else: what they mean
-for ``progress`` is ``invariants``' business. The debug mode
+for ``progress`` is :mod:`semsim.check.room`'s and :mod:`semsim.check.progress`'s business. The debug mode
 (:class:`~semsim.check.cross_checks.CrossCheckedAcross`) recomputes each
 answer from every client and demands the same.
 """

@@ -1,6 +1,6 @@
 """``reuse``, ``lease_fairness`` and ``no_overask``: who gets permits, and when.
 
-The safety invariants of ``sim/check/invariants.py`` ask whether the protocol
+The safety invariants (``ceiling``, ``conservative``, ...) ask whether the protocol
 ever hands out too much. Most real allocator bugs err the other way, or
 hand the right amount to the wrong party: a permit that is released but not
 offered again, a lease share that is too big or goes to the wrong client, a

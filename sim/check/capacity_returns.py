@@ -18,7 +18,7 @@ are finding F4.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Final
 
 from semsim.check import client_reads, holder_reads
@@ -51,23 +51,30 @@ class CapacityReturns(Checker):
         self.leaks = leaks
 
     def on_finish(self, finish: Finish) -> None:
-        clients, now = self.clients, finish.t_ms
-        known = self.rooms.known_leases(clients)
+        known = self.rooms.known_leases(self.clients)
         for key in finish.holders:
-            storage = self.rooms.holders[key].obj.storage
-            granted, leased = holder_reads.accounted(storage, now)
-            leaked = self.rooms.leaked(key, known)
-            lost_in_replies = holder_reads.unknown_leases(storage, known)
-            if lost_in_replies:  # no name counted zero times: reports list what happened
-                self.leaks[DOCUMENTED_LEAK] += lost_in_replies
-            held = self.rooms.held_by_waiting_clients(clients, key, known)
-            if granted or leased - leaked - held:
-                idle = client_reads.idle_headroom(clients, key, now)
-                finding = "F4" if not granted and leased - leaked - held <= idle else None
-                self.fail(
-                    NAME,
-                    f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
-                    f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
-                    f"{held} held by clients whose items still wait; {idle} idle headroom of live leases)",
-                    finding,
-                )
+            self.judge(finish, key, self.clients, known)
+
+    def judge(
+        self, finish: Finish, key: str, clients: Mapping[str, DurableObject], known: Container[str]
+    ) -> None:
+        """One key's holder, given the run's clients and every lease id they know (the Monitor
+        judges key by key, each key's checks together)."""
+        now = finish.t_ms
+        storage = self.rooms.holders[key].obj.storage
+        granted, leased = holder_reads.accounted(storage, now)
+        leaked = self.rooms.leaked(key, known)
+        lost_in_replies = holder_reads.unknown_leases(storage, known)
+        if lost_in_replies:  # no name counted zero times: reports list what happened
+            self.leaks[DOCUMENTED_LEAK] += lost_in_replies
+        held = self.rooms.held_by_waiting_clients(clients, key, known)
+        if granted or leased - leaked - held:
+            idle = client_reads.idle_headroom(clients, key, now)
+            finding = "F4" if not granted and leased - leaked - held <= idle else None
+            self.fail(
+                NAME,
+                f"{key}: once settled, {granted} granted and {leased - leaked - held} leased "
+                f"permits are still charged ({leaked} more leaked in lost replies, as documented; "
+                f"{held} held by clients whose items still wait; {idle} idle headroom of live leases)",
+                finding,
+            )

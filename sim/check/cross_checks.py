@@ -48,18 +48,27 @@ LEASE_CHARGES: Final = "SELECT lease_id, permits - released FROM durability_sema
 
 
 class CrossCheckFailed(Exception):
-    """An incremental reading disagrees with the same reading made from scratch."""
+    """An incremental reading disagrees with the same reading made from scratch; ``key``: the
+    holder whose reading it was, when the message names one."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class CrossCheckedMirror(RowMirror):
-    """A row mirror whose every refresh is checked against every stored row."""
+    """A row mirror whose every refresh is checked against every stored row; ``key``: its holder's."""
+
+    def __init__(self, conn: sqlite3.Connection, key: str) -> None:
+        super().__init__(conn)
+        self.key = key
 
     def refresh(self, now: int) -> Delta:
         """The mirror's delta, with every current row named as changed (checkers judge them all)."""
         delta = super().refresh(now)
         stored = read_rows(self._conn)
         if stored != delta.after:
-            raise CrossCheckFailed("the row mirror differs from the holder's rows")
+            raise CrossCheckFailed(f"{self.key}: the row mirror differs from the holder's rows", self.key)
         every = {name: list(table) for name, table in stored.items()}
         return Delta(delta.before, stored, every, delta.deadlines)
 

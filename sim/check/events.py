@@ -111,9 +111,7 @@ class RowChanges:
         self._before = before
         self._after = after
         self._changed = changed
-        #: Grants whose claim deadline came since the holder's previous commit: their unclaimed
-        #: permits stopped counting, so what the holder charges them fell with no row changed.
-        self.deadlines: tuple[str, ...] = tuple(deadlines)
+        self._deadlines = tuple(deadlines)
         self._grants: tuple[RowChange[GrantRow], ...] | None = None
         self._leases: tuple[RowChange[LeaseRow], ...] | None = None
 
@@ -138,10 +136,16 @@ class RowChanges:
         """Every row of ``table`` after the commit, the same way."""
         return MappingProxyType(self._after.get(table, {}))
 
-    def ids(self, table: str) -> Sequence[str]:
+    @property
+    def deadlines(self) -> tuple[str, ...]:
+        """Grants whose claim deadline came since the holder's previous commit: their unclaimed
+        permits stopped counting, so what the holder charges them fell with no row changed."""
+        return self._deadlines
+
+    def ids(self, table: str) -> tuple[str, ...]:
         """The ids the commit changed in ``table`` (``grants`` or ``leases``), in the same order:
         what :meth:`grants` and :meth:`leases` list, without building their rows."""
-        return self._changed.get(table, ())
+        return tuple(self._changed.get(table, ()))
 
     def _rows(self, table: str, kind: type[Row]) -> tuple[RowChange[Row], ...]:
         before, after = self._before.get(table, {}), self._after.get(table, {})
@@ -228,7 +232,8 @@ class Round:
     requests: tuple[PermitRequest, ...]
     replies: tuple[PermitGrant, ...]
     #: The holder's lease options (None: a holder without leases) and the opt-in fixes it runs
-    #: with (``semaphore_core.fixes``): what the reference's allocation rules depend on.
+    #: with (``semaphore_core.fixes``): what the reference's allocation rules depend on. A
+    #: ``Round`` built by hand without them reads as a holder without leases and without fixes.
     leases: LeaseOptions | None = None
     fixes: frozenset[str] = frozenset()
 
@@ -236,7 +241,11 @@ class Round:
 @attrs.frozen
 class Request:
     """``client`` is sending ``request`` for ``key`` (a round's request, not a sync), as it
-    built it from its own queue at this moment."""
+    built it from its own queue at this moment.
+
+    As built, not as sent: a client that cannot take leases builds ``leases=()`` and the wire
+    drops the field, so the holder's parse of it (in :attr:`Round.requests`) has ``leases=None``.
+    """
 
     t_ms: int
     key: str

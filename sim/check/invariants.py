@@ -254,17 +254,20 @@ class Monitor:
         self._rooms = Rooms(self._holders, self.in_use, self.in_use_by_group, across)
         self._progress = Progress(self.fail, self._rooms, clients, self.in_use, sim.event, api is not None)
         self._settling = Settling(self._rooms, self.in_use, network, api)
-        #: Judged once the run settled, in this order (then the user's ``on_finish``).
-        self._on_finish: tuple[Checker, ...] = (
-            *([OperationProgress(self.fail, {} if clients is None else clients)] if api is not None else []),
-            Reclaimed(
-                self.fail,
-                self.document,
-                lambda key: self._holders[key].env,
-                lambda key: self._holders[key].obj.name,
-                self._dropped_alarms,
-            ),
-            CapacityReturns(self.fail, self._rooms, {} if clients is None else clients, self.leaks),
+        #: Judged once the run settled (then the user's ``on_finish``): operations first, then
+        #: key by key, each key's ``reclaimed`` then its ``capacity_returns``.
+        self._operation_progress = (
+            OperationProgress(self.fail, {} if clients is None else clients) if api is not None else None
+        )
+        self._reclaimed = Reclaimed(
+            self.fail,
+            self.document,
+            lambda key: self._holders[key].env,
+            lambda key: self._holders[key].obj.name,
+            self._dropped_alarms,
+        )
+        self._capacity_returns = CapacityReturns(
+            self.fail, self._rooms, {} if clients is None else clients, self.leaks
         )
 
     def watch_client(self, obj: DurableObject) -> None:
@@ -278,7 +281,7 @@ class Monitor:
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""
-        mirror = CrossCheckedMirror(obj.storage) if self.full else RowMirror(obj.storage)
+        mirror = CrossCheckedMirror(obj.storage, key) if self.full else RowMirror(obj.storage)
         self._holders[key] = WatchedHolder(obj, env, mirror)
         self._keys[obj.name] = key
 
@@ -335,7 +338,7 @@ class Monitor:
         try:
             commit = self._committed(key, holder)
         except CrossCheckFailed as error:
-            self.fail("checker", f"{key}: {error}", key=key)
+            self.fail("checker", str(error), **({"key": error.key} if error.key else {}))
         except Exception as error:
             self.fail("checker", f"{key}: the checker failed after a commit: {type(error).__name__}: {error}")
         self._tell("on_commit", commit)
@@ -604,6 +607,10 @@ class Monitor:
             MappingProxyType({key: self.in_use[key] for key in keys}),
             waiting,
         )
-        for checker in self._on_finish:
-            checker.on_finish(finish)
+        if self._operation_progress is not None:
+            self._operation_progress.judge(clients)
+        known = self._rooms.known_leases(clients)
+        for key in keys:  # key by key, as liveness was always judged
+            self._reclaimed.judge(finish, key)
+            self._capacity_returns.judge(finish, key, clients, known)
         return finish

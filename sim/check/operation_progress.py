@@ -37,10 +37,12 @@ class OperationProgress(Checker):
         self.clients = clients
 
     def on_finish(self, finish: Finish) -> None:
+        self.judge(self.clients)
+
+    def judge(self, clients: Mapping[str, DurableObject]) -> None:
+        """Every client of ``clients`` (the Monitor's ``finish`` names them)."""
         pending = [
-            f"{name}/{id}"
-            for name, obj in sorted(self.clients.items())
-            for (id,) in select(obj.storage, PENDING)
+            f"{name}/{id}" for name, obj in sorted(clients.items()) for (id,) in select(obj.storage, PENDING)
         ]
         if pending:
             self.fail(

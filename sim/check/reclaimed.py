@@ -52,17 +52,18 @@ class Reclaimed(Checker):
         self._dropped_alarms = dropped_alarms
 
     def on_finish(self, finish: Finish) -> None:
-        now = finish.t_ms
-        for key, holder in finish.holders.items():
-            env = self._env(key)
-            stale = [
-                grant
-                for grant in holder.grants()
-                if grant.claimed < grant.permits and grant.expires_at + env.alarm_min_delay_ms < now
-            ]
-            if stale and self._object_name(key) in self._dropped_alarms and not env.engine_fallback:
-                self.note(NAME, DROPPED_ALARM, len(stale))
-            elif stale:
-                self.fail(
-                    NAME, f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits"
-                )
+        for key in finish.holders:
+            self.judge(finish, key)
+
+    def judge(self, finish: Finish, key: str) -> None:
+        """One key's holder (the Monitor judges key by key, each key's checks together)."""
+        now, env = finish.t_ms, self._env(key)
+        stale = [
+            grant
+            for grant in finish.holders[key].grants()
+            if grant.claimed < grant.permits and grant.expires_at + env.alarm_min_delay_ms < now
+        ]
+        if stale and self._object_name(key) in self._dropped_alarms and not env.engine_fallback:
+            self.note(NAME, DROPPED_ALARM, len(stale))
+        elif stale:
+            self.fail(NAME, f"{key}: {len(stale)} grants past their deadline still hold unclaimed permits")
