@@ -67,7 +67,7 @@ class Microtasks:
 class JsPromise:
     """A promise with ECMAScript's semantics on a :class:`Microtasks` queue."""
 
-    __slots__ = ("_fulfil_reactions", "_handled", "_reject_reactions", "queue", "state", "value")
+    __slots__ = ("_fulfil_reactions", "_reject_reactions", "queue", "state", "value")
 
     def __init__(
         self,
@@ -79,7 +79,6 @@ class JsPromise:
         self.value: Any = None
         self._fulfil_reactions: list[Callable[[Any], None]] = []
         self._reject_reactions: list[Callable[[Any], None]] = []
-        self._handled = False
         if executor is not None:
             resolve, reject = self.resolving_functions()
             try:
@@ -165,7 +164,6 @@ class JsPromise:
 
     def _react(self, on_fulfilled: Callable[[Any], None], on_rejected: Callable[[Any], None]) -> None:
         """Register reactions without a derived promise (``await``'s PerformPromiseThen)."""
-        self._handled = True
         if self.state == "pending":
             self._fulfil_reactions.append(on_fulfilled)
             self._reject_reactions.append(on_rejected)

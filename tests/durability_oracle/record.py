@@ -21,6 +21,7 @@ with a fixed timestamp, so the same oracle and seeds give the same bytes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gzip
 import importlib
@@ -28,6 +29,7 @@ import io
 import json
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -95,20 +97,27 @@ def _seed_range(text: str) -> range:
     return range(int(first), int(last or first) + 1)
 
 
-def record(oracle_dir: Path, batches: list[tuple[range, int]]) -> list[dict[str, Any]]:
-    """Every sequence of ``batches`` ((seeds, steps) pairs), with the reference's observations."""
+@contextlib.contextmanager
+def _sides(oracle_dir: Path) -> Iterator[tuple[Any, Any, SemsimAdapter]]:
+    """The oracle's diff.py module, the reference (a Node process) and the port, closed after."""
     sys.path.insert(0, str(oracle_dir))
     diff = importlib.import_module("diff")
     reference, port = diff.OracleAdapter(), SemsimAdapter()
-    sequences = []
     try:
+        yield diff, reference, port
+    finally:
+        reference.close()
+        port.close()
+
+
+def record(oracle_dir: Path, batches: list[tuple[range, int]]) -> list[dict[str, Any]]:
+    """Every sequence of ``batches`` ((seeds, steps) pairs), with the reference's observations."""
+    sequences = []
+    with _sides(oracle_dir) as (diff, reference, port):
         for seeds, steps in batches:
             for seed in seeds:
                 sequences.append(_sequence(diff, reference, port, seed, steps))
                 print(f"seed {seed}: {sequences[-1]['diverges'] or 'identical'}", file=sys.stderr)
-    finally:
-        reference.close()
-        port.close()
     return sequences
 
 
@@ -162,18 +171,12 @@ def _sequence(
 
 def record_repros(oracle_dir: Path) -> list[dict[str, Any]]:
     """The reference's answers to :data:`~tests.durability_oracle.repros.REPROS`."""
-    sys.path.insert(0, str(oracle_dir))
-    diff = importlib.import_module("diff")
-    reference, port = diff.OracleAdapter(), SemsimAdapter()
     sequences = []
-    try:
+    with _sides(oracle_dir) as (diff, reference, port):
         for name, (why, config, script) in REPROS.items():
             sequence = _sequence(diff, reference, port, 0, len(script), script, copy.deepcopy(config))
             sequences.append({"name": name, "why": why, **sequence})
             print(f"{name}: {sequence['diverges'] or 'identical'}", file=sys.stderr)
-    finally:
-        reference.close()
-        port.close()
     return sequences
 
 
@@ -185,8 +188,12 @@ def write(path: Path, header: dict[str, Any], sequences: list[dict[str, Any]]) -
         out.write(("\n".join(lines) + "\n").encode())
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(buffer.getvalue())
-    partial.replace(path)
+    try:
+        partial.write_bytes(buffer.getvalue())
+        partial.replace(path)
+    except OSError:
+        partial.unlink(missing_ok=True)  # a full disk leaves the old corpus, never half a new one
+        raise
 
 
 def read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -205,13 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="a built copy of the durability oracle (oracle-durability/, beside the seeds)",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--out", type=Path, help=f"default: {DEFAULT_OUT.name}, or {REPROS_OUT.name} with --repros"
+    )
     parser.add_argument("--seeds", action="append", type=_seed_range, help="A-B (repeatable, with --steps)")
     parser.add_argument("--steps", action="append", type=int, help="steps of each --seeds batch")
     parser.add_argument(
         "--repros", action="store_true", help=f"record the known divergences' scripts to {REPROS_OUT.name}"
     )
     args = parser.parse_args(argv)
+    if args.repros and (args.seeds or args.steps):
+        parser.error("--repros records the known divergences' scripts: --seeds and --steps do not apply")
     seeds = args.seeds or [range(1, 301), range(5001, 5021)]
     steps = args.steps or [40, 120]
     if len(seeds) != len(steps):
@@ -219,22 +230,22 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.oracle / "build" / "oracle.mjs").is_file():
         parser.error(f"{args.oracle}: no build/oracle.mjs (run the oracle's setup.sh first)")
     if args.repros:
-        repros = record_repros(args.oracle)
-        identical = sum(1 for s in repros if s["diverges"] is None)
-        write(REPROS_OUT, {"format": FORMAT, "repros": len(repros), "identical": identical}, repros)
-        return 0
-    batches = list(zip(seeds, steps, strict=True))
-    sequences = record(args.oracle, batches)
-    header = {
-        "format": FORMAT,
-        "batches": [[s.start, s.stop - 1, n] for s, n in batches],
-        "identical": sum(1 for s in sequences if s["diverges"] is None),
-        "sequences": len(sequences),
-    }
-    write(args.out, header, sequences)
-    print(
-        f"{args.out}: {header['identical']}/{len(sequences)} sequences identical on the port", file=sys.stderr
-    )
+        out = args.out or REPROS_OUT
+        sequences = record_repros(args.oracle)
+        header: dict[str, Any] = {"format": FORMAT, "repros": len(sequences)}
+    else:
+        out = args.out or DEFAULT_OUT
+        batches = list(zip(seeds, steps, strict=True))
+        sequences = record(args.oracle, batches)
+        header = {"format": FORMAT, "batches": [[s.start, s.stop - 1, n] for s, n in batches]}
+        header["sequences"] = len(sequences)
+    header["identical"] = sum(1 for s in sequences if s["diverges"] is None)
+    try:
+        write(out, header, sequences)
+    except OSError as error:
+        print(f"record: error: cannot write {out}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    print(f"{out}: {header['identical']}/{len(sequences)} sequences identical on the port", file=sys.stderr)
     return 0
 
 
