@@ -1,4 +1,4 @@
-"""The scheduler ``Engine`` of seed 002 (``scheduler.ts``, lines 871-1890), pure and synchronous.
+"""The scheduler ``Engine`` of seed 002 (``scheduler.ts``, lines 871-1890), pure and synchronous outside.
 
 What this module owns: everything the reference's ``Engine`` keeps on the
 live instance and every decision it makes. That is the concurrency pool of
@@ -13,19 +13,19 @@ What it must not know: any table's meaning (participants bring that, see
 ``operations.py``), a clock (``now_ms`` is passed in), how handlers run
 (the shell runs each ``Attempt`` and reports back).
 
-Theory of operation. The reference is asynchronous: an attempt's outcome,
-a freed permit, the end of an alarm pass arrive later as promise
-continuations. Here each public call opens a *step* at ``now_ms``, does
-the synchronous part of the reference's code, and queues the continuations
-the reference would run as microtasks (``defer``); the step drains that
-queue in FIFO order before returning a ``Step``. A ``Join`` stands for a
-promise others await (an execution's outcome, its full settlement, a
-pass's work). Where the reference awaits, this code registers a callback
-on a ``Join``; where it ``setTimeout``s, it creates a ``Timer`` the shell
-fires. The order of continuations follows the reference's where it is
-observable (a freed permit goes to the oldest waiter, which claims before
-the freeing worker takes its next item); docs/DURABILITY.md lists where a
-microtask hop is not reproduced.
+Theory of operation. The reference is asynchronous TypeScript, and which
+continuation runs first decides which operation takes a freed permit and in
+which order events are emitted. So its ``async`` functions are ported as
+Python coroutines on a microtask queue with JavaScript's rules
+(``microtasks.py``), line by line: every ``await``, ``.then`` and
+``.finally`` is where the reference has one, and the platform's awaits are
+``platform.py``'s. From outside the engine stays synchronous: each public
+call opens a *step* at ``now_ms``, does what the reference does
+synchronously, and drains the queue before it returns a ``Step``. Where
+the reference calls ``setTimeout``, a ``Timer`` is listed for the shell to
+fire; where it calls a handler, the attempt is handed to the shell
+(``Step.started``, or at that very microtask through ``on_invoke``), whose
+outcome settles the handler's promise.
 
 Durable state is SQLite rows plus the ``StorageAlarm``; a new ``Engine``
 on the same connection is a rebuilt instance with every permit free, no
@@ -34,6 +34,7 @@ timers and no running attempts.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 from collections import deque
@@ -46,13 +47,20 @@ import attrs
 from semaphore_core.durability.alarm import StorageAlarm
 from semaphore_core.durability.errors import (
     DurableRetryPolicyError,
-    SerializedError,
     UnknownAttemptError,
     is_non_retryable,
     serialize_error,
 )
-from semaphore_core.durability.events import AttemptSettled, AttemptStarted, OperationEntity, Terminal
+from semaphore_core.durability.events import (
+    AttemptSettled,
+    AttemptStarted,
+    Event,
+    OperationEntity,
+    Terminal,
+)
 from semaphore_core.durability.fixes import ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION, KNOWN_FIXES
+from semaphore_core.durability.microtasks import JsPromise, Microtasks, js_async, run_async
+from semaphore_core.durability.platform import PlatformStorage, TransactionAlarm
 from semaphore_core.durability.policy import (
     MAX_SAFE_INTEGER,
     MAX_TIMER_MS,
@@ -70,6 +78,7 @@ from semaphore_core.durability.records import (
     ReportedFailure,
     Step,
     Timer,
+    TimerKind,
 )
 from semaphore_core.durability.storage import (
     DurableTable,
@@ -77,6 +86,7 @@ from semaphore_core.durability.storage import (
     claim_attempt,
     exhaust_attempts,
     pending_heads,
+    purge_created_before,
     update_attempt,
 )
 from semaphore_core.transaction import transaction
@@ -86,10 +96,10 @@ T = TypeVar("T")
 #: ``alarmMinDelayMs`` must lie within these (lines 957-958).
 MIN_ALARM_DELAY_MS: Final = 1_000
 MAX_ALARM_DELAY_MS: Final = 15_000
-#: Continuations one step may run: a bound, not a tuning knob (an assertion if exceeded).
-MAX_TASKS_PER_STEP: Final = 1_000_000
 #: Timers ``advance`` may fire in one call before it calls the run a timer loop.
 MAX_TIMERS_PER_ADVANCE: Final = 100_000
+#: ``runAlarm``'s ``Symbol('alarm handoff')``.
+_HANDOFF: Final = object()
 
 
 @attrs.frozen
@@ -115,46 +125,36 @@ class SchedulerOptions:
 
 
 class Join:
-    """A promise others await: callbacks run as deferred continuations once it settles.
+    """A participant's due work still under way: a promise it settles with ``resolve`` or ``reject``.
 
-    It settles once, resolved or rejected (``error`` set); ``then`` callbacks
-    run either way, and a continuation the reference chains with ``.then``
-    (skipped on a rejection) checks ``error`` itself.
+    What a synchronous participant returns from ``run_due`` for work that
+    ends later (the reference's ``runDue`` returns a ``Promise``).
     """
 
-    __slots__ = ("_callbacks", "_engine", "done", "error")
+    __slots__ = ("_reject", "_resolve", "promise")
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._callbacks: list[Callable[[], None]] = []
-        self.done = False
-        self.error: BaseException | None = None
-
-    def then(self, callback: Callable[[], None]) -> None:
-        if self.done:
-            self._engine.defer(callback)
-        else:
-            self._callbacks.append(callback)
+        self.promise = JsPromise(engine.tasks)
+        self._resolve, self._reject = self.promise.resolving_functions()
 
     def resolve(self) -> None:
-        self._settle(None)
+        self._resolve(None)
 
     def reject(self, error: BaseException) -> None:
-        self._settle(error)
+        self._reject(error)
 
-    def _settle(self, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.error = error
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            self._engine.defer(callback)
+    @property
+    def done(self) -> bool:
+        return self.promise.state != "pending"
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.promise.value if self.promise.state == "rejected" else None
 
 
-#: A participant's due work at ``now_ms``: None when it finished at once, else a ``Join`` for when it does
-#: (rejected if the work failed). Raising is a rejection at once.
-RunDue: TypeAlias = Callable[[int, AlarmInfo | None], Join | None]
+#: A participant's due work at ``now_ms``: None when it finished at once, else a ``Join`` (or a
+#: ``JsPromise``) for when it does (rejected if the work failed). Raising is a rejection at once.
+RunDue: TypeAlias = Callable[[int, AlarmInfo | None], "Join | JsPromise | None"]
 
 
 @attrs.frozen(eq=False)
@@ -192,23 +192,44 @@ class ExecutionSpec:
     is_terminal: Callable[[BaseException], bool]
 
 
+class Release:
+    """``createRelease``'s closure (lines 1468-1482): gives one permit back, once."""
+
+    __slots__ = ("_engine", "released")
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.released = False
+
+    def __call__(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        self._engine._give_back()
+
+
 @attrs.define(eq=False)
 class Execution:
-    """``ActiveExecution`` plus the flags of ``startExecution``'s closure (lines 1628-1747)."""
+    """``ActiveExecution`` plus the variables of ``startExecution``'s closure (lines 1628-1747)."""
 
     spec: ExecutionSpec
-    #: Resolves when the attempt's outcome is persisted (what ``startExecution`` returns).
-    outcome: Join
     #: Resolves when the permit is released: the outcome is persisted *and* the handler settled.
-    settled: Join
-    permit: bool = False
+    settled: JsPromise
+    #: What ``startExecution`` returns: settles when the attempt's outcome is persisted.
+    outcome: JsPromise | None = None
+    #: ``releasePermit``.
+    permit: Release | None = None
+    #: The claimed attempt (its payload filled in when the handler is invoked).
     attempt: Attempt | None = None
-    timeout_seq: int | None = None
+    #: ``activeExecution.controller`` exists (set at the claim) and whether it aborted.
+    controller: bool = False
+    aborted: bool = False
+    #: The handler's promise, settled by the shell's report.
+    handler: JsPromise | None = None
     handler_started: bool = False
     handler_settled: bool = False
     policy_settled: bool = False
-    released: bool = False
-    aborted: bool = False
+    timeout_seq: int | None = None
 
 
 @attrs.define(eq=False)
@@ -219,9 +240,10 @@ class AlarmPass:
     early: bool
     started_at: int
     info: AlarmInfo | None
-    handoff_at: int
-    handoff_seq: int
-    open: bool = True
+    #: How it returned, when not by completing its work (``handed_off``, ``retrying``).
+    outcome: AlarmOutcome | None = None
+    error: BaseException | None = None
+    handoff_seq: int | None = None
 
 
 @attrs.frozen
@@ -231,6 +253,18 @@ class EarlyTimer:
     due_at: int
     fires_at: int
     seq: int
+
+
+@attrs.define(eq=False)
+class _PendingTimer:
+    """A ``setTimeout`` not yet fired or cleared."""
+
+    at_ms: int
+    seq: int
+    kind: TimerKind
+    callback: Callable[[], None]
+    execution: Execution | None = None
+    pass_id: int | None = None
 
 
 @attrs.frozen
@@ -246,11 +280,31 @@ def _js_round(value: float) -> float:
     return math.floor(value + 0.5)
 
 
+#: ``on_invoke``: the handler of an attempt is called now (the shell may report its outcome at once).
+OnInvoke: TypeAlias = Callable[[Attempt], None]
+#: ``on_abort``: the attempt's ``AbortSignal`` fires now (a handler that listens may reject at once).
+OnAbort: TypeAlias = Callable[[Attempt, BaseException], None]
+
+
 class Engine:
-    """Shared machinery of one Durable Object: transactions, the alarm, the pool, attempts."""
+    """Shared machinery of one Durable Object: transactions, the alarm, the pool, attempts.
+
+    ``on_invoke`` and ``on_abort`` let a shell whose handlers settle at once
+    (a handler that returns a settled promise, or rejects as soon as its
+    signal aborts) report the outcome at the very microtask the reference's
+    handler would settle, by calling ``complete`` or ``fail`` from the hook.
+    Without them the shell runs ``Step.started`` after the step, as a handler
+    that settles later.
+    """
 
     def __init__(
-        self, conn: sqlite3.Connection, alarm: StorageAlarm, options: SchedulerOptions | None = None
+        self,
+        conn: sqlite3.Connection,
+        alarm: StorageAlarm,
+        options: SchedulerOptions | None = None,
+        *,
+        on_invoke: OnInvoke | None = None,
+        on_abort: OnAbort | None = None,
     ) -> None:
         options = SchedulerOptions() if options is None else options
         if not isinstance(options, SchedulerOptions):
@@ -260,19 +314,29 @@ class Engine:
         self.conn = conn
         self.options = options
         self.live_timers = options.live_timers
+        self.on_invoke = on_invoke
+        self.on_abort = on_abort
+        #: The instance's microtask queue (an attribute: every ``async`` call reads it).
+        self.tasks = Microtasks()
+        self._tasks = self.tasks
         self._alarm = alarm
+        self._storage = PlatformStorage(self._tasks, conn, alarm)
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
         self._available_permits = options.alarm_concurrency
-        self._permit_waiters: deque[Execution] = deque()
+        self._permit_waiters: deque[Callable[[Any], None]] = deque()
         self._early: EarlyTimer | None = None
+        self._alarm_refresh: JsPromise | None = None
         # Keys whose attempt is executing, per table (lines 1105-1107).
         self._active_by_table: dict[str, set[str]] = {}
+        # Attempts whose handler the shell has not reported yet (the port's index, by fence).
         self._running: dict[tuple[str, str, str, int], Execution] = {}
+        self._timers: dict[int, _PendingTimer] = {}
+        # ``(at_ms, seq)`` of every timer set, cleared ones included until they reach the top.
+        self._timer_heap: list[tuple[int, int]] = []
         self._passes: dict[int, AlarmPass] = {}
         self._seq = 0
         self._pass_ids = 0
-        self._tasks: deque[Callable[[], None]] = deque()
         self._out: Outbox | None = None
         self._now = 0
         self._retired = False
@@ -281,7 +345,7 @@ class Engine:
 
     @contextmanager
     def step(self, now_ms: int) -> Iterator[Outbox]:
-        """Open a step at ``now_ms`` (or join the open one); drain continuations before it closes."""
+        """Open a step at ``now_ms`` (or join the open one); drain the microtasks before it closes."""
         if self._out is not None:
             self._set_now(now_ms)
             yield self._out
@@ -290,14 +354,26 @@ class Engine:
         self._out = Outbox()
         try:
             yield self._out
-            self._drain()
+            self._tasks.drain()
         finally:
             self._tasks.clear()
             self._out = None
 
     def run_step(self, now_ms: int, body: Callable[[], None]) -> Step:
-        with self.step(now_ms) as out:
+        """``body`` in a step (``step`` without the generator: this is on every call's path)."""
+        out = self._out
+        if out is not None:
+            self._set_now(now_ms)
             body()
+            return out.freeze(self._now)
+        self._set_now(now_ms)
+        out = self._out = Outbox()
+        try:
+            body()
+            self._tasks.drain()
+        finally:
+            self._tasks.clear()
+            self._out = None
         return out.freeze(self._now)
 
     def _set_now(self, now_ms: int) -> None:
@@ -317,26 +393,30 @@ class Engine:
         return self._now
 
     def defer(self, task: Callable[[], None]) -> None:
-        self._tasks.append(task)
-
-    def _drain(self) -> None:
-        for _ in range(MAX_TASKS_PER_STEP):
-            if not self._tasks:
-                return
-            self._tasks.popleft()()
-        raise AssertionError("a step ran more continuations than MAX_TASKS_PER_STEP")
+        """Queue ``task`` as a microtask of the open step."""
+        self._tasks.enqueue(task)
 
     @property
     def out(self) -> Outbox:
         assert self._out is not None, "engine work outside a step"
         return self._out
 
+    def emit(self, event: Event) -> None:
+        """``spec.emit`` / ``#emit``: a lifecycle event, in emission order."""
+        self.out.events.append(event)
+
     def report(self, label: str, error: BaseException) -> None:
+        """``reportFailure``: logged by the reference, handed to the shell here."""
         self.out.failures.append(ReportedFailure(label=label, error=error))
 
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
+
+    def timer_seq(self) -> int:
+        """A creation number in the engine's timer order, for a shell timer created now
+        (the reference's timers, handlers' included, share one clock and its order)."""
+        return self._next_seq()
 
     def retire(self) -> None:
         """The platform evicted this instance: its timers, waiters and passes are gone.
@@ -350,8 +430,8 @@ class Engine:
         self._retired = True
         self._permit_waiters.clear()
         self._early = None
-        for alarm_pass in self._passes.values():
-            alarm_pass.open = False
+        self._timers.clear()
+        self._timer_heap.clear()
         self._passes.clear()
 
     @property
@@ -382,9 +462,26 @@ class Engine:
         with transaction(self.conn):
             return write(self.conn)
 
-    def transaction(self, write: Callable[[sqlite3.Connection], T], now_ms: int | None = None) -> T:
-        """``transaction`` (lines 1205-1217): the writes and ``reconcile`` commit together; then the timer.
+    @js_async
+    async def transaction_async(self, write: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``transaction`` (lines 1205-1217): the writes and ``reconcile`` commit together; then the timer."""
+        next_pending_at: list[int | None] = [None]
 
+        async def closure(txn: TransactionAlarm) -> Any:
+            value = write(self.conn)
+            next_pending_at[0] = await self._reconcile(txn)
+            return value
+
+        result = await self._storage.transaction(lambda txn: run_async(self._tasks, closure(txn)))
+        self._schedule_early_alarm(next_pending_at[0])
+        return result
+
+    def transaction(self, write: Callable[[sqlite3.Connection], T], now_ms: int | None = None) -> T:
+        """The reference's ``transaction`` for a synchronous caller: writes, reconcile, timer, at once.
+
+        What a shell's own writes use (the semaphore's rounds in the
+        simulator): the same transaction as ``transaction_async`` with no
+        hop in between, which is what it is when nothing else is queued.
         Inside a step ``now_ms`` may be omitted; outside one it opens its own.
         """
         if self._out is None:
@@ -396,7 +493,7 @@ class Engine:
             self._set_now(now_ms)
         with transaction(self.conn):
             value = write(self.conn)
-            next_timer_at = self._reconcile()
+            next_timer_at = self._reconcile_now()
         self._schedule_early_alarm(next_timer_at)
         return value
 
@@ -428,8 +525,8 @@ class Engine:
         eligible = next((at for key, at in rows if active is None or key not in active), None)
         return physical, eligible
 
-    def _reconcile(self) -> int | None:
-        """``reconcile`` (lines 1284-1319): arm the physical alarm; return the early timer's time."""
+    def _targets(self) -> tuple[int | None, int | None]:
+        """``reconcile``'s reading (lines 1287-1300): the earliest physical and timer times."""
         physical_times: list[int] = []
         timer_times: list[int] = []
         for participant in self._participants:
@@ -438,23 +535,54 @@ class Engine:
                 physical_times.append(physical)
             if timer is not None:
                 timer_times.append(timer)
-        physical_next_at = min(physical_times) if physical_times else None
+        return (
+            min(physical_times) if physical_times else None,
+            min(timer_times) if timer_times else None,
+        )
+
+    def _alarm_target(self, physical_next_at: int, current: int | None) -> int | None:
+        """The alarm ``reconcile`` writes, or None to leave ``current`` (lines 1309-1317)."""
+        target = max(physical_next_at, self._now + self.options.alarm_min_delay_ms)
+        # Preserve a fallback inside this range so frequent reconciliation cannot push it later.
+        if current is None or current < physical_next_at or current > target:
+            return target
+        return None
+
+    @js_async
+    async def _reconcile(self, txn: TransactionAlarm) -> int | None:
+        """``reconcile`` (lines 1284-1319): arm the physical alarm; return the early timer's time."""
+        physical_next_at, timer_next_at = self._targets()
+        current = await txn.get_alarm()
+        if physical_next_at is None:
+            if current is not None:
+                await txn.delete_alarm()
+            return None
+        target = self._alarm_target(physical_next_at, current)
+        if target is not None:
+            await txn.set_alarm(target)
+        return timer_next_at
+
+    def _reconcile_now(self) -> int | None:
+        """``reconcile`` with no hop between its awaits (``transaction``'s synchronous form)."""
+        physical_next_at, timer_next_at = self._targets()
         current = self._alarm.get_alarm()
         if physical_next_at is None:
             if current is not None:
                 self._alarm.delete_alarm()
             return None
-        target = max(physical_next_at, self._now + self.options.alarm_min_delay_ms)
-        # Preserve a fallback inside this range so frequent reconciliation cannot push it later.
-        if current is None or current < physical_next_at or current > target:
+        target = self._alarm_target(physical_next_at, current)
+        if target is not None:
             self._alarm.set_alarm(target)
-        return min(timer_times) if timer_times else None
+        return timer_next_at
 
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
         """``scheduleEarlyAlarm`` (lines 1321-1363)."""
-        if self._early is not None and self._early.due_at == timestamp:
+        early = self._early
+        if early is not None and early.due_at == timestamp:
             return
-        self._early = None
+        if early is not None:
+            self._clear_timeout(early.seq)
+            self._early = None
         if timestamp is None:
             return
         delay = timestamp - self._now
@@ -462,31 +590,61 @@ class Engine:
             return
         if delay > MAX_TIMER_MS:
             return
-        self._early = EarlyTimer(due_at=timestamp, fires_at=self._now + max(delay, 0), seq=self._next_seq())
+        seq = [0]
 
-    def schedule_next_alarm(self) -> None:
-        """``scheduleNextAlarm`` (lines 1366-1375): a transaction that only reconciles.
+        def fire() -> None:
+            current = self._early
+            if current is None or current.seq != seq[0]:
+                return
+            self._early = None
+            execution = self._start_pass(None, early=True)
+            execution.catch(lambda error: self.report("durability.background_execution.failed", error))
 
-        The reference coalesces concurrent calls into one transaction; a
-        synchronous step has nothing to coalesce.
-        """
-        self.transaction(lambda _conn: None)
+        seq[0] = self._set_timeout(max(delay, 0), "early_alarm", fire)
+        self._early = EarlyTimer(due_at=timestamp, fires_at=self._now + max(delay, 0), seq=seq[0])
+
+    def schedule_next_alarm(self) -> JsPromise:
+        """``scheduleNextAlarm`` (lines 1366-1375): one reconciling transaction for concurrent calls."""
+        if self._alarm_refresh is not None:
+            return self._alarm_refresh
+
+        def done() -> None:
+            self._alarm_refresh = None
+
+        self._alarm_refresh = self.transaction_async(lambda _conn: None).finally_(done)
+        return self._alarm_refresh
 
     def refresh(self, now_ms: int) -> Step:
         """``scheduleNextAlarm`` as a step of its own.
 
-        Reconciling emits no event and defers no continuation, so outside a
-        step this is the transaction and the early timer alone (a shell calls
-        it after every write it makes outside the engine: it must be cheap).
+        Outside a step nothing is queued, so the coalesced transaction runs
+        to its end with no other continuation in between: this does it at
+        once (a shell calls it after every write it makes outside the
+        engine: it must be cheap).
         """
         if self._out is not None:
-            return self.run_step(now_ms, self.schedule_next_alarm)
+            return self.run_step(now_ms, self._refresh_in_step)
         self._set_now(now_ms)
         with transaction(self.conn):
-            next_timer_at = self._reconcile()
+            next_timer_at = self._reconcile_now()
         self._schedule_early_alarm(next_timer_at)
-        assert not self._tasks, "reconciling deferred a continuation"
         return Step(now_ms=self._now)
+
+    def _refresh_in_step(self) -> None:
+        self.schedule_next_alarm()
+
+    @js_async
+    async def purge(
+        self, table: DurableTable, before: int, active: dict[str, Execution], reason: BaseException
+    ) -> int:
+        """``purge`` (lines 1380-1408): abort matching handlers, delete older records, reconcile."""
+        if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_SAFE_INTEGER:
+            raise ValueError("timestamp must be a non-negative safe integer")
+        for running in list(active.values()):
+            if running.spec.created_at < before:
+                self._abort(running, reason)
+        removed: int = await self.transaction_async(lambda conn: purge_created_before(conn, table, before))
+        return removed
 
     # --- the pool ---------------------------------------------------------------------
 
@@ -499,204 +657,189 @@ class Engine:
         """Permits out of the pool: attempts running (zombies included) and eager starts in hand."""
         return self.options.alarm_concurrency - self._available_permits
 
-    def try_acquire_permit(self) -> bool:
-        """``tryAcquirePermit`` (lines 1450-1456)."""
+    def try_acquire_permit(self) -> Release | None:
+        """``tryAcquirePermit`` (lines 1450-1456): a release, or None when the pool is empty."""
         if self._available_permits == 0 or self._retired:
-            return False
+            return None
         self._available_permits -= 1
-        return True
+        return Release(self)
 
-    def release_permit(self) -> None:
-        """A permit's release (``createRelease``, lines 1468-1482): to the oldest waiter, else the pool."""
+    def acquire_permit(self) -> JsPromise:
+        """``acquirePermit`` (lines 1458-1466): a release now, or when a waiter's turn comes."""
+        release = self.try_acquire_permit()
+        if release is not None:
+            return JsPromise.resolve(self._tasks, release)
+        waiting = JsPromise(self._tasks)
+        resolve, _ = waiting.resolving_functions()
+        self._permit_waiters.append(resolve)
+        return waiting
+
+    def _give_back(self) -> None:
+        """A release's body (lines 1474-1480): the permit goes to the oldest waiter, else the pool."""
         if self._permit_waiters and not self._retired:
             waiter = self._permit_waiters.popleft()
-            waiter.permit = True
-            self.defer(lambda: self._claim(waiter))
+            waiter(Release(self))
         else:
             self._available_permits += 1
         assert 0 <= self._available_permits <= self.options.alarm_concurrency
 
-    def run_concurrent(self, items: Sequence[T], worker: Callable[[T], Join | None]) -> Join:
-        """``runConcurrent`` (lines 1484-1504): ``min(alarmConcurrency, n)`` workers over ``items``.
+    @js_async
+    async def run_concurrent(self, items: Sequence[T], worker: Callable[[T], JsPromise]) -> None:
+        """``runConcurrent`` (lines 1484-1504): ``min(alarmConcurrency, n)`` lanes over ``items``."""
+        next_index = [0]
 
-        A worker whose item rejects takes the next item: this is ``#runDue``'s
-        worker, which catches (lines 614-620); the reference's pool itself
-        would reject, and no participant here relies on that.
-        """
-        done = Join(self)
-        if not items:
-            done.resolve()
-            return done
-        cursor = [0]
-        live = [min(self.options.alarm_concurrency, len(items))]
+        async def lane() -> None:
+            while next_index[0] < len(items):
+                item = items[next_index[0]]
+                next_index[0] += 1
+                await worker(item)
 
-        def run_worker() -> None:
-            while cursor[0] < len(items):
-                item = items[cursor[0]]
-                cursor[0] += 1
-                waited = worker(item)
-                if waited is not None and not waited.done:
-                    waited.then(run_worker)
-                    return
-            live[0] -= 1
-            if live[0] == 0:
-                done.resolve()
-
-        for _ in range(live[0]):
-            run_worker()
-        return done
+        count = min(self.options.alarm_concurrency, len(items))
+        await JsPromise.all(self._tasks, [run_async(self._tasks, lane()) for _ in range(count)])
 
     # --- alarm passes ----------------------------------------------------------------------
 
     def alarm(self, now_ms: int, info: AlarmInfo | None = None) -> Step:
-        """``alarm`` (lines 1510-1528): what the object's ``alarm()`` delegates to."""
-        return self.run_step(now_ms, lambda: self._start_pass(info, early=False))
+        """``DurabilityScheduler.alarm``: what the object's ``alarm()`` delegates to."""
+        return self.run_step(now_ms, lambda: self._platform_pass(info))
 
-    def _start_pass(self, info: AlarmInfo | None, *, early: bool) -> None:
-        """``runAlarm`` (lines 1570-1601): every participant's due work, raced against the hand-off."""
+    def _platform_pass(self, info: AlarmInfo | None) -> None:
+        self._start_pass(info, early=False)
+
+    def _start_pass(self, info: AlarmInfo | None, *, early: bool) -> JsPromise:
+        """Call ``alarm(info)`` and note, for the shell, when and how it returns."""
         assert not self._retired, "a retired instance runs no alarm"
         self._pass_ids += 1
-        started_at = self._now
-        alarm_pass = AlarmPass(
-            id=self._pass_ids,
-            early=early,
-            started_at=started_at,
-            info=info,
-            handoff_at=started_at + self.options.alarm_handoff_ms,
-            handoff_seq=self._next_seq(),
-        )
+        alarm_pass = AlarmPass(id=self._pass_ids, early=early, started_at=self._now, info=info)
         self._passes[alarm_pass.id] = alarm_pass
         self.out.passes_started.append(alarm_pass.id)
-        joins: list[Join] = []
-        failure: BaseException | None = None
-        for participant in self._participants:
-            try:
-                joined = participant.run_due(started_at, info)
-            except Exception as error:
-                failure = failure or error
-                continue
-            if joined is not None:
-                joins.append(joined)
-        if failure is not None:
-            # Promise.all rejects: the race rejects, the alarm's catch arms the fallback.
-            self._pass_failed(alarm_pass, failure)
-            return
-        remaining = [len(joins)]
+        execution = self._alarm_invocation(info, alarm_pass)
+        execution.then(
+            lambda _: self._end_pass(alarm_pass, alarm_pass.outcome or "completed", alarm_pass.error),
+            lambda error: self._end_pass(alarm_pass, "failed", error),
+        )
+        return execution
 
-        def one_done(joined: Join) -> None:
-            if joined.error is not None:
-                # Promise.all rejects at the first rejection; after a hand-off nobody awaits it.
-                if alarm_pass.open:
-                    self._pass_failed(alarm_pass, joined.error)
-                return
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                self._pass_work_done(alarm_pass)
-
-        def on_done(joined: Join) -> Callable[[], None]:
-            return lambda: one_done(joined)
-
-        if not joins:
-            self.defer(lambda: self._pass_work_done(alarm_pass))
-        for joined in joins:
-            joined.then(on_done(joined))
-
-    def _pass_work_done(self, alarm_pass: AlarmPass) -> None:
-        if not alarm_pass.open:
-            return  # handed off (or failed) already: nobody awaits this work any more
-        alarm_pass.open = False
+    @js_async
+    async def _alarm_invocation(self, info: AlarmInfo | None, alarm_pass: AlarmPass) -> None:
+        """``alarm`` (lines 1510-1528)."""
         try:
-            self.schedule_next_alarm()
+            await self._run_alarm(info, alarm_pass)
         except Exception as error:
-            self._pass_failed(alarm_pass, error)
-            return
-        self._end_pass(alarm_pass, "completed")
+            # Throwing lets the platform retry, but it gives up after a few failures; our own
+            # alarm turns the failure into a retry we control.
+            if not await self._arm_fallback_alarm():
+                raise
+            self.report("durability.alarm.failed", error)
+            alarm_pass.outcome, alarm_pass.error = "retrying", error
+            self._notify_alarm_retry(error, info)
 
-    def _handoff(self, alarm_pass: AlarmPass) -> None:
-        """The hand-off won the race: ``armForHandoff`` (lines 1613-1621) and return."""
-        if not alarm_pass.open:
-            return
-        alarm_pass.open = False
-        try:
-            with transaction(self.conn):
-                current = self._alarm.get_alarm()
-                target = max(self._now, self._now + self.options.alarm_min_delay_ms)
-                if current is None or current > target:
-                    self._alarm.set_alarm(target)
-        except Exception as error:
-            self._pass_failed(alarm_pass, error)
-            return
-        self._end_pass(alarm_pass, "handed_off")
-
-    def _pass_failed(self, alarm_pass: AlarmPass, error: BaseException) -> None:
-        """The catch of ``alarm`` (lines 1510-1528): arm our own fallback, or let the failure out."""
-        alarm_pass.open = False
-        if not self._arm_fallback_alarm():
-            if alarm_pass.early:
-                self.report("durability.background_execution.failed", error)
-            self._end_pass(alarm_pass, "failed", error)
-            return
-        self.report("durability.alarm.failed", error)
-        info = alarm_pass.info
+    def _notify_alarm_retry(self, failure: BaseException, info: AlarmInfo | None) -> None:
+        """``notifyAlarmRetry`` (lines 1530-1566): what ``onAlarmRetry`` gets."""
         self.out.alarm_retries.append(
             AlarmRetry(
-                error=serialize_error(error),
+                error=serialize_error(failure),
                 retry_in_ms=self.options.alarm_min_delay_ms,
                 retry_count=None if info is None else info.retry_count,
                 is_retry=None if info is None else info.is_retry,
             )
         )
-        self._end_pass(alarm_pass, "retrying", error)
 
-    def _arm_fallback_alarm(self) -> bool:
+    @js_async
+    async def _run_alarm(self, info: AlarmInfo | None, alarm_pass: AlarmPass) -> None:
+        """``runAlarm`` (lines 1570-1601): every participant's due work, raced against the hand-off."""
+        started_at = self._now
+        work: list[Any] = []
+        for participant in self._participants:
+            # An ``async`` runDue that throws rejects; the others still run.
+            try:
+                due = participant.run_due(started_at, info)
+            except Exception as error:
+                due = JsPromise.rejected(self._tasks, error)
+            work.append(due.promise if isinstance(due, Join) else due)
+        execution = JsPromise.all(self._tasks, work).then(lambda _: None)
+        execution.catch(lambda _: None)
+        remaining = self.options.alarm_handoff_ms - (self._now - started_at)
+        timeout: list[int | None] = [None]
+
+        def arm(resolve: Callable[[Any], None], _reject: Callable[[Any], None]) -> None:
+            timeout[0] = self._set_timeout(
+                max(remaining, 0), "handoff", lambda: resolve(_HANDOFF), pass_id=alarm_pass.id
+            )
+            alarm_pass.handoff_seq = timeout[0]
+
+        try:
+            result = await JsPromise.race(self._tasks, [execution, JsPromise(self._tasks, arm)])
+        finally:
+            if timeout[0] is not None:
+                self._clear_timeout(timeout[0])
+        if result is _HANDOFF:
+            alarm_pass.outcome = "handed_off"
+            await self._arm_for_handoff(self._now)
+            return
+        await self.schedule_next_alarm()
+
+    @js_async
+    async def _arm_fallback_alarm(self) -> bool:
         """``armFallbackAlarm`` (lines 1604-1611): outside any transaction; the next run reconciles."""
         try:
-            self._alarm.set_alarm(self._now + self.options.alarm_min_delay_ms)
+            await self._storage.set_alarm(self._now + self.options.alarm_min_delay_ms)
         except Exception:
             return False
         return True
 
-    def _end_pass(
-        self, alarm_pass: AlarmPass, outcome: AlarmOutcome, error: BaseException | None = None
-    ) -> None:
-        del self._passes[alarm_pass.id]
+    def _arm_for_handoff(self, timestamp: int) -> JsPromise:
+        """``armForHandoff`` (lines 1613-1621)."""
+
+        async def closure(txn: TransactionAlarm) -> None:
+            current = await txn.get_alarm()
+            target = max(timestamp, self._now + self.options.alarm_min_delay_ms)
+            if current is None or current > target:
+                await txn.set_alarm(target)
+
+        return self._storage.transaction(lambda txn: run_async(self._tasks, closure(txn)))
+
+    def _end_pass(self, alarm_pass: AlarmPass, outcome: AlarmOutcome, error: BaseException | None) -> None:
+        if self._passes.pop(alarm_pass.id, None) is None:
+            return  # the instance was retired meanwhile
         self.out.alarm_ends.append(AlarmEnd(alarm_pass.id, alarm_pass.early, outcome, error))
 
     @property
     def open_passes(self) -> tuple[AlarmPass, ...]:
+        """Alarm invocations that have not returned."""
         return tuple(self._passes.values())
 
     # --- timers ------------------------------------------------------------------------
 
+    def _set_timeout(
+        self,
+        delay_ms: int,
+        kind: TimerKind,
+        callback: Callable[[], None],
+        *,
+        execution: Execution | None = None,
+        pass_id: int | None = None,
+    ) -> int:
+        """``setTimeout``: the shell fires it (``fire``, ``advance``) at ``now + delay_ms``."""
+        seq = self._next_seq()
+        at_ms = self._now + delay_ms
+        self._timers[seq] = _PendingTimer(at_ms, seq, kind, callback, execution, pass_id)
+        heapq.heappush(self._timer_heap, (at_ms, seq))
+        return seq
+
+    def _clear_timeout(self, seq: int) -> None:
+        self._timers.pop(seq, None)
+
+    def _timer(self, pending: _PendingTimer) -> Timer:
+        attempt = None if pending.execution is None else pending.execution.attempt
+        return Timer(pending.at_ms, pending.seq, pending.kind, attempt=attempt, pass_id=pending.pass_id)
+
     def timers(self) -> list[Timer]:
         """The instance's in-memory timers, in firing order (time, then creation)."""
-        found: list[Timer] = []
         if self._retired:
-            return found
-        if self._early is not None:
-            found.append(Timer(at_ms=self._early.fires_at, seq=self._early.seq, kind="early_alarm"))
-        for execution in self._running.values():
-            if execution.timeout_seq is not None and execution.attempt is not None:
-                found.append(
-                    Timer(
-                        at_ms=execution.attempt.timeout_at_ms,
-                        seq=execution.timeout_seq,
-                        kind="attempt_timeout",
-                        attempt=execution.attempt,
-                    )
-                )
-        for alarm_pass in self._passes.values():
-            if alarm_pass.open:
-                found.append(
-                    Timer(
-                        at_ms=alarm_pass.handoff_at,
-                        seq=alarm_pass.handoff_seq,
-                        kind="handoff",
-                        pass_id=alarm_pass.id,
-                    )
-                )
-        found.sort(key=lambda timer: (timer.at_ms, timer.seq))
-        return found
+            return []
+        pending = sorted(self._timers.values(), key=lambda timer: (timer.at_ms, timer.seq))
+        return [self._timer(timer) for timer in pending]
 
     @property
     def early_due_at(self) -> int | None:
@@ -707,41 +850,33 @@ class Engine:
         first = self._first_timer()
         return None if first is None else first.at_ms
 
-    def _first_timer(self) -> Timer | None:
+    def _first_timer(self) -> _PendingTimer | None:
         """``timers()[0]``, without building the others: a shell asks after every step.
 
-        Sequence numbers are unique across kinds, so ``(at_ms, seq)`` orders
-        exactly as ``timers()`` sorts.
+        A heap, cleared timers dropped as they reach its top: every open
+        alarm pass holds a hand-off timer, and passes pile up while the
+        early timer keeps firing over running operations.
         """
         if self._retired:
             return None
-        best: tuple[int, int] | None = None
-        early = self._early
-        if early is not None:
-            best = (early.fires_at, early.seq)
-        first_execution: Execution | None = None
-        for execution in self._running.values():
-            attempt, seq = execution.attempt, execution.timeout_seq
-            if seq is None or attempt is None:
-                continue
-            if best is None or (attempt.timeout_at_ms, seq) < best:
-                best, first_execution = (attempt.timeout_at_ms, seq), execution
-        first_pass: AlarmPass | None = None
-        for alarm_pass in self._passes.values():
-            at = (alarm_pass.handoff_at, alarm_pass.handoff_seq)
-            if alarm_pass.open and (best is None or at < best):
-                best, first_pass, first_execution = at, alarm_pass, None
-        if best is None:
-            return None
-        if first_pass is not None:
-            return Timer(at_ms=best[0], seq=best[1], kind="handoff", pass_id=first_pass.id)
-        if first_execution is not None:
-            return Timer(at_ms=best[0], seq=best[1], kind="attempt_timeout", attempt=first_execution.attempt)
-        return Timer(at_ms=best[0], seq=best[1], kind="early_alarm")
+        heap, timers = self._timer_heap, self._timers
+        while heap:
+            pending = timers.get(heap[0][1])
+            if pending is not None:
+                return pending
+            heapq.heappop(heap)
+        return None
 
     def fire(self, timer: Timer, now_ms: int) -> Step:
         """Fire one timer from ``timers()``; a timer cleared since is a no-op."""
-        return self.run_step(now_ms, lambda: self._fire(timer))
+        return self.run_step(now_ms, lambda: self._fire(timer.seq))
+
+    def _fire(self, seq: int) -> None:
+        if self._retired:
+            return
+        pending = self._timers.pop(seq, None)
+        if pending is not None:
+            pending.callback()
 
     def advance(self, now_ms: int) -> Step:
         """Fire every timer due by ``now_ms``, each at its own time, in order; one merged ``Step``."""
@@ -756,217 +891,122 @@ class Engine:
                     self._set_now(now_ms)
                     return
                 self._set_now(max(self._now, first.at_ms))
-                self._fire(first)
-                self._drain()
+                self._fire(first.seq)
+                self._tasks.drain()
             raise RuntimeError(f"more than {MAX_TIMERS_PER_ADVANCE} timers fired by {now_ms}: a timer loop")
 
         return self.run_step(self._now, body)
 
-    def _fire(self, timer: Timer) -> None:
-        if timer.kind == "early_alarm":
-            early = self._early
-            if early is None or early.seq != timer.seq:
-                return
-            self._early = None
-            self._start_pass(None, early=True)
-        elif timer.kind == "attempt_timeout":
-            assert timer.attempt is not None
-            execution = self._running.get(timer.attempt.fence)
-            if execution is not None and execution.timeout_seq == timer.seq:
-                self._time_out(execution)
-        else:
-            assert timer.pass_id is not None
-            alarm_pass = self._passes.get(timer.pass_id)
-            if alarm_pass is not None and alarm_pass.handoff_seq == timer.seq:
-                self._handoff(alarm_pass)
-
     # --- executions --------------------------------------------------------------------
 
-    def start_execution(self, spec: ExecutionSpec, eager_permit: bool) -> Execution:
-        """``startExecution`` (lines 1628-1747): register as active now; claim once a permit is held."""
-        execution = Execution(spec=spec, outcome=Join(self), settled=Join(self))
+    def start_execution(self, spec: ExecutionSpec, eager_permit: Release | None = None) -> Execution:
+        """``startExecution`` (lines 1628-1747): active now; claims and runs one attempt in the background.
+
+        ``Execution.outcome`` settles when the attempt's outcome is persisted,
+        not when a timed-out handler settles; ``Execution.settled`` when the
+        permit is back.
+        """
+        tasks = self._tasks
+        settled = JsPromise(tasks)
+        settle_active, _ = settled.resolving_functions()
+        execution = Execution(spec=spec, settled=settled, permit=eager_permit)
         if self._retired:
-            return execution  # never starts: a dead instance claims nothing
-        spec.active[spec.key] = execution
-        self._track_active(spec.table.name, spec.key)
-        # ``void settled.finally(...)``: registered first, so it runs before anyone awaiting ``settled``.
-        execution.settled.then(lambda: self._after_settled(execution))
-        if eager_permit or self.try_acquire_permit():
-            execution.permit = True
-            self._claim(execution)
-        else:
-            self._permit_waiters.append(execution)
+            execution.outcome = JsPromise(tasks)  # never starts: a dead instance claims nothing
+            return execution
+        key = spec.key
+        spec.active[key] = execution
+        self._track_active(spec.table.name, key)
+
+        def release_if_settled() -> None:
+            if execution.policy_settled and (not execution.handler_started or execution.handler_settled):
+                if execution.permit is not None:
+                    execution.permit()
+                settle_active(None)
+
+        def handler_done() -> None:
+            execution.handler_settled = True
+            release_if_settled()
+
+        def policy_done() -> None:
+            execution.policy_settled = True
+            release_if_settled()
+
+        async def body() -> None:
+            if execution.permit is None:
+                execution.permit = await self.acquire_permit()
+            attempt = claim_attempt(self.conn, spec.table, key, spec.generation, spec.policy.max_attempts)
+            if attempt is None:
+                await self._fail_exhausted(spec)
+                return
+            started_at = self._now
+            self.emit(AttemptStarted(entity=spec.entity, timestamp=started_at, attempt=attempt))
+            execution.controller = True
+            execution.attempt = Attempt(
+                table=spec.table.name,
+                id=key,
+                operation=spec.operation,
+                generation=spec.generation,
+                attempt=attempt,
+                payload=None,
+                started_at_ms=started_at,
+                timeout_at_ms=started_at + spec.policy.attempt_timeout_ms,
+            )
+            try:
+                execution.handler_started = True
+                handler_result = JsPromise.resolve(tasks).then(lambda _: self._invoke(execution))
+                handler_result.finally_(handler_done).catch(lambda _: None)
+
+                def arm(_resolve: Callable[[Any], None], reject: Callable[[Any], None]) -> None:
+                    def time_out() -> None:
+                        error = spec.timeout_error()
+                        self._abort(execution, error)
+                        reject(error)
+
+                    execution.timeout_seq = self._set_timeout(
+                        spec.policy.attempt_timeout_ms, "attempt_timeout", time_out, execution=execution
+                    )
+
+                timeout_result = JsPromise(tasks, arm)
+                result = await JsPromise.race(tasks, [handler_result, timeout_result])
+                # One transaction (no memos here: ``deleteMemos`` has nothing to delete).
+                timestamp = self.transaction_sync(lambda _conn: spec.complete(result, attempt, self._now))
+                if timestamp is not None:
+                    self.emit(
+                        AttemptSettled(
+                            entity=spec.entity,
+                            timestamp=timestamp,
+                            attempt=attempt,
+                            duration_ms=max(0, timestamp - started_at),
+                            outcome="completed",
+                            result=result if spec.include_result else None,
+                            result_included=spec.include_result,
+                        )
+                    )
+            except Exception as caught:
+                await self._settle_failure(spec, attempt, started_at, caught)
+            finally:
+                if execution.timeout_seq is not None:
+                    self._clear_timeout(execution.timeout_seq)
+                    execution.timeout_seq = None
+
+        execution.outcome = run_async(tasks, body()).finally_(policy_done)
+        settled.finally_(lambda: self._after_settled(execution))
         return execution
 
-    def _claim(self, execution: Execution) -> None:
-        """Count the attempt before the handler runs; fail the row if none is left (lines 1655-1671)."""
-        spec = execution.spec
-        try:
-            number = claim_attempt(self.conn, spec.table, spec.key, spec.generation, spec.policy.max_attempts)
-            if number is None:
-                self._fail_exhausted(spec)
-        except Exception as error:
-            self.report("durability.background_execution.failed", error)
-            self._policy_settle(execution, error)
-            return
-        if number is None:
-            self._policy_settle(execution)
-            return
-        started_at = self._now
-        self.out.events.append(AttemptStarted(entity=spec.entity, timestamp=started_at, attempt=number))
-        execution.handler_started = True
-        try:
-            payload = spec.invoke(number)
-            invoke_error: Exception | None = None
-        except Exception as error:
-            payload, invoke_error = None, error
-        attempt = Attempt(
-            table=spec.table.name,
-            id=spec.key,
-            operation=spec.operation,
-            generation=spec.generation,
-            attempt=number,
-            payload=payload,
-            started_at_ms=started_at,
-            timeout_at_ms=started_at + spec.policy.attempt_timeout_ms,
-        )
+    def _invoke(self, execution: Execution) -> JsPromise:
+        """``spec.invoke(attempt, controller.signal)``: hand the attempt to the shell; its promise."""
+        attempt = execution.attempt
+        assert attempt is not None
+        payload = execution.spec.invoke(attempt.attempt)  # raises: no handler (the promise rejects)
+        attempt = attrs.evolve(attempt, payload=payload)
         execution.attempt = attempt
-        execution.timeout_seq = self._next_seq()
+        handler = execution.handler = JsPromise(self._tasks)
         assert attempt.fence not in self._running, attempt
         self._running[attempt.fence] = execution
-        if invoke_error is not None:
-            # The handler "threw" before the shell could run it: settle on the next turn.
-            error_ = invoke_error
-            self.defer(lambda: self._handler_settled(execution, failure=error_))
-            return
         self.out.started.append(attempt)
-
-    def _execution_for(self, attempt: Attempt) -> Execution:
-        if not isinstance(attempt, Attempt):
-            raise TypeError(f"expected an Attempt, got {attempt!r}")
-        execution = self._running.get(attempt.fence)
-        if execution is None:
-            raise UnknownAttemptError(
-                f"attempt {attempt.attempt} of {attempt.id!r} is not running in this instance"
-                " (already settled, or started by another instance)"
-            )
-        return execution
-
-    def complete(self, attempt: Attempt, result: Any, now_ms: int) -> Step:
-        """The handler returned ``result``."""
-        execution = self._execution_for(attempt)
-        return self.run_step(now_ms, lambda: self._handler_settled(execution, result=result))
-
-    def fail(self, attempt: Attempt, error: BaseException, now_ms: int) -> Step:
-        """The handler threw ``error`` (``NonRetryableError`` to stop retrying)."""
-        if not isinstance(error, BaseException):
-            raise TypeError(f"error must be an exception, got {error!r}")
-        execution = self._execution_for(attempt)
-        return self.run_step(now_ms, lambda: self._handler_settled(execution, failure=error))
-
-    def time_out(self, attempt: Attempt, now_ms: int) -> Step:
-        """The attempt's timeout timer fired (equivalently: ``fire`` its ``attempt_timeout`` timer)."""
-        execution = self._execution_for(attempt)
-        if now_ms < attempt.timeout_at_ms:
-            raise ValueError(f"attempt times out at {attempt.timeout_at_ms}, not {now_ms}")
-        return self.run_step(now_ms, lambda: self._time_out(execution) if execution.timeout_seq else None)
-
-    def _handler_settled(
-        self, execution: Execution, result: Any = None, failure: BaseException | None = None
-    ) -> None:
-        if execution.handler_settled:
-            raise UnknownAttemptError(f"attempt {execution.attempt} already reported its outcome")
-        execution.handler_settled = True
-        if execution.policy_settled:
-            # A zombie settles: its result is dropped; only now does it give its permit back.
-            self._release_if_settled(execution)
-            return
-        rejection: BaseException | None = None
-        try:
-            if failure is None:
-                self._persist_success(execution, result)
-            else:
-                self._settle_failure(execution, failure)
-        except Exception as error:
-            self.report("durability.background_execution.failed", error)
-            rejection = error
-        self._policy_settle(execution, rejection)
-
-    def _time_out(self, execution: Execution) -> None:
-        """The timeout rejects the race and aborts the signal; the handler may keep running."""
-        attempt = execution.attempt
-        assert attempt is not None
-        assert not execution.policy_settled
-        error = execution.spec.timeout_error()
-        self._abort(execution, error)
-        rejection: BaseException | None = None
-        try:
-            self._settle_failure(execution, error)
-        except Exception as caught:
-            self.report("durability.background_execution.failed", caught)
-            rejection = caught
-        self._policy_settle(execution, rejection)
-
-    def _abort(self, execution: Execution, reason: BaseException) -> None:
-        """``controller.abort(reason)``: tell the shell; a no-op before the claim or when already aborted."""
-        if execution.attempt is None or execution.aborted:
-            return
-        execution.aborted = True
-        self.out.aborted.append(Abort(attempt=execution.attempt, reason=serialize_error(reason)))
-
-    def abort_created_before(self, active: dict[str, Execution], before: int, reason: BaseException) -> None:
-        """``purge``'s first loop (lines 1390-1394)."""
-        for execution in list(active.values()):
-            if execution.spec.created_at < before:
-                self._abort(execution, reason)
-
-    def _persist_success(self, execution: Execution, result: Any) -> None:
-        """Lines 1697-1715: completion in one synchronous transaction, no alarm reconcile."""
-        spec = execution.spec
-        attempt = execution.attempt
-        assert attempt is not None
-        try:
-            timestamp = self.transaction_sync(lambda _conn: spec.complete(result, attempt.attempt, self._now))
-        except Exception as caught:
-            self._settle_failure(execution, caught)
-            return
-        if timestamp is None:
-            return
-        self.out.events.append(
-            AttemptSettled(
-                entity=spec.entity,
-                timestamp=timestamp,
-                attempt=attempt.attempt,
-                duration_ms=max(0, timestamp - attempt.started_at_ms),
-                outcome="completed",
-                result=result if spec.include_result else None,
-                result_included=spec.include_result,
-            )
-        )
-
-    def _policy_settle(self, execution: Execution, rejection: BaseException | None = None) -> None:
-        """The execution's ``finally`` (lines 1724-1727); then its promise settles, rejected if it threw."""
-        execution.policy_settled = True
-        execution.timeout_seq = None  # clearTimeout
-        self._release_if_settled(execution)
-        if rejection is None:
-            execution.outcome.resolve()
-        else:
-            execution.outcome.reject(rejection)
-
-    def _release_if_settled(self, execution: Execution) -> None:
-        """``releaseIfSettled`` (lines 1646-1651): the permit returns once the handler settled too."""
-        if execution.released or not execution.policy_settled:
-            return
-        if execution.handler_started and not execution.handler_settled:
-            return
-        execution.released = True
-        if execution.attempt is not None:
-            self._running.pop(execution.attempt.fence, None)
-        if execution.permit:
-            execution.permit = False
-            self.release_permit()
-        execution.settled.resolve()
+        if self.on_invoke is not None:
+            self.on_invoke(attempt)
+        return handler
 
     def _after_settled(self, execution: Execution) -> None:
         """``settled.finally`` (lines 1729-1745)."""
@@ -976,25 +1016,81 @@ class Engine:
         # The reference releases the key unconditionally (finding D1 in docs/FINDINGS.md).
         if ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION not in self.options.fixes or spec.key not in spec.active:
             self._release_active(spec.table.name, spec.key)
+        # Re-arm the in-memory timer now that this key is eligible again.
         if self.live_timers:
-            try:
-                self.schedule_next_alarm()
-            except Exception as error:
-                self.report("durability.scheduler.refresh_failed", error)
+            self.schedule_next_alarm().catch(
+                lambda error: self.report("durability.scheduler.refresh_failed", error)
+            )
 
-    def _fail_exhausted(self, spec: ExecutionSpec) -> None:
+    def _abort(self, execution: Execution, reason: BaseException) -> None:
+        """``controller.abort(reason)``: a no-op before the claim or when already aborted."""
+        if not execution.controller or execution.aborted:
+            return
+        execution.aborted = True
+        attempt = execution.attempt
+        assert attempt is not None
+        self.out.aborted.append(Abort(attempt=attempt, reason=serialize_error(reason)))
+        if self.on_abort is not None and self._running.get(attempt.fence) is execution:
+            self.on_abort(attempt, reason)
+
+    # --- what the shell reports ----------------------------------------------------------
+
+    def _execution_for(self, attempt: Attempt) -> Execution:
+        if not isinstance(attempt, Attempt):
+            raise TypeError(f"expected an Attempt, got {attempt!r}")
+        execution = self._running.get(attempt.fence)
+        if execution is None:
+            raise UnknownAttemptError(
+                f"attempt {attempt.attempt} of {attempt.id!r} is not running in this instance"
+                " (already reported, or started by another instance)"
+            )
+        return execution
+
+    def complete(self, attempt: Attempt, result: Any, now_ms: int) -> Step:
+        """The handler returned ``result``."""
+        execution = self._execution_for(attempt)
+        return self.run_step(now_ms, lambda: self._handler_reported(execution, result, None))
+
+    def fail(self, attempt: Attempt, error: BaseException, now_ms: int) -> Step:
+        """The handler threw ``error`` (``NonRetryableError`` to stop retrying)."""
+        if not isinstance(error, BaseException):
+            raise TypeError(f"error must be an exception, got {error!r}")
+        execution = self._execution_for(attempt)
+        return self.run_step(now_ms, lambda: self._handler_reported(execution, None, error))
+
+    def time_out(self, attempt: Attempt, now_ms: int) -> Step:
+        """The attempt's timeout timer fired (equivalently: ``fire`` its ``attempt_timeout`` timer)."""
+        execution = self._execution_for(attempt)
+        if now_ms < attempt.timeout_at_ms:
+            raise ValueError(f"attempt times out at {attempt.timeout_at_ms}, not {now_ms}")
+        seq = execution.timeout_seq
+        return self.run_step(now_ms, lambda: None if seq is None else self._fire(seq))
+
+    def _handler_reported(self, execution: Execution, result: Any, failure: BaseException | None) -> None:
+        attempt = execution.attempt
+        assert attempt is not None
+        assert execution.handler is not None
+        del self._running[attempt.fence]
+        resolve, reject = execution.handler.resolving_functions()
+        if failure is None:
+            resolve(result)
+        else:
+            reject(failure)
+
+    # --- settling ------------------------------------------------------------------------
+
+    @js_async
+    async def _fail_exhausted(self, spec: ExecutionSpec) -> None:
         """``failExhausted`` (lines 1749-1779)."""
         exhausted = serialize_error(spec.exhausted_error())
-        attempt = self.transaction(
+        attempt = await self.transaction_async(
             lambda conn: exhaust_attempts(
                 conn, spec.table, spec.key, spec.generation, spec.policy.max_attempts, exhausted
             )
         )
         if attempt is None:
             return
-        self.out.events.append(
-            Terminal(entity=spec.entity, timestamp=self._now, attempt=attempt, error=exhausted)
-        )
+        self.emit(Terminal(entity=spec.entity, timestamp=self._now, attempt=attempt, error=exhausted))
 
     def _decide_retry(self, spec: ExecutionSpec, attempt: int, error: BaseException) -> _Decision:
         """``decideRetry`` (lines 1034-1080)."""
@@ -1018,15 +1114,15 @@ class Engine:
             )
             return _Decision(wrapped, True, self._now, self._now)
 
-    def _settle_failure(self, execution: Execution, caught: BaseException) -> None:
+    @js_async
+    async def _settle_failure(
+        self, spec: ExecutionSpec, attempt: int, started_at: int, caught: BaseException
+    ) -> None:
         """``settleFailure`` (lines 1781-1831): retry or fail, fenced, with the alarm reconciled."""
-        spec = execution.spec
-        attempt = execution.attempt
-        assert attempt is not None
-        decision = self._decide_retry(spec, attempt.attempt, caught)
-        error: SerializedError = serialize_error(decision.error)
-        fence = Fence(key=spec.key, generation=spec.generation, attempt=attempt.attempt)
-        owned = self.transaction(
+        decision = self._decide_retry(spec, attempt, caught)
+        error = serialize_error(decision.error)
+        fence = Fence(key=spec.key, generation=spec.generation, attempt=attempt)
+        updated = await self.transaction_async(
             lambda conn: update_attempt(
                 conn,
                 spec.table,
@@ -1038,14 +1134,14 @@ class Engine:
                 error.name,
             )
         )
-        if not owned:
+        if not updated:
             return
-        self.out.events.append(
+        self.emit(
             AttemptSettled(
                 entity=spec.entity,
                 timestamp=decision.timestamp,
-                attempt=attempt.attempt,
-                duration_ms=max(0, decision.timestamp - attempt.started_at_ms),
+                attempt=attempt,
+                duration_ms=max(0, decision.timestamp - started_at),
                 outcome="failed" if decision.terminal else "retry_scheduled",
                 error=error,
                 next_attempt_at=None if decision.terminal else decision.next_attempt_at,
@@ -1055,8 +1151,12 @@ class Engine:
     # --- reading -------------------------------------------------------------------------
 
     def running(self) -> list[Attempt]:
-        """Attempts whose handler has not settled (zombies included), in claim order."""
+        """Attempts whose handler the shell has not reported (zombies included), in invocation order."""
         return [execution.attempt for execution in self._running.values() if execution.attempt is not None]
+
+    def awaits_report(self, attempt: Attempt) -> bool:
+        """Whether this engine still waits for the shell to report ``attempt``'s handler."""
+        return attempt.fence in self._running
 
     def is_zombie(self, attempt: Attempt) -> bool:
         """True once the attempt's outcome is recorded (timed out) while its handler still runs."""

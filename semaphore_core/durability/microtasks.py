@@ -26,15 +26,15 @@ order Node printed for each.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable
-from typing import Any, Final, Literal
+from functools import partial
+from typing import Any, Concatenate, Final, Literal, ParamSpec, Protocol, TypeVar
 
 State = Literal["pending", "fulfilled", "rejected"]
 #: ``new Promise(executor)``'s executor: it is handed ``resolve`` and ``reject``.
 Executor = Callable[[Callable[[Any], None], Callable[[Any], None]], None]
-#: A reaction's job body: it is handed the settled value.
-Reaction = Callable[[Any], None]
 #: At most this many jobs in one drain: a promise loop that never ends is a bug, reported.
 MAX_JOBS_PER_DRAIN: Final = 10_000_000
 
@@ -42,32 +42,50 @@ MAX_JOBS_PER_DRAIN: Final = 10_000_000
 class Microtasks:
     """The microtask (job) queue: jobs run first in, first out, until none is left."""
 
+    __slots__ = ("_jobs", "enqueue", "ran")
+
     def __init__(self) -> None:
         self._jobs: deque[Callable[[], None]] = deque()
+        #: Queue a job (the deque's own ``append``: this is on every promise's path).
+        self.enqueue: Callable[[Callable[[], None]], None] = self._jobs.append
         #: Jobs run so far (for tests and bounds).
         self.ran = 0
 
-    def enqueue(self, job: Callable[[], None]) -> None:
-        self._jobs.append(job)
-
     def drain(self) -> None:
         """Run jobs until the queue is empty (a job may queue more)."""
+        jobs = self._jobs
+        pop = jobs.popleft
         ran = 0
-        while self._jobs:
-            self._jobs.popleft()()
-            ran += 1
-            if ran > MAX_JOBS_PER_DRAIN:
-                raise RuntimeError(f"more than {MAX_JOBS_PER_DRAIN} microtasks in one drain")
-        self.ran += ran
+        try:
+            while jobs:
+                pop()()
+                ran += 1
+                if ran > MAX_JOBS_PER_DRAIN:
+                    raise RuntimeError(f"more than {MAX_JOBS_PER_DRAIN} microtasks in one drain")
+        finally:
+            self.ran += ran
+
+    def clear(self) -> None:
+        """Drop every queued job (a step that raised: what it queued never runs)."""
+        self._jobs.clear()
 
     def __len__(self) -> int:
         return len(self._jobs)
 
 
-class JsPromise:
-    """A promise with ECMAScript's semantics on a :class:`Microtasks` queue."""
+#: A reaction: called (as a job) with the promise's settled state and value.
+Reaction = Callable[["State", Any], None]
 
-    __slots__ = ("_fulfil_reactions", "_reject_reactions", "queue", "state", "value")
+
+class JsPromise:
+    """A promise with ECMAScript's semantics on a :class:`Microtasks` queue.
+
+    Reactions are one callable each, handed the state and the value, so a
+    ``then`` costs one closure and one job (this sits under every ``await``
+    of the engine, thousands of times per simulated second).
+    """
+
+    __slots__ = ("_reactions", "queue", "state", "value")
 
     def __init__(
         self,
@@ -77,8 +95,7 @@ class JsPromise:
         self.queue = queue
         self.state: State = "pending"
         self.value: Any = None
-        self._fulfil_reactions: list[Callable[[Any], None]] = []
-        self._reject_reactions: list[Callable[[Any], None]] = []
+        self._reactions: list[Reaction] | None = None
         if executor is not None:
             resolve, reject = self.resolving_functions()
             try:
@@ -124,11 +141,12 @@ class JsPromise:
 
     def _settle(self, state: State, value: Any) -> None:
         assert self.state == "pending", self.state
-        reactions = self._fulfil_reactions if state == "fulfilled" else self._reject_reactions
-        self.state, self.value = state, value
-        self._fulfil_reactions, self._reject_reactions = [], []
-        for reaction in reactions:
-            self.queue.enqueue(_bind(reaction, value))
+        reactions = self._reactions
+        self.state, self.value, self._reactions = state, value, None
+        if reactions:
+            enqueue = self.queue.enqueue
+            for reaction in reactions:
+                enqueue(partial(reaction, state, value))
 
     # --- reacting (PerformPromiseThen) ---------------------------------------------------
 
@@ -139,38 +157,37 @@ class JsPromise:
     ) -> JsPromise:
         """``promise.then(onFulfilled, onRejected)``: a new promise, settled by the handler's result."""
         derived = JsPromise(self.queue)
-        resolve, reject = derived.resolving_functions()
 
-        def reaction(
-            handler: Callable[[Any], Any] | None, passthrough: Callable[[Any], None]
-        ) -> Callable[[Any], None]:
-            def job(argument: Any) -> None:
-                if handler is None:
-                    passthrough(argument)
-                    return
-                try:
-                    result = handler(argument)
-                except _Rejection as thrown:
-                    reject(thrown.reason)
-                except Exception as error:
-                    reject(error)
+        # Only this job settles ``derived``, once: its resolving functions' guard is not needed.
+        def reaction(state: State, argument: Any) -> None:
+            handler = on_fulfilled if state == "fulfilled" else on_rejected
+            if handler is None:
+                if state == "fulfilled":
+                    derived._resolve(argument)
                 else:
-                    resolve(result)
+                    derived._settle("rejected", argument)
+                return
+            try:
+                result = handler(argument)
+            except _Rejection as thrown:
+                derived._settle("rejected", thrown.reason)
+            except Exception as error:
+                derived._settle("rejected", error)
+            else:
+                derived._resolve(result)
 
-            return job
-
-        self._react(reaction(on_fulfilled, resolve), reaction(on_rejected, reject))
+        self._react(reaction)
         return derived
 
-    def _react(self, on_fulfilled: Callable[[Any], None], on_rejected: Callable[[Any], None]) -> None:
-        """Register reactions without a derived promise (``await``'s PerformPromiseThen)."""
+    def _react(self, reaction: Reaction) -> None:
+        """PerformPromiseThen's registration (with no derived promise, as ``await``'s)."""
         if self.state == "pending":
-            self._fulfil_reactions.append(on_fulfilled)
-            self._reject_reactions.append(on_rejected)
-        elif self.state == "fulfilled":
-            self.queue.enqueue(_bind(on_fulfilled, self.value))
+            if self._reactions is None:
+                self._reactions = [reaction]
+            else:
+                self._reactions.append(reaction)
         else:
-            self.queue.enqueue(_bind(on_rejected, self.value))
+            self.queue.enqueue(partial(reaction, self.state, self.value))
 
     def catch(self, on_rejected: Callable[[Any], Any]) -> JsPromise:
         return self.then(None, on_rejected)
@@ -200,43 +217,46 @@ class JsPromise:
         if isinstance(value, JsPromise):
             return value
         promise = JsPromise(queue)
-        promise._resolve(value)
+        promise.state, promise.value = "fulfilled", value
         return promise
 
     @staticmethod
     def rejected(queue: Microtasks, reason: Any) -> JsPromise:
         """``Promise.reject(reason)``."""
         promise = JsPromise(queue)
-        promise._settle("rejected", reason)
+        promise.state, promise.value = "rejected", reason
         return promise
 
     @staticmethod
     def all(queue: Microtasks, items: Iterable[Any]) -> JsPromise:
-        """``Promise.all``: every value in order once all are fulfilled; the first rejection else."""
+        """``Promise.all``: every value in order once all are fulfilled; the first rejection else.
+
+        Each item gets ``then(resolveElement, reject)``; the promise that
+        ``then`` derives is never observed, so the reaction is registered
+        without one (the same job, in the same place in the queue).
+        """
         result = JsPromise(queue)
         resolve, reject = result.resolving_functions()
         values: list[Any] = []
         remaining = 1
 
-        def element(index: int) -> Callable[[Any], None]:
-            called = False
-
-            def on_value(value: Any) -> None:
-                nonlocal called, remaining
-                if called:
+        def element(index: int) -> Reaction:
+            def reaction(state: State, value: Any) -> None:
+                nonlocal remaining
+                if state != "fulfilled":
+                    reject(value)
                     return
-                called = True
                 values[index] = value
                 remaining -= 1
                 if remaining == 0:
                     resolve(list(values))
 
-            return on_value
+            return reaction
 
         for index, item in enumerate(items):
             values.append(None)
             remaining += 1
-            JsPromise.resolve(queue, item).then(element(index), reject)
+            JsPromise.resolve(queue, item)._react(element(index))
         remaining -= 1
         if remaining == 0:
             resolve(list(values))
@@ -244,11 +264,18 @@ class JsPromise:
 
     @staticmethod
     def race(queue: Microtasks, items: Iterable[Any]) -> JsPromise:
-        """``Promise.race``: settled as the first of ``items`` to settle."""
+        """``Promise.race``: settled as the first of ``items`` to settle (reactions as in ``all``)."""
         result = JsPromise(queue)
         resolve, reject = result.resolving_functions()
+
+        def reaction(state: State, value: Any) -> None:
+            if state == "fulfilled":
+                resolve(value)
+            else:
+                reject(value)
+
         for item in items:
-            JsPromise.resolve(queue, item).then(resolve, reject)
+            JsPromise.resolve(queue, item)._react(reaction)
         return result
 
     def __await__(self) -> Generator[Any, Any, Any]:
@@ -267,10 +294,6 @@ class _Rejection(Exception):
         self.reason = reason
 
 
-def _bind(reaction: Callable[[Any], None], argument: Any) -> Callable[[], None]:
-    return lambda: reaction(argument)
-
-
 class Awaiting:
     """``await value`` for a value that is not a promise (one hop, as ``await 1`` takes)."""
 
@@ -287,29 +310,58 @@ def run_async(queue: Microtasks, coroutine: Coroutine[Any, Any, Any]) -> JsPromi
     """Run ``coroutine`` as an ``async function`` call: synchronously up to its first ``await``;
     its promise settles with what it returns (or raises)."""
     result = JsPromise(queue)
-    resolve, reject = result.resolving_functions()
+    send, throw = coroutine.send, coroutine.throw
 
-    def step(send: Callable[[], Any]) -> None:
+    def step(state: State, value: Any) -> None:
         try:
-            awaited = send()
+            awaited = send(value) if state == "fulfilled" else throw(_as_exception(value))
         except StopIteration as finished:
-            resolve(finished.value)
+            result._resolve(finished.value)
             return
         except _Rejection as thrown:
-            reject(thrown.reason)
+            result._settle("rejected", thrown.reason)
             return
         except Exception as error:
-            reject(error)
+            result._settle("rejected", error)
             return
-        # Await: PromiseResolve(awaited), then PerformPromiseThen with resuming reactions.
-        JsPromise.resolve(queue, awaited)._react(
-            lambda value: step(lambda: coroutine.send(value)),
-            lambda reason: step(lambda: coroutine.throw(_as_exception(reason))),
-        )
+        # Await: PromiseResolve(awaited), then PerformPromiseThen with a resuming reaction.
+        if isinstance(awaited, JsPromise):
+            awaited._react(step)
+        else:  # a value: already a resolved promise, whose reaction is queued at once
+            queue.enqueue(partial(step, "fulfilled", awaited))
 
-    step(lambda: coroutine.send(None))
+    step("fulfilled", None)
     return result
 
 
 def _as_exception(reason: Any) -> BaseException:
     return reason if isinstance(reason, BaseException) else _Rejection(reason)
+
+
+class HasMicrotasks(Protocol):
+    """An object whose ``async`` methods run on its own queue (``tasks``)."""
+
+    @property
+    def tasks(self) -> Microtasks: ...
+
+
+P = ParamSpec("P")
+S = TypeVar("S", bound=HasMicrotasks)
+
+
+def js_async(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, Any]],
+) -> Callable[Concatenate[S, P], JsPromise]:
+    """Make an ``async def`` method behave as a TypeScript ``async`` method: calling it runs the body
+    at once up to its first ``await`` and returns its promise (on ``self.tasks``).
+
+    Needed because a Python coroutine awaited directly runs *inline*, with no
+    hop of its own, where JavaScript's ``await f()`` awaits ``f``'s promise:
+    every call of a reference ``async`` function goes through here.
+    """
+
+    @functools.wraps(method)
+    def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> JsPromise:
+        return run_async(self.tasks, method(self, *args, **kwargs))
+
+    return call

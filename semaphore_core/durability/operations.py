@@ -38,7 +38,7 @@ from semaphore_core.durability.calls import (
     migrate_calls,
     read_call,
 )
-from semaphore_core.durability.engine import Engine, Execution, ExecutionSpec, Join, Participant
+from semaphore_core.durability.engine import Engine, Execution, ExecutionSpec, Participant, Release
 from semaphore_core.durability.errors import (
     DuplicateDurablePayloadError,
     DurabilityError,
@@ -48,6 +48,7 @@ from semaphore_core.durability.errors import (
     NonRetryableError,
 )
 from semaphore_core.durability.events import OperationEntity, Purged, Registered
+from semaphore_core.durability.microtasks import JsPromise, Microtasks, js_async, run_async
 from semaphore_core.durability.policy import (
     MAX_SAFE_INTEGER,
     MethodOptions,
@@ -57,7 +58,7 @@ from semaphore_core.durability.policy import (
 )
 from semaphore_core.durability.records import AlarmInfo, Step
 from semaphore_core.durability.serialization import canonical, deserialize, serialize
-from semaphore_core.durability.storage import Fence, purge_created_before
+from semaphore_core.durability.storage import Fence
 
 
 @attrs.frozen
@@ -100,32 +101,46 @@ class Durability:
         if not isinstance(options, DurabilityOptions):
             raise TypeError(f"options must be DurabilityOptions, got {options!r}")
         self.engine = engine
+        #: The engine's microtask queue, which this object's ``async`` methods run on.
+        self.tasks: Microtasks = engine.tasks
         self.options = options
         self._new_id = new_id
         self._defaults = MethodOptions(attempt_timeout_ms=options.attempt_timeout_ms, retries=options.retries)
         self._methods = {name: method for name, method in options.handlers.items() if method is not None}
         # ``#active``: in memory, per instance (line 461).
         self.active: dict[str, Execution] = {}
+        # ``#executionStarts``: per id, the lookup in progress (lines 705-712).
+        self._execution_starts: dict[str, JsPromise] = {}
         engine.migrate_schema("operations", migrate_calls)
         engine.register(Participant(table=CALLS, run_due=self._run_due))
 
     # --- registering ---------------------------------------------------------------------
 
     def register(self, operation: str, id: str, payload: Any, now_ms: int) -> Registration:
-        """``#run`` (lines 635-700): resolves once the row is durable, not when the call completes."""
+        """The operation's method (``#run``, lines 635-700) as a step of its own.
+
+        Resolves once the row is durable, not when the call completes; a
+        rejection (another payload under the same id, say) is raised after
+        the step, which then did nothing else.
+        """
         if operation not in self.options.handlers:
             raise ValueError(f"no operation {operation!r} (the reference has no such method)")
         if not isinstance(id, str):
             raise TypeError(f"id must be a string, got {id!r}")
-        inserted = [False]
+        if self.engine.in_step:
+            raise RuntimeError("register opens a step of its own: call it outside the engine's steps")
+        call: list[JsPromise] = []
+        step = self.engine.run_step(now_ms, lambda: call.append(self._run(operation, id, payload)))
+        [promise] = call
+        assert promise.state != "pending", "a registration's transaction outlived its step"
+        if promise.state == "rejected":
+            raise promise.value
+        inserted: bool = promise.value
+        return Registration(inserted=inserted, step=step)
 
-        def body() -> None:
-            inserted[0] = self._register(operation, id, payload)
-
-        step = self.engine.run_step(now_ms, body)
-        return Registration(inserted=inserted[0], step=step)
-
-    def _register(self, operation: str, id: str, payload: Any) -> bool:
+    @js_async
+    async def _run(self, operation: str, id: str, payload: Any) -> bool:
+        """``#run`` (lines 635-700): true when a new row was inserted."""
         engine = self.engine
         text = serialize(payload)
         now = engine.now_ms
@@ -142,77 +157,80 @@ class Durability:
                 raise DuplicateDurablePayloadError(id, operation)
             return created, current
 
-        created, winner = engine.transaction(write)
+        created, winner = await engine.transaction_async(write)
         if not created:
             return False
-        engine.out.events.append(Registered(entity=operation_entity(winner), timestamp=now))
+        engine.emit(Registered(entity=operation_entity(winner), timestamp=now))
         # Start eagerly only when a permit is free; otherwise the reconciled alarm picks the row up.
-        if not engine.try_acquire_permit():
+        eager_permit = engine.try_acquire_permit()
+        if eager_permit is None:
             return True
-        try:
-            joined = self._execute(id, eager_permit=True)
-        except Exception as error:
+
+        def on_error(error: BaseException) -> None:
             engine.report("durability.background_execution.failed", error)
-            return True
 
-        def refresh() -> None:
-            # ``.then(() => scheduleNextAlarm())`` (line 695): skipped when the execution rejected,
-            # whose failure the engine has reported (``.catch(onError)``, line 696).
-            if joined is not None and joined.error is not None:
-                return
-            try:
-                engine.schedule_next_alarm()
-            except Exception as error:
-                engine.report("durability.background_execution.failed", error)
-
-        if joined is None:
-            engine.defer(refresh)
-        else:
-            joined.then(refresh)
+        self._execute(id, eager_permit).then(lambda _: engine.schedule_next_alarm()).catch(on_error)
         return True
 
     # --- running ----------------------------------------------------------------------
 
-    def _run_due(self, now_ms: int, info: AlarmInfo | None) -> Join:
+    @js_async
+    async def _run_due(self, now_ms: int, info: AlarmInfo | None) -> None:
         """``#runDue`` (lines 594-621): due rows, earliest first, through the pool."""
         due = due_ids(self.engine.conn, now_ms)
         # With liveTimers an active operation reschedules itself when it settles.
         pending = [id for id in due if id not in self.active] if self.engine.live_timers else due
-        return self.engine.run_concurrent(pending, self._execute_quietly)
 
-    def _execute_quietly(self, id: str) -> Join | None:
-        try:
-            return self._execute(id)
-        except Exception:
-            return None
+        async def worker(id: str) -> None:
+            try:
+                await self._execute(id)
+            except Exception:
+                return
 
-    def _execute(self, id: str, eager_permit: bool = False) -> Join | None:
+        await self.engine.run_concurrent(pending, lambda id: run_async(self.tasks, worker(id)))
+
+    @js_async
+    async def _execute(self, id: str, eager_permit: Release | None = None) -> Any:
         """``#execute`` (lines 705-740): start the row unless the same generation already runs.
 
-        An eager permit not handed to ``start_execution`` goes back to the pool
-        whatever happened, raising included (the ``finally``, lines 731-738).
+        Lookups for one id are serialised, so two concurrent callers cannot
+        both miss the active map. An eager permit not handed to
+        ``startExecution`` goes back to the pool whatever happened.
         """
-        transferred = False
+        previous_start = self._execution_starts.get(id) or JsPromise.resolve(self.tasks)
+        current_start = JsPromise(self.tasks)
+        release_start, _ = current_start.resolving_functions()
+        self._execution_starts[id] = current_start
+        permit_transferred = False
         try:
+            await previous_start
             call = read_call(self.engine.conn, id)
             if call is None or call.status != "pending":
                 return None
             running = self.active.get(id)
             if running is not None and running.spec.generation == call.generation_id:
-                # Wait for it to settle; an eager permit is held until then, as in the reference.
-                if eager_permit:
-                    running.settled.then(self.engine.release_permit)
-                transferred = True
-                return running.settled
-            spec = self._spec(call)
-            transferred = True
-            return self.engine.start_execution(spec, eager_permit).outcome
+                release_start(None)
+                await running.settled
+                return None
+            execution = self._start(call, eager_permit)
+            permit_transferred = True
+            release_start(None)
+            return execution
         finally:
-            if eager_permit and not transferred:
-                self.engine.release_permit()
+            release_start(None)
+            if self._execution_starts.get(id) is current_start:
+                del self._execution_starts[id]
+            if not permit_transferred and eager_permit is not None:
+                eager_permit()
+
+    def _start(self, call: CallRow, eager_permit: Release | None) -> JsPromise:
+        """``#start`` (lines 742-815)."""
+        execution = self.engine.start_execution(self._spec(call), eager_permit)
+        assert execution.outcome is not None
+        return execution.outcome
 
     def _spec(self, call: CallRow) -> ExecutionSpec:
-        """``#start`` (lines 742-815)."""
+        """The spec ``#start`` builds (lines 742-815)."""
         policy = resolve_policy(self._defaults, self._methods, call.operation)
         has_handler = call.operation in self.options.handlers
         fence_key, generation = call.id, call.generation_id
@@ -261,14 +279,22 @@ class Durability:
         return call_state(call)
 
     def purge_before(self, before: int, now_ms: int) -> Step:
-        """``purgeBefore`` (lines 550-566): abort older running handlers, delete older rows, any status."""
+        """``purgeBefore`` (lines 550-566) as a step: abort older running handlers, delete older rows."""
         if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_SAFE_INTEGER:
             raise ValueError("timestamp must be a non-negative safe integer")
+        call: list[JsPromise] = []
+        step = self.engine.run_step(now_ms, lambda: call.append(self._purge_before(before)))
+        [promise] = call
+        assert promise.state != "pending", "a purge's transaction outlived its step"
+        if promise.state == "rejected":
+            raise promise.value
+        return step
 
-        def body() -> None:
-            engine = self.engine
-            engine.abort_created_before(self.active, before, DurabilityError("Durable operation was purged"))
-            count = engine.transaction(lambda conn: purge_created_before(conn, CALLS, before))
-            engine.out.events.append(Purged(timestamp=engine.now_ms, before=before, count=count))
-
-        return self.engine.run_step(now_ms, body)
+    @js_async
+    async def _purge_before(self, before: int) -> int:
+        engine = self.engine
+        count: int = await engine.purge(
+            CALLS, before, self.active, DurabilityError("Durable operation was purged")
+        )
+        engine.emit(Purged(timestamp=engine.now_ms, before=before, count=count))
+        return count

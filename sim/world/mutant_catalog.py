@@ -48,6 +48,7 @@ import semaphore_core.rounds as rounds_module
 from semaphore_core.collation import CollationKey
 from semaphore_core.config import Budgets, HolderConfig, LeaseOptions, Provisioning, Strict, Under, scaled
 from semaphore_core.durability.engine import Engine
+from semaphore_core.durability.microtasks import JsPromise
 from semaphore_core.leases import LeaseAllocation, LeaseCandidate, LeaseReportOutcome
 from semaphore_core.migrations import Migration
 from semaphore_core.policy import UNLIMITED, GroupPolicy
@@ -768,27 +769,21 @@ def _released_permit_drawn_again(original: Callable[..., list[Any]]) -> Callable
 # The scheduler engine (seed 002): its own fallback, and an alarm never pushed later.
 
 
-def _engine_without_fallback(original: Callable[..., bool]) -> Callable[..., bool]:
-    def arm_fallback_alarm(self: Engine) -> bool:
+def _engine_without_fallback(original: Callable[..., JsPromise]) -> Callable[..., JsPromise]:
+    def arm_fallback_alarm(self: Engine) -> JsPromise:
         # MUTATION: a throwing pass never arms its own fallback: the platform retries, then drops it.
-        return False
+        return JsPromise.resolve(self.tasks, False)
 
     return arm_fallback_alarm
 
 
 def _alarm_pushed_later(original: Callable[..., int | None]) -> Callable[..., int | None]:
-    def reconcile(self: Engine) -> int | None:
-        timer_at = original(self)
-        physical = [at for p in self._participants if (at := self._pending_times(p)[0]) is not None]
-        if not physical:
-            return timer_at
+    def alarm_target(self: Engine, physical_next_at: int, current: int | None) -> int | None:
         # MUTATION: always rewritten to the target, so each commit pushes a pending alarm later.
-        target = max(min(physical), self.now_ms + self.options.alarm_min_delay_ms)
-        if self._alarm.get_alarm() != target:
-            self._alarm.set_alarm(target)
-        return timer_at
+        target = max(physical_next_at, self.now_ms + self.options.alarm_min_delay_ms)
+        return None if current == target else target
 
-    return reconcile
+    return alarm_target
 
 
 # --- who gets permits: the lease pass's shares and order, and what a client asks for ------------------
@@ -985,7 +980,7 @@ _FROM_THE_REFERENCE: Final[tuple[Mutant, ...]] = (
     Mutant(
         "engine-pushes-alarm-later",
         "every commit rewrites the alarm to its target, pushing a pending reclaim later",
-        _patcher((Engine, "_reconcile", _alarm_pushed_later)),
+        _patcher((Engine, "_alarm_target", _alarm_pushed_later)),
     ),
 )
 

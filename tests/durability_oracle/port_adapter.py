@@ -37,12 +37,12 @@ adapter is the shell around it, modelling the oracle's world:
   (``Math.max(delay, 0)``), so an early timer the port arms with
   ``fires_at == now`` while the adapter is inside a tick fires at now + 1.
   (``ALIGN_TICK=0`` in the environment turns this off.)
-- **Outcomes that settle in the same drain** (handlers with ``ms`` 0, abort
-  rejections) are reported to the engine inside one joined step
-  (``with engine.step(now): engine.complete(..); engine.fail(..)``), so
-  their continuations run after all of them, as the reference's microtasks
-  do. ``BATCH=0`` reports each in a step of its own, as
-  ``sim/runtime/scheduler.py`` does for trio tasks.
+- **Handlers settle where the reference's do**: the engine calls
+  ``on_invoke`` at the microtask the reference calls the handler, and a
+  handler whose outcome has no ``ms`` reports it right there (its promise is
+  settled when it returns, as the driver's is); ``on_abort`` is called when
+  the attempt's signal aborts, and a handler that honours it rejects at once
+  with the signal's reason, as the driver's listener does.
 
 Environment knobs (informational variants, default off unless stated):
 ``ALIGN_NONRETRYABLE_NAME`` (on by default; ``=0`` turns it off): a scripted
@@ -139,7 +139,6 @@ def _result_json(r: Any) -> dict[str, Any]:
 
 class SemsimAdapter:
     def __init__(self) -> None:
-        self.batch = _flag("BATCH", "1")
         self.align_tick = _flag("ALIGN_TICK", "1")
         self.align_nonretryable = _flag("ALIGN_NONRETRYABLE_NAME", "1")
         self.port_default_timeout = _flag("PORT_DEFAULT_TIMEOUT")
@@ -202,7 +201,13 @@ class SemsimAdapter:
         self.instances += 1
         self.instance = self.instances
         assert self.conn is not None
-        self.engine = Engine(self.conn, self.alarm_store, self.sched_options)
+        self.engine = Engine(
+            self.conn,
+            self.alarm_store,
+            self.sched_options,
+            on_invoke=self._on_invoke,
+            on_abort=self._on_abort,
+        )
         self.durability = Durability(self.engine, self.dur_options, new_id=self._new_id)
         self.handler_timers: list[dict[str, Any]] = []  # {at, key, handle}
         self.early_fire: dict[int, int] = {}  # early timer seq -> effective fire time
@@ -219,8 +224,8 @@ class SemsimAdapter:
                     at = self.now + 1
                 self.early_fire[t.seq] = at
 
-    def _absorb(self, step: Step, immediate: list[Any]) -> None:
-        """Take a step's results; queue outcomes that settle in the same drain."""
+    def _absorb(self, step: Step) -> None:
+        """Take a step's results (its handlers were invoked and aborted through the hooks)."""
         for e in step.events:
             self.events_buf.append({"instance": self.instance, **e.to_wire()})
         for end in step.alarm_ends:
@@ -234,50 +239,50 @@ class SemsimAdapter:
                     entry = {"token": token, "instance": inst, "ok": True, "result": None}
                 self._settle_token(token, entry)
         self._note_timers()
-        timeout_seq = {
-            t.attempt.fence: t.seq
-            for t in self.engine.timers()
-            if t.kind == "attempt_timeout" and t.attempt is not None
-        }
-        for ab in step.aborted:
-            handle = self._handle_of(ab.attempt)
-            if handle is None:
-                continue
-            inv = self.log[handle - 1]
-            if inv["abortedAt"] is None:
-                inv["abortedAt"] = self.now
-                inv["abortReason"] = ab.reason.to_wire()
-            if inv["result"] is None and not inv["outcome"].get("ignoreAbort"):
-                reason = ScriptedError(ab.reason.message, ab.reason.name)
-                immediate.append((handle, "aborted", reason))
-        for attempt in step.started:
-            outcome = self._next_outcome(attempt.id)
-            handle = len(self.log) + 1
-            self.log.append(
-                {
-                    "handle": handle,
-                    "instance": self.instance,
-                    "id": attempt.id,
-                    "operation": attempt.operation,
-                    "attempt": attempt.attempt,
-                    "payload": copy.deepcopy(attempt.payload),
-                    "startedAt": self.now,
-                    "outcome": outcome,
-                    "settledAt": None,
-                    "result": None,
-                    "abortedAt": None,
-                    "abortReason": None,
-                }
+
+    def _on_invoke(self, attempt: Any) -> None:
+        """The driver's handler is called: log it, then settle it now, at a timer, or never."""
+        outcome = self._next_outcome(attempt.id)
+        handle = len(self.log) + 1
+        self.log.append(
+            {
+                "handle": handle,
+                "instance": self.instance,
+                "id": attempt.id,
+                "operation": attempt.operation,
+                "attempt": attempt.attempt,
+                "payload": copy.deepcopy(attempt.payload),
+                "startedAt": self.now,
+                "outcome": outcome,
+                "settledAt": None,
+                "result": None,
+                "abortedAt": None,
+                "abortReason": None,
+            }
+        )
+        self.inv_attempt[handle] = attempt
+        if outcome.get("kind") == "hang":
+            return
+        ms = outcome.get("ms") or 0
+        if ms > 0:
+            # setTimeout in the handler: ordered with the engine's timers by creation.
+            self.handler_timers.append(
+                {"at": self.now + ms, "seq": self.engine.timer_seq(), "handle": handle}
             )
-            self.inv_attempt[handle] = attempt
-            if outcome.get("kind") == "hang":
-                continue
-            ms = outcome.get("ms") or 0
-            if ms > 0:
-                seq = timeout_seq.get(attempt.fence, 0)
-                self.handler_timers.append({"at": self.now + ms, "key": (seq, 1), "handle": handle})
-            else:
-                immediate.append((handle, "outcome", outcome))
+        else:
+            self._report(handle, "outcome", outcome)
+
+    def _on_abort(self, attempt: Any, reason: BaseException) -> None:
+        """The signal's abort listener: note it; unless told to ignore it, reject with its reason."""
+        handle = self._handle_of(attempt)
+        if handle is None:
+            return
+        inv = self.log[handle - 1]
+        if inv["abortedAt"] is None:
+            inv["abortedAt"] = self.now
+            inv["abortReason"] = _err(reason)
+        if inv["result"] is None and not inv["outcome"].get("ignoreAbort"):
+            self._report(handle, "aborted", reason)
 
     def _handle_of(self, attempt: Any) -> int | None:
         for h in range(len(self.log), 0, -1):
@@ -336,24 +341,8 @@ class SemsimAdapter:
             raise ValueError(f"cannot settle with {o!r}")
 
     def _run(self, body) -> None:
-        """One engine step (``body`` makes the engine calls), then everything that settles in its drain."""
-        immediate: list[Any] = []
-        self._absorb(body(), immediate)
-        while immediate:
-            batch, immediate = immediate, []
-            if self.batch:
-                with self.engine.step(self.now) as out:
-                    for handle, kind, arg in batch:
-                        self._report(handle, kind, arg)
-                self._absorb(out.freeze(self.now), immediate)
-            else:
-                for handle, kind, arg in batch:
-                    inv = self.log[handle - 1]
-                    if inv["result"] is not None:
-                        continue
-                    with self.engine.step(self.now) as out:
-                        self._report(handle, kind, arg)
-                    self._absorb(out.freeze(self.now), immediate)
+        """One engine step (``body`` makes the engine calls); handlers settled inside it."""
+        self._absorb(body())
 
     def _call_async(self, start) -> dict[str, Any]:
         """An API call: its outcome when it settled within the drain, else a token."""
@@ -418,7 +407,7 @@ class SemsimAdapter:
                 live = [h for h in self.handler_timers if self.log[h["handle"] - 1]["result"] is None]
                 self.handler_timers = live
                 for h in live:
-                    key = (h["at"], h["key"][0], h["key"][1])
+                    key = (h["at"], h["seq"], 0)
                     if best is None or key < best[0]:
                         best = (key, "handler", h)
                 if best is None or best[0][0] > target:
