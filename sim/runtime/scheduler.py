@@ -21,12 +21,15 @@ to do. This module does it, inside one live instance of a
   again after every step. They die with the instance.
 - **Every attempt the engine starts runs as a task of the instance**: the
   injected handler is awaited and its outcome reported with ``complete`` or
-  ``fail``, to the engine that started it. An aborted attempt (its
-  ``attemptTimeoutMs`` came, or a purge) has its handler cancelled, as
-  ``fetch`` rejects when its ``AbortSignal`` fires; that rejection is
-  reported too (the engine drops the outcome, and frees the permit the
-  handler held). What the handler started outside the object goes on: a
-  call in flight at an external API keeps running there, the zombie the
+  ``fail``, to the engine that started it, in a step of its own (a
+  handler's call settles in a later turn of the event loop, as a
+  ``fetch`` does). An aborted attempt (its ``attemptTimeoutMs`` came, or a
+  purge) rejects at the microtask its ``AbortSignal`` fires, as ``fetch``
+  rejects when its signal aborts: the engine's ``on_abort`` reports it
+  inside the step that aborted it, so the permit comes back in the order
+  the reference's continuations would return it, and the handler's task is
+  cancelled. What the handler started outside the object goes on: a call
+  in flight at an external API keeps running there, the zombie the
   reference's docs warn about.
 - **Eviction** cancels the tasks and the timer with the instance; the next
   instance builds a new scheduler on the same storage, and the stored
@@ -152,7 +155,7 @@ class DurabilityScheduler:
         """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
         ``on_applied``: called after every step is done (a checker of the object's commits)."""
         self.ctx = ctx
-        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options)
+        self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options, on_abort=self._on_abort)
         self._on_applied = on_applied
         self.durability: Durability | None = None
         self._handler: Handler | None = None
@@ -231,12 +234,9 @@ class DurabilityScheduler:
         ctx.alarm_written()
         for event in step.events:
             ctx.sim.event("operation", object=ctx.name, **event.to_wire())
-        for abort in step.aborted:
-            scope = self._aborts.get(abort.attempt.fence)
-            if scope is not None:
-                scope.cancel()
         for attempt in step.started:
-            ctx.start_task(functools.partial(self._run, attempt), f"attempt:{attempt.id}")
+            if self.engine.awaits_report(attempt):  # not already aborted, and reported, in this step
+                ctx.start_task(functools.partial(self._run, attempt), f"attempt:{attempt.id}")
         passes_failed = [end.error for end in step.alarm_ends if end.error is not None]
         for failure in step.failures:
             if any(failure.error is error for error in passes_failed):
@@ -274,6 +274,14 @@ class DurabilityScheduler:
         if self._on_applied is not None and not any(end.outcome == "failed" for end in step.alarm_ends):
             self._on_applied()
 
+    def _on_abort(self, attempt: Attempt, reason: BaseException) -> None:
+        """The attempt's signal fires: its handler rejects now (``fetch`` rejects on abort), inside
+        the engine's step, and its task stops waiting."""
+        scope = self._aborts.get(attempt.fence)
+        if scope is not None:
+            scope.cancel()
+        self.engine.fail(attempt, AttemptAborted("the attempt's signal was aborted"), self.engine.now_ms)
+
     async def _run(self, attempt: Attempt) -> None:
         """One attempt's handler, from start to reported outcome (unless the instance dies first)."""
         outcome: Any = None
@@ -288,8 +296,8 @@ class DurabilityScheduler:
                 error = failure
             finally:
                 del self._aborts[attempt.fence]
-        if scope.cancelled_caught:
-            error = AttemptAborted("the attempt's signal was aborted")
+        if scope.cancelled_caught or not self.engine.awaits_report(attempt):
+            return  # aborted: reported when its signal fired
         now = self.ctx.sim.now()
         if error is None:
             self.apply(self.engine.complete(attempt, outcome, now))
