@@ -131,17 +131,25 @@ class Join:
     ends later (the reference's ``runDue`` returns a ``Promise``).
     """
 
-    __slots__ = ("_reject", "_resolve", "promise")
+    __slots__ = ("_engine", "_reject", "_resolve", "promise")
 
     def __init__(self, engine: Engine) -> None:
+        self._engine = engine
         self.promise = JsPromise(engine.tasks)
         self._resolve, self._reject = self.promise.resolving_functions()
 
     def resolve(self) -> None:
+        """Settle inside a step (``engine.run_step(now_ms, join.resolve)``): its continuations run there."""
+        self._in_step()
         self._resolve(None)
 
     def reject(self, error: BaseException) -> None:
+        self._in_step()
         self._reject(error)
+
+    def _in_step(self) -> None:
+        if not self._engine.in_step:
+            raise RuntimeError("settle a Join inside a step: engine.run_step(now_ms, join.resolve)")
 
     @property
     def done(self) -> bool:
@@ -576,7 +584,9 @@ class Engine:
         return timer_next_at
 
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
-        """``scheduleEarlyAlarm`` (lines 1321-1363)."""
+        """``scheduleEarlyAlarm`` (lines 1321-1363); a retired instance has no timers to set."""
+        if self._retired:
+            return
         early = self._early
         if early is not None and early.due_at == timestamp:
             return
@@ -623,15 +633,15 @@ class Engine:
         engine: it must be cheap).
         """
         if self._out is not None:
-            return self.run_step(now_ms, self._refresh_in_step)
+            # Inside a step: its continuations are the open step's, reported when it closes.
+            self._set_now(now_ms)
+            self.schedule_next_alarm()
+            return Step(now_ms=self._now)
         self._set_now(now_ms)
         with transaction(self.conn):
             next_timer_at = self._reconcile_now()
         self._schedule_early_alarm(next_timer_at)
         return Step(now_ms=self._now)
-
-    def _refresh_in_step(self) -> None:
-        self.schedule_next_alarm()
 
     @js_async
     async def purge(
@@ -1005,7 +1015,12 @@ class Engine:
         self._running[attempt.fence] = execution
         self.out.started.append(attempt)
         if self.on_invoke is not None:
-            self.on_invoke(attempt)
+            try:
+                self.on_invoke(attempt)
+            except Exception:
+                # The handler threw as it was called: its promise rejects; nothing left to report.
+                self._running.pop(attempt.fence, None)
+                raise
         return handler
 
     def _after_settled(self, execution: Execution) -> None:
@@ -1031,7 +1046,11 @@ class Engine:
         assert attempt is not None
         self.out.aborted.append(Abort(attempt=attempt, reason=serialize_error(reason)))
         if self.on_abort is not None and self._running.get(attempt.fence) is execution:
-            self.on_abort(attempt, reason)
+            # An abort listener that throws is reported; the abort goes on (EventTarget dispatch).
+            try:
+                self.on_abort(attempt, reason)
+            except Exception as error:
+                self.report("durability.abort_listener.failed", error)
 
     # --- what the shell reports ----------------------------------------------------------
 

@@ -282,6 +282,8 @@ class Durability:
         """``purgeBefore`` (lines 550-566) as a step: abort older running handlers, delete older rows."""
         if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_SAFE_INTEGER:
             raise ValueError("timestamp must be a non-negative safe integer")
+        if self.engine.in_step:
+            raise RuntimeError("purge_before opens a step of its own: call it outside the engine's steps")
         call: list[JsPromise] = []
         step = self.engine.run_step(now_ms, lambda: call.append(self._purge_before(before)))
         [promise] = call

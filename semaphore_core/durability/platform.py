@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from semaphore_core.durability.alarm import StorageAlarm
 from semaphore_core.durability.microtasks import JsPromise, Microtasks, js_async
@@ -42,23 +42,51 @@ def settled_call(tasks: Microtasks, call: Callable[[], Any]) -> JsPromise:
     return JsPromise.resolve(tasks, value)
 
 
-class TransactionAlarm:
-    """The alarm accessor a transaction's closure is handed (reads see the closure's own writes)."""
+#: ``staged`` before the closure wrote the alarm.
+_UNSTAGED: Final = object()
 
-    __slots__ = ("_alarm", "_tasks")
+
+class TransactionAlarm:
+    """The alarm accessor a transaction's closure is handed.
+
+    Writes are staged and applied when the transaction commits, as the
+    stand-in does (``staged``, then ``world.alarmAt = staged.value`` after
+    ``COMMIT``): reads see the staged value; an alarm written outside the
+    transaction meanwhile (the fallback re-arm) is overwritten at commit, and
+    kept if the transaction rolls back.
+    """
+
+    __slots__ = ("_alarm", "_tasks", "staged")
 
     def __init__(self, tasks: Microtasks, alarm: StorageAlarm) -> None:
         self._tasks = tasks
         self._alarm = alarm
+        self.staged: object = _UNSTAGED
 
     def get_alarm(self) -> JsPromise:
-        return settled_call(self._tasks, self._alarm.get_alarm)
+        staged = self.staged
+        if staged is _UNSTAGED:
+            return settled_call(self._tasks, self._alarm.get_alarm)
+        return JsPromise.resolve(self._tasks, staged)
 
     def set_alarm(self, at_ms: int) -> JsPromise:
-        return settled_call(self._tasks, lambda: self._alarm.set_alarm(at_ms))
+        self.staged = at_ms
+        return JsPromise.resolve(self._tasks, None)
 
     def delete_alarm(self) -> JsPromise:
-        return settled_call(self._tasks, self._alarm.delete_alarm)
+        self.staged = None
+        return JsPromise.resolve(self._tasks, None)
+
+    def commit(self) -> None:
+        """Apply the staged write (inside the transaction's SAVEPOINT, just before it is released)."""
+        staged = self.staged
+        if staged is _UNSTAGED:
+            return
+        if staged is None:
+            self._alarm.delete_alarm()
+        else:
+            assert isinstance(staged, int)
+            self._alarm.set_alarm(staged)
 
 
 class PlatformStorage:
@@ -96,8 +124,10 @@ class PlatformStorage:
     async def _run_transaction(self, closure: Callable[[TransactionAlarm], JsPromise]) -> Any:
         conn = self._conn
         conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+        txn = TransactionAlarm(self._tasks, self._alarm)
         try:
-            value = await closure(TransactionAlarm(self._tasks, self._alarm))
+            value = await closure(txn)
+            txn.commit()
         except Exception:
             conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
             conn.execute(f"RELEASE {_SAVEPOINT}")
