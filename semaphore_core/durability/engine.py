@@ -251,7 +251,6 @@ class AlarmPass:
     #: How it returned, when not by completing its work (``handed_off``, ``retrying``).
     outcome: AlarmOutcome | None = None
     error: BaseException | None = None
-    handoff_seq: int | None = None
 
 
 @attrs.frozen
@@ -259,7 +258,6 @@ class EarlyTimer:
     """``earlyAlarm``: the in-memory timer for work due before the physical alarm."""
 
     due_at: int
-    fires_at: int
     seq: int
 
 
@@ -326,9 +324,8 @@ class Engine:
         self.on_abort = on_abort
         #: The instance's microtask queue (an attribute: every ``async`` call reads it).
         self.tasks = Microtasks()
-        self._tasks = self.tasks
         self._alarm = alarm
-        self._storage = PlatformStorage(self._tasks, conn, alarm)
+        self._storage = PlatformStorage(self.tasks, conn, alarm)
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
         self._available_permits = options.alarm_concurrency
@@ -362,9 +359,9 @@ class Engine:
         self._out = Outbox()
         try:
             yield self._out
-            self._tasks.drain()
+            self.tasks.drain()
         finally:
-            self._tasks.clear()
+            self.tasks.clear()
             self._out = None
 
     def run_step(self, now_ms: int, body: Callable[[], None]) -> Step:
@@ -378,9 +375,9 @@ class Engine:
         out = self._out = Outbox()
         try:
             body()
-            self._tasks.drain()
+            self.tasks.drain()
         finally:
-            self._tasks.clear()
+            self.tasks.clear()
             self._out = None
         return out.freeze(self._now)
 
@@ -399,10 +396,6 @@ class Engine:
     @property
     def now_ms(self) -> int:
         return self._now
-
-    def defer(self, task: Callable[[], None]) -> None:
-        """Queue ``task`` as a microtask of the open step."""
-        self._tasks.enqueue(task)
 
     @property
     def out(self) -> Outbox:
@@ -480,7 +473,7 @@ class Engine:
             next_pending_at[0] = await self._reconcile(txn)
             return value
 
-        result = await self._storage.transaction(lambda txn: run_async(self._tasks, closure(txn)))
+        result = await self._storage.transaction(lambda txn: run_async(self.tasks, closure(txn)))
         self._schedule_early_alarm(next_pending_at[0])
         return result
 
@@ -611,7 +604,7 @@ class Engine:
             execution.catch(lambda error: self.report("durability.background_execution.failed", error))
 
         seq[0] = self._set_timeout(max(delay, 0), "early_alarm", fire)
-        self._early = EarlyTimer(due_at=timestamp, fires_at=self._now + max(delay, 0), seq=seq[0])
+        self._early = EarlyTimer(due_at=timestamp, seq=seq[0])
 
     def schedule_next_alarm(self) -> JsPromise:
         """``scheduleNextAlarm`` (lines 1366-1375): one reconciling transaction for concurrent calls."""
@@ -678,8 +671,8 @@ class Engine:
         """``acquirePermit`` (lines 1458-1466): a release now, or when a waiter's turn comes."""
         release = self.try_acquire_permit()
         if release is not None:
-            return JsPromise.resolve(self._tasks, release)
-        waiting = JsPromise(self._tasks)
+            return JsPromise.resolve(self.tasks, release)
+        waiting = JsPromise(self.tasks)
         resolve, _ = waiting.resolving_functions()
         self._permit_waiters.append(resolve)
         return waiting
@@ -705,7 +698,7 @@ class Engine:
                 await worker(item)
 
         count = min(self.options.alarm_concurrency, len(items))
-        await JsPromise.all(self._tasks, [run_async(self._tasks, lane()) for _ in range(count)])
+        await JsPromise.all(self.tasks, [run_async(self.tasks, lane()) for _ in range(count)])
 
     # --- alarm passes ----------------------------------------------------------------------
 
@@ -720,7 +713,7 @@ class Engine:
         """Call ``alarm(info)`` and note, for the shell, when and how it returns."""
         assert not self._retired, "a retired instance runs no alarm"
         self._pass_ids += 1
-        alarm_pass = AlarmPass(id=self._pass_ids, early=early, started_at=self._now, info=info)
+        alarm_pass = AlarmPass(id=self._pass_ids, early=early, started_at=self.now_ms, info=info)
         self._passes[alarm_pass.id] = alarm_pass
         self.out.passes_started.append(alarm_pass.id)
         execution = self._alarm_invocation(info, alarm_pass)
@@ -765,9 +758,9 @@ class Engine:
             try:
                 due = participant.run_due(started_at, info)
             except Exception as error:
-                due = JsPromise.rejected(self._tasks, error)
+                due = JsPromise.rejected(self.tasks, error)
             work.append(due.promise if isinstance(due, Join) else due)
-        execution = JsPromise.all(self._tasks, work).then(lambda _: None)
+        execution = JsPromise.all(self.tasks, work).then(lambda _: None)
         execution.catch(lambda _: None)
         remaining = self.options.alarm_handoff_ms - (self._now - started_at)
         timeout: list[int | None] = [None]
@@ -776,10 +769,9 @@ class Engine:
             timeout[0] = self._set_timeout(
                 max(remaining, 0), "handoff", lambda: resolve(_HANDOFF), pass_id=alarm_pass.id
             )
-            alarm_pass.handoff_seq = timeout[0]
 
         try:
-            result = await JsPromise.race(self._tasks, [execution, JsPromise(self._tasks, arm)])
+            result = await JsPromise.race(self.tasks, [execution, JsPromise(self.tasks, arm)])
         finally:
             if timeout[0] is not None:
                 self._clear_timeout(timeout[0])
@@ -807,7 +799,7 @@ class Engine:
             if current is None or current > target:
                 await txn.set_alarm(target)
 
-        return self._storage.transaction(lambda txn: run_async(self._tasks, closure(txn)))
+        return self._storage.transaction(lambda txn: run_async(self.tasks, closure(txn)))
 
     def _end_pass(self, alarm_pass: AlarmPass, outcome: AlarmOutcome, error: BaseException | None) -> None:
         if self._passes.pop(alarm_pass.id, None) is None:
@@ -902,7 +894,7 @@ class Engine:
                     return
                 self._set_now(max(self._now, first.at_ms))
                 self._fire(first.seq)
-                self._tasks.drain()
+                self.tasks.drain()
             raise RuntimeError(f"more than {MAX_TIMERS_PER_ADVANCE} timers fired by {now_ms}: a timer loop")
 
         return self.run_step(self._now, body)
@@ -916,7 +908,7 @@ class Engine:
         not when a timed-out handler settles; ``Execution.settled`` when the
         permit is back.
         """
-        tasks = self._tasks
+        tasks = self.tasks
         settled = JsPromise(tasks)
         settle_active, _ = settled.resolving_functions()
         execution = Execution(spec=spec, settled=settled, permit=eager_permit)
@@ -1010,7 +1002,7 @@ class Engine:
         payload = execution.spec.invoke(attempt.attempt)  # raises: no handler (the promise rejects)
         attempt = attrs.evolve(attempt, payload=payload)
         execution.attempt = attempt
-        handler = execution.handler = JsPromise(self._tasks)
+        handler = execution.handler = JsPromise(self.tasks)
         assert attempt.fence not in self._running, attempt
         self._running[attempt.fence] = execution
         self.out.started.append(attempt)

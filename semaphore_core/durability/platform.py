@@ -94,7 +94,6 @@ class PlatformStorage:
 
     def __init__(self, tasks: Microtasks, conn: sqlite3.Connection, alarm: StorageAlarm) -> None:
         self.tasks = tasks
-        self._tasks = tasks
         self._conn = conn
         self._alarm = alarm
         self._lock: JsPromise = JsPromise.resolve(tasks)
@@ -102,14 +101,14 @@ class PlatformStorage:
 
     def set_alarm(self, at_ms: int) -> JsPromise:
         """``storage.setAlarm``, outside any transaction."""
-        return settled_call(self._tasks, lambda: self._alarm.set_alarm(at_ms))
+        return settled_call(self.tasks, lambda: self._alarm.set_alarm(at_ms))
 
     @js_async
     async def transaction(self, closure: Callable[[TransactionAlarm], JsPromise]) -> Any:
         """``storage.transaction(closure)``: begins at once when none is running or queued."""
         previous = self._lock if self._queued > 0 else None
         self._queued += 1
-        lock = JsPromise(self._tasks)
+        lock = JsPromise(self.tasks)
         release, _ = lock.resolving_functions()
         self._lock = lock
         try:
@@ -124,7 +123,7 @@ class PlatformStorage:
     async def _run_transaction(self, closure: Callable[[TransactionAlarm], JsPromise]) -> Any:
         conn = self._conn
         conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-        txn = TransactionAlarm(self._tasks, self._alarm)
+        txn = TransactionAlarm(self.tasks, self._alarm)
         try:
             value = await closure(txn)
             txn.commit()
