@@ -113,30 +113,42 @@ EDGE_PATHS: tuple[tuple[Any, ...], ...] = (
 EDGE_CLIENTS = ("edge", "Edge", "EDGE", "ed\x01ge", "\u00e9dge")
 
 
+#: edge_message's strategies, built once (a strategy built per draw is validated per draw);
+#: the draws are the same. ``oldestAt``'s depends on the time, so it is built per draw.
+_EDGE_KINDS = st.sampled_from(["request", "sync"])
+_EDGE_CLIENT_IDS = st.sampled_from(EDGE_CLIENTS)
+_EDGE_GRANT_IDS = st.sampled_from(["nobody", "id-1", "id-2"])
+_EDGE_GROUPS = st.sampled_from(GROUPS)
+_EDGE_COUNTS = st.integers(0, 3)
+_BOOLEANS = st.booleans()
+_EDGE_DRAWN = st.integers(0, 99)
+_EDGE_CHANGES = st.integers(0, 2)
+_EDGE_PATHS = st.sampled_from(EDGE_PATHS)
+_EDGE_VALUES = st.sampled_from(EDGE_VALUES)
+
+
 @st.composite
 def edge_message(draw: st.DrawFn, now: int) -> dict[str, Any]:
     """A request or sync from an edge client, valid or broken at one or two places."""
-    kind = draw(st.sampled_from(["request", "sync"]))
+    kind = draw(_EDGE_KINDS)
     message: dict[str, Any] = {
         "type": kind,
         "v": 1,
-        "clientId": draw(st.sampled_from(EDGE_CLIENTS)),
-        "grants": [
-            {"grantId": draw(st.sampled_from(["nobody", "id-1", "id-2"])), "claimed": 1, "released": 0}
-        ],
+        "clientId": draw(_EDGE_CLIENT_IDS),
+        "grants": [{"grantId": draw(_EDGE_GRANT_IDS), "claimed": 1, "released": 0}],
     }
     if kind == "request":
         message["demand"] = [
             {
-                "group": draw(st.sampled_from(GROUPS)),
-                "count": draw(st.integers(0, 3)),
+                "group": draw(_EDGE_GROUPS),
+                "count": draw(_EDGE_COUNTS),
                 "oldestAt": draw(st.sampled_from([-(2**53 - 1), -1, 0, now])),
             }
         ]
-    if draw(st.booleans()):
-        message["leases"] = [{"leaseId": "ghost", "drawn": draw(st.integers(0, 99)), "released": 0}]
-    for _ in range(draw(st.integers(0, 2))):
-        path = draw(st.sampled_from(EDGE_PATHS))
+    if draw(_BOOLEANS):
+        message["leases"] = [{"leaseId": "ghost", "drawn": draw(_EDGE_DRAWN), "released": 0}]
+    for _ in range(draw(_EDGE_CHANGES)):
+        path = draw(_EDGE_PATHS)
         parent: Any = message
         for step in path[:-1]:
             if (isinstance(parent, dict) and step in parent) or (
@@ -147,12 +159,12 @@ def edge_message(draw: st.DrawFn, now: int) -> dict[str, Any]:
                 parent = None
                 break
         if isinstance(parent, dict):
-            if draw(st.booleans()):
+            if draw(_BOOLEANS):
                 parent.pop(path[-1], None)
             else:
-                parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
+                parent[path[-1]] = draw(_EDGE_VALUES)
         elif isinstance(parent, list) and isinstance(path[-1], int) and path[-1] < len(parent):
-            parent[path[-1]] = draw(st.sampled_from(EDGE_VALUES))
+            parent[path[-1]] = draw(_EDGE_VALUES)
     return message
 
 
