@@ -27,9 +27,12 @@ from semsim.explore.fuzz import Campaign, RunReport, campaign
 from semsim.explore.strategies import Case
 
 #: Seeds whose reference campaign, with nothing tolerated, fails at run 5 (seed 3, of 10: F5 in the
-#: account-concurrency world) and run 16 (seed 1, of 40: F4; the number of runs asked changes the draws).
-FAILING = ((3, 10), (1, 40))
-PASSING = ((0, 12), (1, 12))
+#: account-concurrency world) and at run 12, in the third chunk, then shrinks in 12 runs (seed 18, of
+#: 40: F5; the number of runs asked changes the draws). Chosen among seeds 0-28 for what they exercise
+#: at little cost: a failing campaign is only as cheap as its drawn runs, and some take 7 CPU seconds.
+FAILING = ((3, 10), (18, 40))
+#: Passing campaigns of 12 runs: seed 0 (after the named scenarios) and seed 9, 4 CPU seconds each.
+PASSING = ((0, 12), (9, 12))
 #: Small enough to keep the tests quick; shrinking within it is as deterministic as within the default.
 SHRINK_BUDGET = 5_000
 
