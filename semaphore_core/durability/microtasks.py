@@ -130,12 +130,16 @@ class JsPromise:
             self._settle("rejected", TypeError("Chaining cycle detected for promise"))
             return
         if isinstance(resolution, JsPromise):
-            # PromiseResolveThenableJob: one job to call its then, whose reaction is another.
-            def job() -> None:
-                resolve, reject = self.resolving_functions()
-                resolution.then(resolve, reject)
+            # PromiseResolveThenableJob: one job to call its then, whose reaction is another. Only
+            # that reaction settles this promise, once, and the promise ``then`` would derive is
+            # never seen: the reaction is registered without one (the same job, in the same place).
+            def adopt(state: State, value: Any) -> None:
+                if state == "fulfilled":
+                    self._resolve(value)
+                else:
+                    self._settle("rejected", value)
 
-            self.queue.enqueue(job)
+            self.queue.enqueue(partial(resolution._react, adopt))
             return
         self._settle("fulfilled", resolution)
 
@@ -236,20 +240,23 @@ class JsPromise:
         without one (the same job, in the same place in the queue).
         """
         result = JsPromise(queue)
-        resolve, reject = result.resolving_functions()
         values: list[Any] = []
         remaining = 1
 
+        # ``result`` is only ever settled with a list or a reason, never resolved with a promise:
+        # "already resolved" is "no longer pending", so its resolving functions' guard is not needed.
         def element(index: int) -> Reaction:
             def reaction(state: State, value: Any) -> None:
                 nonlocal remaining
+                if result.state != "pending":
+                    return
                 if state != "fulfilled":
-                    reject(value)
+                    result._settle("rejected", value)
                     return
                 values[index] = value
                 remaining -= 1
                 if remaining == 0:
-                    resolve(list(values))
+                    result._settle("fulfilled", list(values))
 
             return reaction
 
@@ -259,20 +266,19 @@ class JsPromise:
             JsPromise.resolve(queue, item)._react(element(index))
         remaining -= 1
         if remaining == 0:
-            resolve(list(values))
+            result._settle("fulfilled", list(values))
         return result
 
     @staticmethod
     def race(queue: Microtasks, items: Iterable[Any]) -> JsPromise:
         """``Promise.race``: settled as the first of ``items`` to settle (reactions as in ``all``)."""
         result = JsPromise(queue)
-        resolve, reject = result.resolving_functions()
 
+        # A settled promise's value is never a promise, so (as in ``all``) the first to settle
+        # settles ``result`` at once, and "already resolved" is "no longer pending".
         def reaction(state: State, value: Any) -> None:
-            if state == "fulfilled":
-                resolve(value)
-            else:
-                reject(value)
+            if result.state == "pending":
+                result._settle(state, value)
 
         for item in items:
             JsPromise.resolve(queue, item)._react(reaction)
