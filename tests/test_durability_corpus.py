@@ -1,29 +1,31 @@
 """The durability port against the reference's own answers, recorded, with no Node in CI.
 
-``tests/fixtures/durability/corpus.jsonl.gz`` holds sequences diff.py draws
-(the durability oracle, ``oracle-durability/`` beside the seeds): a config, random steps, and the real
+``tests/fixtures/durability/corpus.jsonl.gz`` holds sequences the differential draws
+(``tests/durability_oracle/``, seed 002's code under Node): a config, random steps, and the real
 TypeScript's normalised observation after each (replies, settled tokens,
 every ``durability_calls`` row, lifecycle events, the stored alarm and the
 engine's early timer, the invocation log). Each sequence is replayed here
-through the port (``tests/durability_oracle/port_adapter.py``, the oracle's
-own adapter) and compared step by step.
+through the port (``tests/durability_oracle/port_adapter.py``, the
+differential's adapter) and compared step by step.
 
 A sequence the port matched when it was recorded must still match (since
 the port moved onto microtasks, issue 25, every one does). One it did not
 would record the step it first differed at: an expected failure there, a
 failure if the port differed earlier, and a failure if the port matched,
 so the corpus is re-recorded and the fix counted. Regenerate it
-with ``python -m tests.durability_oracle.record ORACLE_DIR`` (docs/DURABILITY.md).
+with ``python -m tests.durability_oracle.record`` (docs/DURABILITY.md).
 """
 
 from __future__ import annotations
 
 import copy
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.durability_oracle.differential import CONFIG_FIELDS, STEP_WEIGHTS, random_config
 from tests.durability_oracle.observation import Normaliser, apply, first_diff, observe
 from tests.durability_oracle.port_adapter import SemsimAdapter
 from tests.durability_oracle.record import DEFAULT_OUT, REPROS_OUT, compact, expand, read
@@ -68,22 +70,26 @@ def _first_difference(sequence: dict[str, Any]) -> tuple[int, str] | None:
         port.close()
 
 
+def _drawn_kind(action: dict[str, Any]) -> str:
+    """The differential's step kind an action was drawn as (``STEP_WEIGHTS``' keys)."""
+    op = action["op"]
+    if op == "register":
+        return str(action["kind"])
+    return {"getResult": "read", "settled": "alarm"}.get(op, op)
+
+
 def test_the_corpus_covers_what_it_should() -> None:
     assert [s["name"] for s in REPRODUCED] == list(REPROS), "re-record the scripts (record --repros)"
     assert HEADER["sequences"] == len(SEQUENCES) >= 300
     assert sum(1 for s in SEQUENCES if s["steps"] >= 120) >= 20
-    kinds = {action["op"] for s in SEQUENCES for action in s["actions"]}
-    assert kinds >= {"register", "getResult", "advance", "alarm", "evict", "settle", "purge"}, kinds
-    fields = {field for s in SEQUENCES for field in s["config"]}
-    assert fields >= {
-        "alarmConcurrency",
-        "retries",
-        "attemptTimeoutMs",
-        "alarmMinDelayMs",
-        "alarmHandoffMs",
-        "liveTimers",
-        "operations",
-    }, fields
+    # Every step kind and config field the differential draws: one added to its generator is in
+    # CI's corpus only once the corpus is re-recorded with it, and this fails until then.
+    drawn = {_drawn_kind(action) for sequence in SEQUENCES for action in sequence["actions"]}
+    assert drawn == set(STEP_WEIGHTS)
+    fields = {field for sequence in SEQUENCES for field in sequence["config"]}
+    assert fields == set(CONFIG_FIELDS)
+    # ... and CONFIG_FIELDS is what the generator sets.
+    assert {field for seed in range(300) for field in random_config(random.Random(seed))} == fields
 
 
 def test_no_divergence_is_recorded() -> None:
@@ -131,7 +137,7 @@ def _judge(sequence: dict[str, Any]) -> None:
     if found is None:
         pytest.fail(
             f"{sequence.get('name', sequence['seed'])} now matches the reference (it differed at step "
-            f"{known['step']}): re-record (python -m tests.durability_oracle.record ORACLE_DIR)"
+            f"{known['step']}): re-record (python -m tests.durability_oracle.record)"
         )
     step, what = found
     assert step >= known["step"], f"the port now differs earlier, at step {step}: {what}"

@@ -1,10 +1,9 @@
 """The oracle's observation of one step, normalised, and the first difference between two.
 
-Copied from the durability oracle's ``diff.py`` (its normalisation,
-``observe``, ``first_diff`` and ``apply``), so the project's CI can compare
-the port with the reference's recorded observations without Node
-(``tests/test_durability_corpus.py``). Kept as close to the original as
-the project's lint and types allow: a fix to one belongs in the other.
+From the durability oracle's ``diff.py`` (its normalisation, ``observe``,
+``first_diff`` and ``apply``): the differential (:mod:`tests.durability_oracle.differential`)
+and the corpus test (``tests/test_durability_corpus.py``, which needs no Node) both
+compare through it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any, Protocol
 
 
 class Adapter(Protocol):
-    """What the observation reads (diff.py's ``DurableAdapter``, the part used here)."""
+    """What the observation reads (the differential's ``DurableAdapter``, less ``init`` and ``close``)."""
 
     def register(
         self, id: str, payload: Any, operation: str, outcomes: list[Any] | None
@@ -38,7 +37,8 @@ def _is_error(v: Any) -> bool:
     return isinstance(v, dict) and "name" in v and "message" in v and set(v) <= {"name", "message", "cause"}
 
 
-def _parse(text: Any) -> Any:
+def parsed(text: Any) -> Any:
+    """A stored JSON text as its value (``{"unparsed": text}`` when it is not JSON)."""
     if isinstance(text, str):
         try:
             return json.loads(text)
@@ -93,9 +93,9 @@ class Normaliser:
     def row(self, r: dict[str, Any]) -> dict[str, Any]:
         out = {
             "operation": r.get("operation"),
-            "payload": _parse(r.get("payload")),
+            "payload": parsed(r.get("payload")),
             "status": r.get("status"),
-            "result": _parse(r.get("result")),
+            "result": parsed(r.get("result")),
             "attempt": r.get("attempt"),
             "generation": self.gen(r.get("generation_id")),
             "next_attempt_at": r.get("next_attempt_at"),

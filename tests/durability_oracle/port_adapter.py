@@ -1,9 +1,10 @@
-"""DurableAdapter (diff.py) backed by semsim's pure Python port, ``semaphore_core.durability``.
+"""DurableAdapter (``differential.py``) backed by semsim's pure Python port, ``semaphore_core.durability``.
 
 The durability oracle's ``port_semsim.py``, typed, and importing the port as
-installed. From the project's root, with a built copy of the oracle in ``$OD``::
+installed; the differential's default port. From the project's root, with the
+reference built (``node/README.md``)::
 
-    PYTHONPATH=$OD python $OD/diff.py --port tests.durability_oracle.port_adapter:SemsimAdapter ...
+    python -m tests.durability_oracle.differential --seqs 100 --steps 40 --seed 1
 
 The port is sans-I/O: every call takes ``now_ms`` and returns a ``Step``
 (events, attempts to start, aborted attempts, alarm passes that ended). This

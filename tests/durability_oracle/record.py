@@ -1,16 +1,14 @@
 """Record the reference's answers for the durability port: a corpus CI replays without Node.
 
-    python -m tests.durability_oracle.record ORACLE_DIR [--out FILE] [--seeds 1-300] [--steps 40] ...
+    python -m tests.durability_oracle.record [--out FILE] [--seeds 1-300] [--steps 40] ...
 
-``ORACLE_DIR`` is a built copy of the durability oracle (``oracle-durability/``
-beside the seeds; its README: copy it somewhere writable, run its ``setup.sh``). Each ``--seeds
-A-B --steps N`` pair adds the sequences diff.py would draw for seeds A to
-B: a random config and N random steps. For each, the corpus keeps the
-config, the steps, and the reference's normalised observation after every
-step, as diff.py compares them. The port runs beside it, and where it first
-differs the sequence records that step, so the test
-(``tests/test_durability_corpus.py``) tells a known divergence from a new
-one.
+It runs the reference under Node: build it first with ``tests/durability_oracle/node/setup.sh``
+(node/README.md). Each ``--seeds A-B --steps N`` pair adds the sequences the differential
+(:mod:`tests.durability_oracle.differential`) would draw for seeds A to B: a random config and
+N random steps. For each, the corpus keeps the config, the steps, and the reference's
+normalised observation after every step, as the differential compares them. The port runs
+beside it, and where it first differs the sequence records that step, so the test
+(``tests/test_durability_corpus.py``) tells a known divergence from a new one.
 
 Observations are kept compact: the step's reply, settled tokens and events
 always, the rest (rows, invocation log, alarms, running count, time) only
@@ -24,7 +22,6 @@ import argparse
 import contextlib
 import copy
 import gzip
-import importlib
 import io
 import json
 import random
@@ -33,7 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from tests.durability_oracle.observation import first_diff
+from tests.durability_oracle.differential import OracleAdapter, View, choose_step, random_config
+from tests.durability_oracle.observation import Normaliser, apply, first_diff, observe
+from tests.durability_oracle.oracle_client import DEFAULT_BUNDLE
 from tests.durability_oracle.port_adapter import SemsimAdapter
 from tests.durability_oracle.repros import REPROS
 
@@ -98,56 +97,53 @@ def _seed_range(text: str) -> range:
 
 
 @contextlib.contextmanager
-def _sides(oracle_dir: Path) -> Iterator[tuple[Any, Any, SemsimAdapter]]:
-    """The oracle's diff.py module, the reference (a Node process) and the port, closed after."""
-    sys.path.insert(0, str(oracle_dir))
-    diff = importlib.import_module("diff")
-    reference, port = diff.OracleAdapter(), SemsimAdapter()
+def _sides() -> Iterator[tuple[OracleAdapter, SemsimAdapter]]:
+    """The reference (a Node process) and the port, closed after."""
+    reference, port = OracleAdapter(), SemsimAdapter()
     try:
-        yield diff, reference, port
+        yield reference, port
     finally:
         reference.close()
         port.close()
 
 
-def record(oracle_dir: Path, batches: list[tuple[range, int]]) -> list[dict[str, Any]]:
+def record(batches: list[tuple[range, int]]) -> list[dict[str, Any]]:
     """Every sequence of ``batches`` ((seeds, steps) pairs), with the reference's observations."""
     sequences = []
-    with _sides(oracle_dir) as (diff, reference, port):
+    with _sides() as (reference, port):
         for seeds, steps in batches:
             for seed in seeds:
-                sequences.append(_sequence(diff, reference, port, seed, steps))
+                sequences.append(_sequence(reference, port, seed, steps))
                 print(f"seed {seed}: {sequences[-1]['diverges'] or 'identical'}", file=sys.stderr)
     return sequences
 
 
 def _sequence(
-    diff: Any,
-    reference: Any,
-    port: Any,
+    reference: OracleAdapter,
+    port: SemsimAdapter,
     seed: int,
     steps: int,
     script: list[dict[str, Any]] | None = None,
     config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One sequence: diff.py's draw for ``seed``, or ``script``'s steps on ``config``."""
+    """One sequence: the differential's draw for ``seed``, or ``script``'s steps on ``config``."""
     rng = random.Random(seed)
     if config is None:
-        config = diff.random_config(rng)
-    ours, theirs = diff.Normaliser(False), diff.Normaliser(False)
+        config = random_config(rng)
+    ours, theirs = Normaliser(False), Normaliser(False)
     init = ours.reply(reference.init(copy.deepcopy(config)))
     port_ok = theirs.reply(port.init(copy.deepcopy(config))) == init
-    view = diff.View()
+    view = View()
     actions: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []
     diverges: dict[str, Any] | None = None if port_ok else {"step": -1, "at": "init"}
     before = None
     for step in range(steps):
-        action = copy.deepcopy(script[step]) if script is not None else diff.choose_step(rng, view)
-        observed, raw = diff.observe(reference, diff.apply(reference, action), ours)
+        action = copy.deepcopy(script[step]) if script is not None else choose_step(rng, view)
+        observed, raw = observe(reference, apply(reference, action), ours)
         if diverges is None:
             try:
-                on_port, _ = diff.observe(port, diff.apply(port, action), theirs)
+                on_port, _ = observe(port, apply(port, action), theirs)
             except Exception as error:  # the port failed outright: a divergence too
                 diverges = {"step": step, "at": f"{type(error).__name__}: {error}"}
             else:
@@ -169,12 +165,12 @@ def _sequence(
     }
 
 
-def record_repros(oracle_dir: Path) -> list[dict[str, Any]]:
+def record_repros() -> list[dict[str, Any]]:
     """The reference's answers to :data:`~tests.durability_oracle.repros.REPROS`."""
     sequences = []
-    with _sides(oracle_dir) as (diff, reference, port):
+    with _sides() as (reference, port):
         for name, (why, config, script) in REPROS.items():
-            sequence = _sequence(diff, reference, port, 0, len(script), script, copy.deepcopy(config))
+            sequence = _sequence(reference, port, 0, len(script), script, copy.deepcopy(config))
             sequences.append({"name": name, "why": why, **sequence})
             print(f"{name}: {sequence['diverges'] or 'identical'}", file=sys.stderr)
     return sequences
@@ -208,11 +204,6 @@ def read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
-        "oracle",
-        type=Path,
-        help="a built copy of the durability oracle (oracle-durability/, beside the seeds)",
-    )
-    parser.add_argument(
         "--out", type=Path, help=f"default: {DEFAULT_OUT.name}, or {REPROS_OUT.name} with --repros"
     )
     parser.add_argument("--seeds", action="append", type=_seed_range, help="A-B (repeatable, with --steps)")
@@ -227,16 +218,18 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.steps or [40, 120]
     if len(seeds) != len(steps):
         parser.error("give one --steps for each --seeds")
-    if not (args.oracle / "build" / "oracle.mjs").is_file():
-        parser.error(f"{args.oracle}: no build/oracle.mjs (run the oracle's setup.sh first)")
+    if not DEFAULT_BUNDLE.is_file():
+        parser.error(
+            f"no {DEFAULT_BUNDLE}: build the reference first (tests/durability_oracle/node/setup.sh)"
+        )
     if args.repros:
         out = args.out or REPROS_OUT
-        sequences = record_repros(args.oracle)
+        sequences = record_repros()
         header: dict[str, Any] = {"format": FORMAT, "repros": len(sequences)}
     else:
         out = args.out or DEFAULT_OUT
         batches = list(zip(seeds, steps, strict=True))
-        sequences = record(args.oracle, batches)
+        sequences = record(batches)
         header = {"format": FORMAT, "batches": [[s.start, s.stop - 1, n] for s, n in batches]}
         header["sequences"] = len(sequences)
     header["identical"] = sum(1 for s in sequences if s["diverges"] is None)

@@ -1,7 +1,7 @@
 """The four short scripts that each show one known way the port's order differs from the reference.
 
 From the durability oracle's ``repro_semsim/`` (issue 25, "Measured"), as
-data: a config and the steps, in diff.py's action shapes. The recorder keeps
+data: a config and the steps, in the differential's action shapes. The recorder keeps
 the reference's answers to them (``record --repros``), and
 ``tests/test_durability_corpus.py`` replays them through the port.
 """
