@@ -35,7 +35,7 @@ HEADER, SEQUENCES = read(DEFAULT_OUT)
 #: The known divergences' short scripts (tests/durability_oracle/repros.py), with the reference's answers.
 _, REPRODUCED = read(REPROS_OUT)
 #: The adapter's knobs (its docstring): the corpus was recorded with each at its default.
-KNOBS = ("ALIGN_TICK", "ALIGN_NONRETRYABLE_NAME", "PORT_DEFAULT_TIMEOUT")
+KNOBS = ("ALIGN_TICK", "ALIGN_NONRETRYABLE_NAME")
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +75,7 @@ def _drawn_kind(action: dict[str, Any]) -> str:
     op = action["op"]
     if op == "register":
         return str(action["kind"])
-    return {"getResult": "read", "settled": "alarm"}.get(op, op)
+    return str({"getResult": "read", "settled": "alarm"}.get(op, op))
 
 
 def test_the_corpus_covers_what_it_should() -> None:

@@ -19,14 +19,16 @@ and the exit status is 0 only when K == N.
 
 Each sequence: a random config (alarmConcurrency 1-4, retries.maxAttempts
 1-4, pinned retries.delaysMs or the defaults, attemptTimeoutMs,
-alarmMinDelayMs, alarmHandoffMs, liveTimers), then random steps: register (a
+alarmMinDelayMs, alarmHandoffMs, liveTimers, includeResults, per-operation
+``methods`` overrides), then random steps: register (a
 new id, the same id with the same payload (keys reordered), the same id with
 another payload, the same id under the other operation name) with scripted
 outcomes (succeed after N ms, fail retryably, NonRetryable, hang), advance
-time, platform alarm (due or not), evict, settle a hanging handler, getResult,
-purgeBefore. Choices depend only on the reference's observations, so both
-sides see the same commands. node/README.md, "Differential runner", has the
-details; the normalisation and comparison are :mod:`tests.durability_oracle.observation`'s.
+time, platform alarm (due or not), evict, settle a running handler, getResult,
+purgeBefore; a settle may end a timed handler early. Choices depend only on
+the reference's observations, so both sides see the same commands.
+node/README.md, "Differential runner", has the details; the normalisation and
+comparison are :mod:`tests.durability_oracle.observation`'s.
 
 From the workplace's durability oracle (``diff.py``), typed and sharing the
 observation module with the corpus test.
@@ -132,6 +134,8 @@ CONFIG_FIELDS = (
     "alarmMinDelayMs",
     "alarmHandoffMs",
     "liveTimers",
+    "includeResults",
+    "methods",
 )
 
 
@@ -149,7 +153,27 @@ def random_config(rng: random.Random) -> dict[str, Any]:
         cfg["alarmHandoffMs"] = rng.choice([3_000, 20_000])
     if rng.random() < 0.8:
         cfg["liveTimers"] = rng.random() < 0.5
+    if rng.random() < 0.3:
+        cfg["includeResults"] = rng.random() < 0.7
+    if rng.random() < 0.3:
+        names = rng.sample(OPERATIONS, rng.randint(1, len(OPERATIONS)))
+        cfg["methods"] = {name: random_method(rng) for name in names}
     return cfg
+
+
+def random_method(rng: random.Random) -> dict[str, Any]:
+    """One operation's ``methods`` overrides: each field its own, or the instance's."""
+    method: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        method["attemptTimeoutMs"] = rng.choice([200, 1_000, 5_000, 30_000])
+    retries: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        retries["maxAttempts"] = rng.randint(1, 4)
+    if rng.random() < 0.5:
+        retries["delaysMs"] = [rng.choice([10, 100, 1_000, 3_000, 20_000]) for _ in range(rng.randint(1, 3))]
+    if retries or rng.random() < 0.3:
+        method["retries"] = retries
+    return method
 
 
 def random_payload(rng: random.Random) -> Any:
@@ -205,7 +229,9 @@ class View:
         self.seen: list[str] = []  # every id ever registered (purged ones stay)
         self.alarm_at: int | None = None
         self.alarm_token: Any = None
-        self.hanging: list[int] = []
+        #: The live instance's running invocations: hanging, timed (settled early), or aborted
+        #: but ignoring it.
+        self.running: list[int] = []
         self.now = 0
 
     def update(self, action: dict[str, Any], raw: dict[str, Any]) -> None:
@@ -221,10 +247,8 @@ class View:
         if self.alarm_token in done:
             self.alarm_token = None
         inst = raw["inv"].get("instance")
-        self.hanging = [
-            i["handle"]
-            for i in raw["inv"]["invocations"]
-            if i["result"] is None and i["instance"] == inst and i["outcome"].get("kind") == "hang"
+        self.running = [
+            i["handle"] for i in raw["inv"]["invocations"] if i["result"] is None and i["instance"] == inst
         ]
 
 
@@ -285,8 +309,8 @@ def choose_step(rng: random.Random, v: View) -> dict[str, Any]:
         return {"op": "alarm", "due": v.alarm_at is not None and rng.random() < 0.75}
     if kind == "evict":
         return {"op": "evict"}
-    if kind == "settle" and v.hanging:
-        return {"op": "settle", "handle": rng.choice(v.hanging), "outcome": random_outcome(rng, settle=True)}
+    if kind == "settle" and v.running:
+        return {"op": "settle", "handle": rng.choice(v.running), "outcome": random_outcome(rng, settle=True)}
     if kind == "purge":
         return {"op": "purge", "before": max(0, v.now + rng.choice([-5_000, 0, 1]))}
     # read (also settle with nothing hanging)

@@ -51,8 +51,11 @@ Environment knobs (informational variants, default off unless stated):
 ``NonRetryableError``. The oracle's stand-in ``isErrorInstance`` matches by
 name, the port by class; the seed does not show which the library does, so
 the differential does not judge it.
-``PORT_DEFAULT_TIMEOUT=1``: leave ``attemptTimeoutMs`` to the port's default
-(60 s) instead of pinning the oracle stand-in's 30 s.
+
+A config's ``methods`` become the port's per-operation ``MethodOptions``
+(each field its own or the instance's, as the stand-in's resolver merges
+them). With no ``attemptTimeoutMs`` the port's default applies: the stand-in's
+guess is the port's (60 s), so the default path is driven on both sides.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from semaphore_core.durability import (
     DurabilityOptions,
     Engine,
     Failed,
+    MethodOptions,
     NonRetryableError,
     NotFound,
     Pending,
@@ -80,8 +84,7 @@ from semaphore_core.durability import (
     Step,
 )
 
-#: The oracle stand-in's policy defaults (standins/policy.ts).
-STANDIN_ATTEMPT_TIMEOUT_MS = 30_000
+#: The oracle stand-in's default maxAttempts (node/standins/policy.ts), the port's too.
 STANDIN_MAX_ATTEMPTS = 3
 DEFAULT_OUTCOME = {"kind": "succeed", "value": "done"}
 
@@ -117,6 +120,22 @@ def _pinned_delay(delays: list[Any]) -> Callable[[int], float]:
     return delay
 
 
+def _method_options(method: dict[str, Any] | None) -> MethodOptions | None:
+    """A ``methods`` entry as the port's overrides (``None``: the instance's options throughout)."""
+    if method is None:
+        return None
+    retries = method.get("retries")
+    pinned = (retries or {}).get("delaysMs")
+    return MethodOptions(
+        attempt_timeout_ms=method.get("attemptTimeoutMs"),
+        retries=None
+        if retries is None
+        else RetryOptions(
+            max_attempts=retries.get("maxAttempts"), delay=_pinned_delay(list(pinned)) if pinned else None
+        ),
+    )
+
+
 def _result_json(r: Any) -> dict[str, Any]:
     if isinstance(r, NotFound):
         return {"status": "not_found"}
@@ -142,7 +161,6 @@ class SemsimAdapter:
     def __init__(self) -> None:
         self.align_tick = _flag("ALIGN_TICK", "1")
         self.align_nonretryable = _flag("ALIGN_NONRETRYABLE_NAME", "1")
-        self.port_default_timeout = _flag("PORT_DEFAULT_TIMEOUT")
         self.conn: sqlite3.Connection | None = None
 
     # ------------------------------------------------------------------ world
@@ -178,18 +196,14 @@ class SemsimAdapter:
         delay = (
             _pinned_delay(list(pinned)) if pinned else None
         )  # None: port's ExponentialBackoff(1000, 2, 60000)
-        timeout = cfg.get("attemptTimeoutMs")
-        if timeout is None and not self.port_default_timeout:
-            timeout = STANDIN_ATTEMPT_TIMEOUT_MS
         self.operations = list(cfg.get("operations") or ["op"])
+        methods = cfg.get("methods") or {}
         self.dur_options = DurabilityOptions(
-            handlers={name: None for name in self.operations},
-            attempt_timeout_ms=timeout,
+            handlers={name: _method_options(methods.get(name)) for name in self.operations},
+            attempt_timeout_ms=cfg.get("attemptTimeoutMs"),
             retries=RetryOptions(max_attempts=retries.get("maxAttempts", STANDIN_MAX_ATTEMPTS), delay=delay),
             include_results=bool(cfg.get("includeResults", False)),
         )
-        if cfg.get("methods"):
-            raise NotImplementedError("methods overrides are not mapped by this adapter")
         self.default_outcome = cfg.get("defaultOutcome") or DEFAULT_OUTCOME
         self._build_instance()
         return {"ok": True, "now": self.now}
