@@ -53,7 +53,7 @@ from semaphore_core.protocol import (
     PermitSyncResult,
     parse_request,
 )
-from semsim.check.literal_holder import LiteralHolder, LiteralProtocolError, comparable, first_difference
+from semsim.check.literal_holder import LiteralHolder, LiteralProtocolError, first_difference, same_wire
 from semsim.check.literal_holder import options_from_config as literal_options
 from semsim.check.literal_holder import parse as literal_parse
 from tests.helpers import ids
@@ -430,8 +430,9 @@ class HolderMachine(RuleBasedStateMachine):
         return value
 
     def _lockstep(self, what: str, core: Any, model: Any) -> None:
-        """The core and the literal model must agree exactly (serialised, key order included)."""
-        assert comparable(core) == comparable(model), (
+        """The core and the literal model must agree exactly (serialised, key order included;
+        ``same_wire`` compares the bytes only when the values' ``repr`` differ)."""
+        assert same_wire(core, model), (
             f"{what}: the holder and the literal model differ at {first_difference(core, model)}"
         )
 

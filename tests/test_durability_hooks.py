@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from semaphore_core.durability import (
+    AlarmInfo,
     Attempt,
     Durability,
     DurabilityOptions,
@@ -159,3 +160,33 @@ def test_refresh_inside_a_step_reports_nothing_of_the_open_step() -> None:
     with engine.step(0) as out:
         assert engine.refresh(0).started == ()
     assert out.started == []
+
+
+def test_a_failed_alarm_pass_is_reported_with_the_references_context_and_retry_info() -> None:
+    """``alarm`` (lines 1510-1566): the pass threw, the fallback is armed, ``reportFailure`` gets
+    ``durability.alarm.failed`` with ``{retryInMs}``, and ``onAlarmRetry`` the delivery's retry info.
+    The platform's failure is modelled by wrapping ``Engine.storage``, as the oracle's adapter does."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    alarm = SqliteAlarm(conn)
+    engine = Engine(conn, alarm, SchedulerOptions(alarm_min_delay_ms=5_000))
+    fault = RuntimeError("storage unavailable")
+    engine.storage.transaction = lambda closure: JsPromise.rejected(engine.tasks, fault)  # type: ignore[method-assign]
+
+    step = engine.alarm(1_000, AlarmInfo(retry_count=2, is_retry=True))
+
+    [failure] = step.failures
+    assert (failure.label, failure.error, failure.context) == (
+        "durability.alarm.failed",
+        fault,
+        {"retryInMs": 5_000},
+    )
+    [retry] = step.alarm_retries
+    assert (retry.error.name, retry.retry_in_ms, retry.retry_count, retry.is_retry) == (
+        "RuntimeError",
+        5_000,
+        2,
+        True,
+    )
+    assert alarm.get_alarm() == 6_000  # the fallback: now + alarmMinDelayMs
+    [end] = step.alarm_ends
+    assert end.outcome == "retrying"

@@ -398,6 +398,12 @@ class Engine:
         return self._now
 
     @property
+    def storage(self) -> PlatformStorage:
+        """The platform storage this engine awaits (``ctx.storage``): a shell may wrap its
+        ``transaction`` and ``set_alarm`` to model the platform's failures."""
+        return self._storage
+
+    @property
     def out(self) -> Outbox:
         assert self._out is not None, "engine work outside a step"
         return self._out
@@ -406,9 +412,9 @@ class Engine:
         """``spec.emit`` / ``#emit``: a lifecycle event, in emission order."""
         self.out.events.append(event)
 
-    def report(self, label: str, error: BaseException) -> None:
-        """``reportFailure``: logged by the reference, handed to the shell here."""
-        self.out.failures.append(ReportedFailure(label=label, error=error))
+    def report(self, label: str, error: BaseException, context: dict[str, Any] | None = None) -> None:
+        """``reportFailure(label, context, error)``: logged by the reference, handed to the shell here."""
+        self.out.failures.append(ReportedFailure(label=label, error=error, context=dict(context or {})))
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -601,7 +607,11 @@ class Engine:
                 return
             self._early = None
             execution = self._start_pass(None, early=True)
-            execution.catch(lambda error: self.report("durability.background_execution.failed", error))
+            execution.catch(
+                lambda error: self.report(
+                    "durability.background_execution.failed", error, {"scheduledTime": timestamp}
+                )
+            )
 
         seq[0] = self._set_timeout(max(delay, 0), "early_alarm", fire)
         self._early = EarlyTimer(due_at=timestamp, seq=seq[0])
@@ -733,7 +743,7 @@ class Engine:
             # alarm turns the failure into a retry we control.
             if not await self._arm_fallback_alarm():
                 raise
-            self.report("durability.alarm.failed", error)
+            self.report("durability.alarm.failed", error, {"retryInMs": self.options.alarm_min_delay_ms})
             alarm_pass.outcome, alarm_pass.error = "retrying", error
             self._notify_alarm_retry(error, info)
 
@@ -1026,7 +1036,9 @@ class Engine:
         # Re-arm the in-memory timer now that this key is eligible again.
         if self.live_timers:
             self.schedule_next_alarm().catch(
-                lambda error: self.report("durability.scheduler.refresh_failed", error)
+                lambda error: self.report(
+                    "durability.scheduler.refresh_failed", error, {"table": spec.table.name, "key": spec.key}
+                )
             )
 
     def _abort(self, execution: Execution, reason: BaseException) -> None:

@@ -167,7 +167,7 @@ class Durability:
             return True
 
         def on_error(error: BaseException) -> None:
-            engine.report("durability.background_execution.failed", error)
+            engine.report("durability.background_execution.failed", error, {"operation": operation, "id": id})
 
         self._execute(id, eager_permit).then(lambda _: engine.schedule_next_alarm()).catch(on_error)
         return True

@@ -113,6 +113,8 @@ class ReportedFailure:
 
     label: str
     error: BaseException
+    #: The context the reference passes beside the error (``{operation, id}``, ``{retryInMs}``, ...).
+    context: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(hash=False)

@@ -25,7 +25,9 @@ new id, the same id with the same payload (keys reordered), the same id with
 another payload, the same id under the other operation name) with scripted
 outcomes (succeed after N ms, fail retryably, NonRetryable, hang), advance
 time, platform alarm (due or not), evict, settle a running handler, getResult,
-purgeBefore; a settle may end a timed handler early. Choices depend only on
+purgeBefore, injected platform failures (the next storage transactions or
+alarm writes fail); a settle may end a timed handler early, a delivery may
+be a platform retry (retryCount). Choices depend only on
 the reference's observations, so both sides see the same commands.
 node/README.md, "Differential runner", has the details; the normalisation and
 comparison are :mod:`tests.durability_oracle.observation`'s.
@@ -97,8 +99,14 @@ class OracleAdapter:
     def settled(self) -> dict[str, Any]:
         return self._call({"op": "settled"})
 
-    def alarm(self, due: bool) -> dict[str, Any]:
-        return self._call({"op": "alarm", "due": due, "retryCount": 0})
+    def alarm(self, due: bool, retry_count: int = 0) -> dict[str, Any]:
+        return self._call({"op": "alarm", "due": due, "retryCount": retry_count})
+
+    def fault(self, transactions: int, alarms: int) -> dict[str, Any]:
+        return self._call({"op": "fault", "transactions": transactions, "alarms": alarms})
+
+    def failures(self) -> dict[str, Any]:
+        return self._call({"op": "failures"})
 
     def evict(self) -> dict[str, Any]:
         return self._call({"op": "evict"})
@@ -263,6 +271,7 @@ STEP_WEIGHTS = {
     "settle": 10,
     "read": 11,
     "purge": 3,
+    "fault": 3,
 }
 
 
@@ -306,11 +315,18 @@ def choose_step(rng: random.Random, v: View) -> dict[str, Any]:
     if kind == "alarm":
         if v.alarm_token is not None:  # the previous delivery still runs: just read
             return {"op": "settled"}
-        return {"op": "alarm", "due": v.alarm_at is not None and rng.random() < 0.75}
+        due = v.alarm_at is not None and rng.random() < 0.75
+        # A delivery the platform retries (after a failed one) says so; the engine passes it on.
+        return {"op": "alarm", "due": due, "retryCount": rng.choices([0, 1, 2], [70, 20, 10])[0]}
     if kind == "evict":
         return {"op": "evict"}
     if kind == "settle" and v.running:
         return {"op": "settle", "handle": rng.choice(v.running), "outcome": random_outcome(rng, settle=True)}
+    if kind == "fault":
+        # The platform's next storage calls fail: a transaction (a registration, a claim, a
+        # reconcile: the alarm pass fails and the engine arms its fallback) or the fallback itself.
+        transactions, alarms = rng.choice([(1, 0), (1, 0), (2, 0), (1, 1), (0, 1)])
+        return {"op": "fault", "transactions": transactions, "alarms": alarms}
     if kind == "purge":
         return {"op": "purge", "before": max(0, v.now + rng.choice([-5_000, 0, 1]))}
     # read (also settle with nothing hanging)

@@ -23,7 +23,9 @@ class Adapter(Protocol):
     def settle(self, handle: int, outcome: dict[str, Any]) -> dict[str, Any]: ...
     def advance(self, ms: int) -> dict[str, Any]: ...
     def settled(self) -> dict[str, Any]: ...
-    def alarm(self, due: bool) -> dict[str, Any]: ...
+    def alarm(self, due: bool, retry_count: int = 0) -> dict[str, Any]: ...
+    def fault(self, transactions: int, alarms: int) -> dict[str, Any]: ...
+    def failures(self) -> dict[str, Any]: ...
     def evict(self) -> dict[str, Any]: ...
     def purge(self, before: int) -> dict[str, Any]: ...
     def calls(self) -> list[dict[str, Any]]: ...
@@ -127,6 +129,7 @@ def observe(ad: Adapter, reply: Any, norm: Normaliser) -> tuple[dict[str, Any], 
     events = ad.events()
     alarm = ad.next_alarm()
     inv = ad.invocations()
+    failed = ad.failures()
     obs = {
         "reply": norm.reply(reply),
         "settled": [norm.reply(e) for e in settled.get("settled", [])],
@@ -137,6 +140,9 @@ def observe(ad: Adapter, reply: Any, norm: Normaliser) -> tuple[dict[str, Any], 
         "timerAt": alarm.get("timerAt"),
         "invocations": [norm.invocation(i) for i in inv.get("invocations", [])],
         "running": inv.get("running"),
+        # reportFailure calls and onAlarmRetry calls since the last step.
+        "failures": norm.value(failed.get("failures", [])),
+        "alarmRetries": norm.value(failed.get("alarmRetries", [])),
     }
     raw = {
         "reply": reply,
@@ -186,7 +192,9 @@ def apply(ad: Adapter, a: dict[str, Any]) -> Any:
     if op == "advance":
         return ad.advance(a["ms"])
     if op == "alarm":
-        return ad.alarm(a["due"])
+        return ad.alarm(a["due"], a.get("retryCount", 0))
+    if op == "fault":
+        return ad.fault(a["transactions"], a["alarms"])
     if op == "evict":
         return ad.evict()
     if op == "settle":

@@ -83,6 +83,7 @@ from semaphore_core.durability import (
     SqliteAlarm,
     Step,
 )
+from semaphore_core.durability.microtasks import JsPromise
 
 #: The oracle stand-in's default maxAttempts (node/standins/policy.ts), the port's too.
 STANDIN_MAX_ATTEMPTS = 3
@@ -103,6 +104,17 @@ class ScriptedError(Exception):
 
 class ScriptedNonRetryableByName(NonRetryableError):
     """ALIGN_NONRETRYABLE_NAME: a plain Error named NonRetryableError, as the stand-in sees it."""
+
+
+class StorageFaultError(Exception):
+    """The driver's injected platform failure (``fault``; node/standins/do-state.ts)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"injected {what} failure")
+
+
+#: The stand-in's ``ctx.id``: ``onAlarmRetry``'s ``objectId``.
+OBJECT_ID = "object-1"
 
 
 def _err(e: BaseException) -> dict[str, Any]:
@@ -180,6 +192,9 @@ class SemsimAdapter:
         self.next_token = 0
         self._immediate_entries: dict[int, Any] = {}
         self.in_tick = False
+        self.faults = {"transactions": 0, "alarms": 0}  # the world's: they outlive an instance
+        self.failures_buf: list[dict[str, Any]] = []
+        self.alarm_retries_buf: list[dict[str, Any]] = []
         cfg = self.config
         sched: dict[str, Any] = {}
         if "alarmConcurrency" in cfg:
@@ -224,10 +239,32 @@ class SemsimAdapter:
             on_abort=self._on_abort,
         )
         self.durability = Durability(self.engine, self.dur_options, new_id=self._new_id)
+        self._inject_faults()
         self.handler_timers: list[dict[str, Any]] = []  # {at, key, handle}
         self.early_fire: dict[int, int] = {}  # early timer seq -> effective fire time
         self.pass_tokens: dict[int, tuple[int, int]] = {}  # pass id -> (token, instance)
         self.pending_tokens: set[int] = set()
+
+    def _inject_faults(self) -> None:
+        """The platform's failures as the stand-in injects them: ``storage.transaction`` and a
+        direct ``storage.setAlarm`` reject (an ``async`` function throwing before its first await)."""
+        storage = self.engine.storage
+        transaction, set_alarm = storage.transaction, storage.set_alarm
+
+        def failing_transaction(closure: Any) -> JsPromise:
+            if self.faults["transactions"] > 0:
+                self.faults["transactions"] -= 1
+                return JsPromise.rejected(storage.tasks, StorageFaultError("transaction"))
+            return transaction(closure)
+
+        def failing_set_alarm(at_ms: int) -> JsPromise:
+            if self.faults["alarms"] > 0:
+                self.faults["alarms"] -= 1
+                return JsPromise.rejected(storage.tasks, StorageFaultError("setAlarm"))
+            return set_alarm(at_ms)
+
+        storage.transaction = failing_transaction  # type: ignore[method-assign]
+        storage.set_alarm = failing_set_alarm  # type: ignore[method-assign]
 
     # ------------------------------------------------------------ step processing
     def _note_timers(self) -> None:
@@ -243,6 +280,17 @@ class SemsimAdapter:
         """Take a step's results (its handlers were invoked and aborted through the hooks)."""
         for e in step.events:
             self.events_buf.append({"instance": self.instance, **e.to_wire()})
+        for failure in step.failures:
+            self.failures_buf.append(
+                {"code": failure.label, "context": dict(failure.context), "error": _err(failure.error)}
+            )
+        for retry in step.alarm_retries:
+            info: dict[str, Any] = {"error": retry.error.to_wire(), "retryInMs": retry.retry_in_ms}
+            if retry.retry_count is not None:
+                info["retryCount"] = retry.retry_count
+                info["isRetry"] = retry.is_retry
+            info["objectId"] = OBJECT_ID
+            self.alarm_retries_buf.append({"instance": self.instance, "at": self.now, "info": info})
         for end in step.alarm_ends:
             tok = self.pass_tokens.pop(end.pass_id, None)
             if tok is not None:
@@ -455,7 +503,17 @@ class SemsimAdapter:
         out, self.settled_buf = self.settled_buf, []
         return {"settled": out, "now": self.now}
 
-    def alarm(self, due):
+    def fault(self, transactions: int, alarms: int) -> dict[str, Any]:
+        self.faults["transactions"] += transactions
+        self.faults["alarms"] += alarms
+        return {"ok": True, "faults": dict(self.faults)}
+
+    def failures(self) -> dict[str, Any]:
+        out = {"failures": self.failures_buf, "alarmRetries": self.alarm_retries_buf}
+        self.failures_buf, self.alarm_retries_buf = [], []
+        return out
+
+    def alarm(self, due, retry_count: int = 0):
         if due:
             at = self.alarm_store.get_alarm()
             if at is None:
@@ -469,7 +527,9 @@ class SemsimAdapter:
 
         def start(token):
             def body():
-                step = self.engine.alarm(self.now, AlarmInfo(retry_count=0, is_retry=False))
+                step = self.engine.alarm(
+                    self.now, AlarmInfo(retry_count=retry_count, is_retry=retry_count > 0)
+                )
                 self.pass_tokens[step.passes_started[0]] = (token, inst)
                 return step
 
