@@ -39,6 +39,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -46,6 +47,7 @@ from semaphore_core.durability import (
     AlarmInfo,
     AttemptSettled,
     AttemptStarted,
+    CallRejected,
     DuplicateDurablePayloadError,
     DurableTable,
     Engine,
@@ -191,12 +193,11 @@ class DurabilityMachine(RuleBasedStateMachine):
         if id not in self.payloads:
             return
         before = self.shell.rows()
-        try:
+        with pytest.raises(CallRejected) as rejected:
             self.shell.durability.register("run", id, {"id": id, "n": "other"}, self.now)
-        except DuplicateDurablePayloadError:
-            pass
-        else:
-            raise AssertionError("another payload was accepted")
+        assert isinstance(rejected.value.error, DuplicateDurablePayloadError), rejected.value.error
+        assert rejected.value.step.events == ()
+        assert rejected.value.step.started == ()
         assert self.shell.rows() == before
 
     @rule(data=st.data(), outcome=st.sampled_from(["ok", "retryable", "fatal"]))

@@ -13,6 +13,7 @@ import pytest
 from semaphore_core.durability import (
     AttemptSettled,
     AttemptStarted,
+    CallRejected,
     Completed,
     DuplicateDurableCallError,
     DuplicateDurablePayloadError,
@@ -61,8 +62,11 @@ def test_a_registration_whose_alarm_cannot_be_set_writes_nothing() -> None:
         raise OSError("storage")
 
     shell.alarm.set_alarm = broken  # type: ignore[method-assign]
-    with pytest.raises(OSError, match="storage"):
+    with pytest.raises(CallRejected) as rejected:
         shell.register("a", now=0)
+    assert isinstance(rejected.value.error, OSError)
+    assert str(rejected.value.error) == "storage"
+    assert rejected.value.step.events == ()  # nothing else happened in its step
     assert shell.rows() == []
 
 
@@ -83,8 +87,10 @@ def test_a_repeated_id_with_another_payload_raises_and_changes_nothing() -> None
     shell = Shell()
     shell.durability.register("run", "a", {"x": [1, 2]}, 0)
     before = shell.rows()
-    with pytest.raises(DuplicateDurablePayloadError):
+    with pytest.raises(CallRejected) as rejected:
         shell.durability.register("run", "a", {"x": [2, 1]}, 10)
+    assert isinstance(rejected.value.error, DuplicateDurablePayloadError)
+    assert rejected.value.__cause__ is rejected.value.error
     assert shell.rows() == before
 
 
@@ -92,8 +98,9 @@ def test_a_repeated_id_under_another_operation_raises_duplicate_call() -> None:
     """``assertOperation`` (lines 384-396, 666) runs before the payload check."""
     shell = Shell(handlers=("run", "other"))
     shell.durability.register("run", "a", {"x": 1}, 0)
-    with pytest.raises(DuplicateDurableCallError):
+    with pytest.raises(CallRejected) as rejected:
         shell.durability.register("other", "a", {"x": 1}, 10)
+    assert isinstance(rejected.value.error, DuplicateDurableCallError)
     with pytest.raises(DuplicateDurableCallError):
         shell.durability.get_result("other", "a")
 

@@ -56,7 +56,7 @@ from semaphore_core.durability.policy import (
     resolve_policy,
     validate_options,
 )
-from semaphore_core.durability.records import AlarmInfo, Step
+from semaphore_core.durability.records import AlarmInfo, CallRejected, Step
 from semaphore_core.durability.serialization import canonical, deserialize, serialize
 from semaphore_core.durability.storage import Fence
 
@@ -119,9 +119,10 @@ class Durability:
     def register(self, operation: str, id: str, payload: Any, now_ms: int) -> Registration:
         """The operation's method (``#run``, lines 635-700) as a step of its own.
 
-        Resolves once the row is durable, not when the call completes; a
+        Resolves once the row is durable, not when the call completes. A
         rejection (another payload under the same id, say) is raised after
-        the step, which then did nothing else.
+        the step as :class:`CallRejected`, which holds the step (apply it)
+        and the error.
         """
         if operation not in self.options.handlers:
             raise ValueError(f"no operation {operation!r} (the reference has no such method)")
@@ -134,7 +135,7 @@ class Durability:
         [promise] = call
         assert promise.state != "pending", "a registration's transaction outlived its step"
         if promise.state == "rejected":
-            raise promise.value
+            raise CallRejected(promise.value, step) from promise.value
         inserted: bool = promise.value
         return Registration(inserted=inserted, step=step)
 
@@ -279,7 +280,11 @@ class Durability:
         return call_state(call)
 
     def purge_before(self, before: int, now_ms: int) -> Step:
-        """``purgeBefore`` (lines 550-566) as a step: abort older running handlers, delete older rows."""
+        """``purgeBefore`` (lines 550-566) as a step: abort older running handlers, delete older rows.
+
+        A rejection is raised after the step as :class:`CallRejected` (the
+        handlers it aborted may have settled in it: apply its step).
+        """
         if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_SAFE_INTEGER:
             raise ValueError("timestamp must be a non-negative safe integer")
         if self.engine.in_step:
@@ -289,7 +294,7 @@ class Durability:
         [promise] = call
         assert promise.state != "pending", "a purge's transaction outlived its step"
         if promise.state == "rejected":
-            raise promise.value
+            raise CallRejected(promise.value, step) from promise.value
         return step
 
     @js_async

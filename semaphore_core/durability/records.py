@@ -154,3 +154,19 @@ class Outbox:
             alarm_retries=tuple(self.alarm_retries),
             failures=tuple(self.failures),
         )
+
+
+class CallRejected(Exception):
+    """A call's promise rejected (``Durability.register``, ``Durability.purge_before``), and its step
+    still happened: ``step`` is everything the step did, to be applied like any other step, and
+    ``error`` the rejection, the reference's ``await`` would throw (also ``__cause__``).
+
+    In the reference a rejected call does not undo what the same drain did beside it: a purge
+    whose transaction fails has already aborted its handlers, and their settlements are emitted
+    (docs/DURABILITY.md, M4). Raising the bare error would drop that step.
+    """
+
+    def __init__(self, error: BaseException, step: Step) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+        self.step = step

@@ -54,6 +54,7 @@ import trio
 from semaphore_core.durability import (
     AlarmEnd,
     Attempt,
+    CallRejected,
     Durability,
     DurabilityOptions,
     Engine,
@@ -188,7 +189,11 @@ class DurabilityScheduler:
     def register(self, operation: str, id: str, payload: Any) -> bool:
         """``run({id, payload})``: durable once this returns; whether a new row was written."""
         assert self.durability is not None, "no operations attached"
-        registration = self.durability.register(operation, id, payload, self.ctx.sim.now())
+        try:
+            registration = self.durability.register(operation, id, payload, self.ctx.sim.now())
+        except CallRejected as rejected:
+            self.apply(rejected.step)  # what the step did beside the rejection still happened
+            raise rejected.error from None
         self.apply(registration.step)
         return registration.inserted
 

@@ -68,6 +68,7 @@ from typing import Any
 
 from semaphore_core.durability import (
     AlarmInfo,
+    CallRejected,
     Completed,
     Durability,
     DurabilityOptions,
@@ -403,6 +404,15 @@ class SemsimAdapter:
         else:
             raise ValueError(f"cannot settle with {o!r}")
 
+    def _rejected_too(self, call: Callable[[], Step]) -> Step:
+        """``call()``'s step; when the call rejected, its step is taken all the same, then the error
+        raised (the reference's drain did that work beside the rejection)."""
+        try:
+            return call()
+        except CallRejected as rejected:
+            self._absorb(rejected.step)
+            raise rejected.error from None
+
     def _run(self, body) -> None:
         """One engine step (``body`` makes the engine calls); handlers settled inside it."""
         self._absorb(body())
@@ -431,7 +441,11 @@ class SemsimAdapter:
             self.scripts[id] = copy.deepcopy(list(outcomes))
 
         def start(token):
-            self._run(lambda: self.durability.register(operation, id, payload, self.now).step)
+            self._run(
+                lambda: self._rejected_too(
+                    lambda: self.durability.register(operation, id, payload, self.now).step
+                )
+            )
             return None
 
         return self._call_async(start)
@@ -553,7 +567,7 @@ class SemsimAdapter:
             box: dict[str, Any] = {}
 
             def body():
-                step = self.durability.purge_before(before, self.now)
+                step = self._rejected_too(lambda: self.durability.purge_before(before, self.now))
                 box["count"] = next(e.count for e in step.events if isinstance(e, Purged))
                 return step
 

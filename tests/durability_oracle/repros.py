@@ -33,7 +33,7 @@ def _register(id: str, outcomes: list[dict[str, Any]], operation: str = "op") ->
 
 #: The scripts whose divergence is known and not yet fixed: each is an expected failure at the
 #: step it differs (tests/test_durability_corpus.py), and docs/DURABILITY.md says why.
-OPEN: Final = frozenset({"m4-rejected-purge"})
+OPEN: Final[frozenset[str]] = frozenset()
 
 #: name -> (why, config, steps).
 REPROS: Final[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]]] = {
@@ -98,7 +98,7 @@ REPROS: Final[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]]] = {
         ],
     ),
     "m4-rejected-purge": (
-        "M4 (open): a call whose promise rejects still did its step. purgeBefore aborts a running "
+        "M4: a call whose promise rejects still did its step. purgeBefore aborts a running "
         "handler, whose retry is scheduled in the same drain, then its transaction fails: the "
         "reference emits the attempt's events and rejects; the port's purge_before raises and its "
         "step, events and all, never reaches the shell",
