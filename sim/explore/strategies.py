@@ -319,11 +319,10 @@ def _api_faults(draw: st.DrawFn) -> dict[str, Any]:
     """The API's part of a plan: a swarm of its own kinds, drawn only where there is an API."""
     # One yes or no per kind, not a set: a set drawn in two orders would be the same plan twice.
     enabled = {kind for kind in API_FAULT_KINDS if draw(_BOOLEANS)}
-    rate = _API_RATES
     return {
-        "api_error": draw(rate) if "api_error" in enabled else 0.0,
-        "api_error_after_effect": draw(rate) if "api_error_after_effect" in enabled else 0.0,
-        "api_slow": draw(rate) if "api_slow" in enabled else 0.0,
+        "api_error": draw(_API_RATES) if "api_error" in enabled else 0.0,
+        "api_error_after_effect": draw(_API_RATES) if "api_error_after_effect" in enabled else 0.0,
+        "api_slow": draw(_API_RATES) if "api_slow" in enabled else 0.0,
         "api_slow_factor": draw(_API_SLOW_FACTORS) if "api_slow" in enabled else 4,
     }
 

@@ -329,7 +329,7 @@ def choose_step(rng: random.Random, v: View) -> dict[str, Any]:
         return {"op": "fault", "transactions": transactions, "alarms": alarms}
     if kind == "purge":
         return {"op": "purge", "before": max(0, v.now + rng.choice([-5_000, 0, 1]))}
-    # read (also settle with nothing hanging)
+    # read (also settle with nothing running)
     r = rng.random()
     if v.seen and r < 0.85:
         id = rng.choice(v.seen)

@@ -1,7 +1,7 @@
-"""The four short scripts that each show one known way the port's order differs from the reference.
+"""Short scripts, one per known way the port differed from the reference (issue 25: M1-M4).
 
-From the durability oracle's ``repro_semsim/`` (issue 25, "Measured"), as
-data: a config and the steps, in the differential's action shapes. The recorder keeps
+M1-M3 from the durability oracle's ``repro_semsim/`` (issue 25, "Measured"), M4 from the
+widened differential; as data: a config and the steps, in the differential's action shapes. The recorder keeps
 the reference's answers to them (``record --repros``), and
 ``tests/test_durability_corpus.py`` replays them through the port.
 """
@@ -100,8 +100,8 @@ REPROS: Final[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]]] = {
     "m4-rejected-purge": (
         "M4: a call whose promise rejects still did its step. purgeBefore aborts a running "
         "handler, whose retry is scheduled in the same drain, then its transaction fails: the "
-        "reference emits the attempt's events and rejects; the port's purge_before raises and its "
-        "step, events and all, never reaches the shell",
+        "reference emits the attempt's events and rejects; the port's purge_before raised and its "
+        "step, events and all, never reached the shell (CallRejected now carries it)",
         {"operations": ["op"], "alarmConcurrency": 1, "retries": {"maxAttempts": 2}},
         [
             _register("k1", [_hang(), _succeed("ok")]),
