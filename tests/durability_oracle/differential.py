@@ -375,9 +375,12 @@ def load_port(spec: str) -> DurableAdapter:
     """``MODULE:CLASS``'s instance (modules importable from the current directory too)."""
     module, _, cls = spec.partition(":")
     if not cls:
-        raise SystemExit(f"--port {spec!r}: give MODULE:CLASS")
+        raise ValueError(f"--port {spec!r}: give MODULE:CLASS")
     sys.path.insert(0, ".")
-    adapter: DurableAdapter = getattr(importlib.import_module(module), cls)()
+    try:
+        adapter: DurableAdapter = getattr(importlib.import_module(module), cls)()
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"--port {spec!r}: {error}") from None
     return adapter
 
 
@@ -395,8 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     diverged: list[str] = []
     total = 0
-    ref = OracleAdapter()
-    port: DurableAdapter = OracleAdapter() if a.self_test else load_port(a.port)
+    try:
+        port: DurableAdapter = OracleAdapter() if a.self_test else load_port(a.port)
+        ref = OracleAdapter()
+    except (ValueError, FileNotFoundError) as error:  # a bad --port, or no reference built
+        print(f"differential: error: {error}", file=sys.stderr)
+        return 2
     try:
         for s in range(a.seed, a.seed + a.seqs):
             trace: list[dict[str, Any]] = []
