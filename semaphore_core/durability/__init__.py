@@ -9,6 +9,7 @@ docs/DURABILITY.md. Where to look:
 - ``engine``: the ``Engine`` (pool, attempts, alarm reconcile, early timer, passes, hand-off)
 - ``operations``: ``Durability`` (register, run due rows, ``get_result``, ``purge_before``)
 - ``calls`` / ``storage``: the ``durability_calls`` table and the fenced writes
+- ``memos``: ``durability_memos``, a handler's memoized steps across its attempts
 - ``policy``: attempts, timeouts, backoff; ``events``: lifecycle events
 - ``records``: ``Attempt``, ``Timer``, ``Step`` and the other things a shell handles
 - ``alarm``: the ``StorageAlarm`` protocol and ``SqliteAlarm``
@@ -50,6 +51,7 @@ from semaphore_core.durability.events import (
     Terminal,
 )
 from semaphore_core.durability.fixes import ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION, ALL_DURABILITY_FIXES
+from semaphore_core.durability.memos import Memo, Memoize
 from semaphore_core.durability.operations import Durability, DurabilityOptions, Registration
 from semaphore_core.durability.policy import AttemptPolicy, ExponentialBackoff, MethodOptions, RetryOptions
 from semaphore_core.durability.records import (
@@ -94,6 +96,8 @@ __all__ = [
     "Event",
     "ExponentialBackoff",
     "Failed",
+    "Memo",
+    "Memoize",
     "MethodOptions",
     "NonRetryableError",
     "NotFound",

@@ -59,6 +59,7 @@ from semaphore_core.durability.events import (
     Terminal,
 )
 from semaphore_core.durability.fixes import ACTIVE_SET_FOLLOWS_THE_CURRENT_EXECUTION, KNOWN_FIXES
+from semaphore_core.durability.memos import delete_memos, delete_stale_memos
 from semaphore_core.durability.microtasks import JsPromise, Microtasks, js_async, run_async
 from semaphore_core.durability.platform import PlatformStorage, TransactionAlarm
 from semaphore_core.durability.policy import (
@@ -112,8 +113,14 @@ class SchedulerOptions:
     live_timers: bool = False
     #: Opt-in fixes of findings (``fixes.py``); empty is the faithful reference.
     fixes: frozenset[str] = frozenset()
+    #: ``onAlarmRetry``: called with what ``Step.alarm_retries`` holds when a pass threw and the
+    #: fallback alarm was armed. A throw, or a returned ``JsPromise`` that rejects, is only
+    #: reported (``durability.alarm.retry_hook_failed``): it never changes scheduling.
+    on_alarm_retry: Callable[[AlarmRetry], object] | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
+        if self.on_alarm_retry is not None and not callable(self.on_alarm_retry):
+            raise TypeError("onAlarmRetry must be a function")
         assert_positive_integer("alarmConcurrency", self.alarm_concurrency)
         assert_positive_integer("alarmMinDelayMs", self.alarm_min_delay_ms)
         if not MIN_ALARM_DELAY_MS <= self.alarm_min_delay_ms <= MAX_ALARM_DELAY_MS:
@@ -198,6 +205,8 @@ class ExecutionSpec:
     #: Persist a success; the settlement time, or None when the fence did not match. May raise.
     complete: Callable[[Any, int, int], int | None]
     is_terminal: Callable[[BaseException], bool]
+    #: ``spec.emit``: the owner's lifecycle emitter (the step's events, then its hooks).
+    emit: Callable[[Event], None]
 
 
 class Release:
@@ -656,7 +665,13 @@ class Engine:
         for running in list(active.values()):
             if running.spec.created_at < before:
                 self._abort(running, reason)
-        removed: int = await self.transaction_async(lambda conn: purge_created_before(conn, table, before))
+
+        def write(conn: sqlite3.Connection) -> int:
+            count = purge_created_before(conn, table, before)
+            delete_stale_memos(conn, table)
+            return count
+
+        removed: int = await self.transaction_async(write)
         return removed
 
     # --- the pool ---------------------------------------------------------------------
@@ -748,15 +763,35 @@ class Engine:
             self._notify_alarm_retry(error, info)
 
     def _notify_alarm_retry(self, failure: BaseException, info: AlarmInfo | None) -> None:
-        """``notifyAlarmRetry`` (lines 1530-1566): what ``onAlarmRetry`` gets."""
-        self.out.alarm_retries.append(
-            AlarmRetry(
-                error=serialize_error(failure),
-                retry_in_ms=self.options.alarm_min_delay_ms,
-                retry_count=None if info is None else info.retry_count,
-                is_retry=None if info is None else info.is_retry,
-            )
+        """``notifyAlarmRetry`` (lines 1529-1565): what ``onAlarmRetry`` gets, then the hook itself."""
+        retry = AlarmRetry(
+            error=serialize_error(failure),
+            retry_in_ms=self.options.alarm_min_delay_ms,
+            retry_count=None if info is None else info.retry_count,
+            is_retry=None if info is None else info.is_retry,
         )
+        self.out.alarm_retries.append(retry)
+        hook = self.options.on_alarm_retry
+        if hook is None:
+            return
+
+        def report(hook_error: BaseException) -> None:
+            self.report("durability.alarm.retry_hook_failed", hook_error, {"retryInMs": retry.retry_in_ms})
+
+        self.call_hook(hook, retry, report)
+
+    def call_hook(
+        self, hook: Callable[[Any], object], value: Any, report: Callable[[BaseException], None]
+    ) -> None:
+        """A best-effort hook, as the reference calls one: a throw is reported, never rethrown; a
+        returned ``JsPromise`` is left running (``waitUntil``) and reported if it rejects."""
+        try:
+            result = hook(value)
+        except Exception as error:
+            report(error)
+            return
+        if isinstance(result, JsPromise):
+            JsPromise.resolve(self.tasks, result).catch(report)
 
     @js_async
     async def _run_alarm(self, info: AlarmInfo | None, alarm_pass: AlarmPass) -> None:
@@ -951,7 +986,7 @@ class Engine:
                 await self._fail_exhausted(spec)
                 return
             started_at = self._now
-            self.emit(AttemptStarted(entity=spec.entity, timestamp=started_at, attempt=attempt))
+            spec.emit(AttemptStarted(entity=spec.entity, timestamp=started_at, attempt=attempt))
             execution.controller = True
             execution.attempt = Attempt(
                 table=spec.table.name,
@@ -980,10 +1015,17 @@ class Engine:
 
                 timeout_result = JsPromise(tasks, arm)
                 result = await JsPromise.race(tasks, [handler_result, timeout_result])
-                # One transaction (no memos here: ``deleteMemos`` has nothing to delete).
-                timestamp = self.transaction_sync(lambda _conn: spec.complete(result, attempt, self._now))
+
+                # One transaction: a failed memo cleanup must undo the completion, not orphan the memos.
+                def completion(conn: sqlite3.Connection) -> int | None:
+                    completed_at = spec.complete(result, attempt, self._now)
+                    if completed_at is not None:
+                        delete_memos(conn, spec.table, key)
+                    return completed_at
+
+                timestamp = self.transaction_sync(completion)
                 if timestamp is not None:
-                    self.emit(
+                    spec.emit(
                         AttemptSettled(
                             entity=spec.entity,
                             timestamp=timestamp,
@@ -1106,14 +1148,19 @@ class Engine:
     async def _fail_exhausted(self, spec: ExecutionSpec) -> None:
         """``failExhausted`` (lines 1749-1779)."""
         exhausted = serialize_error(spec.exhausted_error())
-        attempt = await self.transaction_async(
-            lambda conn: exhaust_attempts(
+
+        def exhaust(conn: sqlite3.Connection) -> int | None:
+            exhausted_attempt = exhaust_attempts(
                 conn, spec.table, spec.key, spec.generation, spec.policy.max_attempts, exhausted
             )
-        )
+            if exhausted_attempt is not None:
+                delete_memos(conn, spec.table, spec.key)
+            return exhausted_attempt
+
+        attempt = await self.transaction_async(exhaust)
         if attempt is None:
             return
-        self.emit(Terminal(entity=spec.entity, timestamp=self._now, attempt=attempt, error=exhausted))
+        spec.emit(Terminal(entity=spec.entity, timestamp=self._now, attempt=attempt, error=exhausted))
 
     def _decide_retry(self, spec: ExecutionSpec, attempt: int, error: BaseException) -> _Decision:
         """``decideRetry`` (lines 1034-1080)."""
@@ -1145,8 +1192,9 @@ class Engine:
         decision = self._decide_retry(spec, attempt, caught)
         error = serialize_error(decision.error)
         fence = Fence(key=spec.key, generation=spec.generation, attempt=attempt)
-        updated = await self.transaction_async(
-            lambda conn: update_attempt(
+
+        def write(conn: sqlite3.Connection) -> bool:
+            owned = update_attempt(
                 conn,
                 spec.table,
                 fence,
@@ -1156,10 +1204,14 @@ class Engine:
                 error.message,
                 error.name,
             )
-        )
+            if owned and decision.terminal:
+                delete_memos(conn, spec.table, spec.key)
+            return owned
+
+        updated = await self.transaction_async(write)
         if not updated:
             return
-        self.emit(
+        spec.emit(
             AttemptSettled(
                 entity=spec.entity,
                 timestamp=decision.timestamp,

@@ -13,9 +13,11 @@ the alarm's arithmetic (``engine.py``), how a handler runs (the shell).
 
 A handler is not a Python callable here: ``DurabilityOptions.handlers``
 names the operations (with their policy overrides) and the shell runs each
-``Attempt`` the engine hands it. Left out (docs/DURABILITY.md): ``memoize``,
-tracked sources (``get``/``list``/``watch``) and watchers,
-``Durability.migrate`` to a target version, ``traceFunction``.
+``Attempt`` the engine hands it, with the attempt's ``memoize``
+(:meth:`Durability.memoize`). Lifecycle events go to the step and to the
+hooks added with :meth:`Durability.lifecycle`, at emission. Left out
+(docs/DURABILITY.md): tracked sources (``get``/``list``/``watch``) and
+watchers, ``Durability.migrate`` to a target version, ``traceFunction``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from semaphore_core.durability.errors import (
     DurableResultSerializationError,
     NonRetryableError,
 )
-from semaphore_core.durability.events import OperationEntity, Purged, Registered
+from semaphore_core.durability.events import Event, OperationEntity, Purged, Registered
+from semaphore_core.durability.memos import Memoize, migrate_memos
 from semaphore_core.durability.microtasks import JsPromise, Microtasks, js_async, run_async
 from semaphore_core.durability.policy import (
     MAX_SAFE_INTEGER,
@@ -56,7 +59,7 @@ from semaphore_core.durability.policy import (
     resolve_policy,
     validate_options,
 )
-from semaphore_core.durability.records import AlarmInfo, CallRejected, Step
+from semaphore_core.durability.records import AlarmInfo, Attempt, CallRejected, Step
 from semaphore_core.durability.serialization import canonical, deserialize, serialize
 from semaphore_core.durability.storage import Fence
 
@@ -89,6 +92,13 @@ class Registration:
     step: Step
 
 
+@attrs.frozen(eq=False)
+class _Hook:
+    """One ``lifecycle`` attachment (the same hook added twice is two of them)."""
+
+    hook: Callable[[Event], object]
+
+
 def operation_entity(call: CallRow) -> OperationEntity:
     """``operationEntity`` (lines 447-452)."""
     return OperationEntity(operation=call.operation, id=call.id, generation=call.generation_id)
@@ -111,8 +121,53 @@ class Durability:
         self.active: dict[str, Execution] = {}
         # ``#executionStarts``: per id, the lookup in progress (lines 705-712).
         self._execution_starts: dict[str, JsPromise] = {}
+        #: Hooks added with ``lifecycle``, in the order they were added (``createLifecycleHooks``).
+        self._hooks: list[_Hook] = []
         engine.migrate_schema("operations", migrate_calls)
+        engine.migrate_schema("memos", migrate_memos)
         engine.register(Participant(table=CALLS, run_due=self._run_due))
+
+    # --- lifecycle hooks and memos ------------------------------------------------------------
+
+    def lifecycle(self, hook: Callable[[Event], object]) -> Callable[[], None]:
+        """``lifecycle(hook)`` (lines 536-544): a best-effort hook beside the step's events; returns
+        the function that detaches it.
+
+        Called at each event's emission, inside the step, after the hooks
+        added before it: what it does runs where the reference's would. A
+        throw, or a returned ``JsPromise`` that rejects, is reported
+        (``durability.lifecycle_hook.failed``) and changes nothing else.
+        """
+        if not callable(hook):
+            raise TypeError(f"a lifecycle hook must be callable, got {hook!r}")
+        entry = _Hook(hook)
+        self._hooks.append(entry)
+
+        def detach() -> None:
+            if entry in self._hooks:
+                self._hooks.remove(entry)
+
+        return detach
+
+    def _emit(self, event: Event) -> None:
+        """``#emit``: the step's events, then every hook attached now (a snapshot, as the
+        stand-in's ``[...emitters]`` is)."""
+        engine = self.engine
+        engine.emit(event)
+        for entry in list(self._hooks):
+
+            def report(error: BaseException, event: Event = event) -> None:
+                engine.report("durability.lifecycle_hook.failed", error, {"type": event.type})
+
+            engine.call_hook(entry.hook, event, report)
+
+    def memoize(self, attempt: Attempt) -> Memoize:
+        """The ``memoize`` the reference passes this attempt's handler (lines 781-785)."""
+        if attempt.table != CALLS.name:
+            raise ValueError(f"not an attempt of durable operations: {attempt!r}")
+        return Memoize(
+            self.engine.conn, CALLS, key=attempt.id, generation=attempt.generation, attempt=attempt.attempt
+        )
 
     # --- registering ---------------------------------------------------------------------
 
@@ -161,7 +216,7 @@ class Durability:
         created, winner = await engine.transaction_async(write)
         if not created:
             return False
-        engine.emit(Registered(entity=operation_entity(winner), timestamp=now))
+        self._emit(Registered(entity=operation_entity(winner), timestamp=now))
         # Start eagerly only when a permit is free; otherwise the reconciled alarm picks the row up.
         eager_permit = engine.try_acquire_permit()
         if eager_permit is None:
@@ -267,6 +322,7 @@ class Durability:
             invoke=invoke,
             complete=complete,
             is_terminal=lambda error: isinstance(error, DurableResultSerializationError),
+            emit=self._emit,
         )
 
     # --- reading and purging ------------------------------------------------------------
@@ -303,5 +359,5 @@ class Durability:
         count: int = await engine.purge(
             CALLS, before, self.active, DurabilityError("Durable operation was purged")
         )
-        engine.emit(Purged(timestamp=engine.now_ms, before=before, count=count))
+        self._emit(Purged(timestamp=engine.now_ms, before=before, count=count))
         return count
