@@ -26,8 +26,11 @@ another payload, the same id under the other operation name) with scripted
 outcomes (succeed after N ms, fail retryably, NonRetryable, hang), advance
 time, platform alarm (due or not), evict, settle a running handler, getResult,
 purgeBefore, injected platform failures (the next storage transactions or
-alarm writes fail); a settle may end a timed handler early, a delivery may
-be a platform retry (retryCount). Choices depend only on
+alarm writes fail), lifecycle() hooks added and detached (logging, throwing
+or rejecting), jobs of a second participant on the scheduler (config
+``extra``: due, sleeping, failing its pass); a settle may end a timed handler
+early, a delivery may be a platform retry (retryCount), a handler may
+memoize steps, an ``onAlarmRetry`` hook may throw or reject. Choices depend only on
 the reference's observations, so both sides see the same commands.
 node/README.md, "Differential runner", has the details; the normalisation and
 comparison are :mod:`tests.durability_oracle.observation`'s.
@@ -128,6 +131,19 @@ class OracleAdapter:
     def invocations(self) -> dict[str, Any]:
         return self._call({"op": "invocations"})
 
+    def hook(self, throws: bool, rejects: bool) -> dict[str, Any]:
+        return self._call({"op": "hook", "throws": throws, "rejects": rejects})
+
+    def unhook(self, hook: int) -> dict[str, Any]:
+        return self._call({"op": "unhook", "hook": hook})
+
+    def extra(self, key: str, due_at: int, fails: int, ms: int) -> dict[str, Any]:
+        return self._call({"op": "extra", "key": key, "dueAt": due_at, "fails": fails, "ms": ms})
+
+    def tables(self) -> dict[str, Any]:
+        dump = self._call({"op": "dump"})
+        return {"memos": dump.get("memos", []), "extra": dump.get("extra", [])}
+
     def close(self) -> None:
         self.o.close()
 
@@ -144,6 +160,8 @@ CONFIG_FIELDS = (
     "liveTimers",
     "includeResults",
     "methods",
+    "extra",
+    "alarmRetryHook",
 )
 
 
@@ -166,6 +184,11 @@ def random_config(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.3:
         names = rng.sample(OPERATIONS, rng.randint(1, len(OPERATIONS)))
         cfg["methods"] = {name: random_method(rng) for name in names}
+    if rng.random() < 0.3:
+        # A second participant on the scheduler (the driver's own), holding its passes or not.
+        cfg["extra"] = {"holding": rng.random() < 0.5}
+    if rng.random() < 0.2:
+        cfg["alarmRetryHook"] = rng.choice(["throws", "rejects"])
     return cfg
 
 
@@ -209,6 +232,14 @@ def random_value(rng: random.Random) -> Any:
 
 
 def random_outcome(rng: random.Random, settle: bool = False) -> dict[str, Any]:
+    outcome = _random_outcome(rng, settle)
+    if not settle and rng.random() < 0.3:
+        # The handler memoizes steps as it starts; a retry finds what an earlier attempt stored.
+        outcome["memos"] = rng.sample(["m1", "m2", "m3"], rng.randint(1, 2))
+    return outcome
+
+
+def _random_outcome(rng: random.Random, settle: bool) -> dict[str, Any]:
     ms = 0 if settle else rng.choice([0, 0, 10, 150, 1_500, 8_000])
     r = rng.random()
     if r < (0.55 if settle else 0.45):
@@ -231,7 +262,7 @@ def random_outcomes(rng: random.Random) -> list[dict[str, Any]]:
 class View:
     """What the generator knows, read from the reference's observations only."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: dict[str, Any]) -> None:
         self.new_ids = 0
         self.known: dict[str, tuple[str, Any]] = {}  # id -> (operation, payload) as persisted
         self.seen: list[str] = []  # every id ever registered (purged ones stay)
@@ -241,8 +272,14 @@ class View:
         #: but ignoring it.
         self.running: list[int] = []
         self.now = 0
+        #: Lifecycle hooks added so far (any instance), and the participant's jobs.
+        self.hooks = 0
+        self.extra_jobs = 0
+        self.has_extra = bool(config.get("extra"))
 
     def update(self, action: dict[str, Any], raw: dict[str, Any]) -> None:
+        if action["op"] == "hook":
+            self.hooks += 1
         self.known = {r["id"]: (r["operation"], parsed(r["payload"])) for r in raw["rows"]}
         self.alarm_at = raw["alarmAt"]
         self.now = raw["now"]
@@ -272,6 +309,9 @@ STEP_WEIGHTS = {
     "read": 11,
     "purge": 3,
     "fault": 3,
+    "hook": 2,
+    "unhook": 1,
+    "extra": 5,
 }
 
 
@@ -327,6 +367,20 @@ def choose_step(rng: random.Random, v: View) -> dict[str, Any]:
         # reconcile: the alarm pass fails and the engine arms its fallback) or the fallback itself.
         transactions, alarms = rng.choice([(1, 0), (1, 0), (2, 0), (1, 1), (0, 1)])
         return {"op": "fault", "transactions": transactions, "alarms": alarms}
+    if kind == "hook":
+        throws, rejects = rng.choice([(False, False), (False, False), (True, False), (False, True)])
+        return {"op": "hook", "throws": throws, "rejects": rejects}
+    if kind == "unhook" and v.hooks:
+        return {"op": "unhook", "hook": rng.randint(1, v.hooks)}
+    if kind == "extra" and v.has_extra:
+        v.extra_jobs += 1
+        return {
+            "op": "extra",
+            "key": f"j{rng.randint(1, v.extra_jobs)}",  # a new job, or one again
+            "dueAt": v.now + rng.choice([0, 0, 500, 2_000, 20_000]),
+            "fails": rng.choice([0, 0, 0, 1, 2]),
+            "ms": rng.choice([0, 0, 0, 100, 5_000]),
+        }
     if kind == "purge":
         return {"op": "purge", "before": max(0, v.now + rng.choice([-5_000, 0, 1]))}
     # read (also settle with nothing running)
@@ -356,7 +410,7 @@ def run_sequence(
     ri, pi = nr.reply(ref.init(copy.deepcopy(cfg))), np_.reply(port.init(copy.deepcopy(cfg)))
     if ri != pi:
         raise Diverged(f"seed {seed} init cfg {cfg}: {first_diff(ri, pi)}")
-    view = View()
+    view = View(cfg)
     done = 0
     for step in range(steps):
         action = choose_step(rng, view)

@@ -32,6 +32,10 @@ class Adapter(Protocol):
     def events(self) -> list[dict[str, Any]]: ...
     def next_alarm(self) -> dict[str, Any]: ...
     def invocations(self) -> dict[str, Any]: ...
+    def hook(self, throws: bool, rejects: bool) -> dict[str, Any]: ...
+    def unhook(self, hook: int) -> dict[str, Any]: ...
+    def extra(self, key: str, due_at: int, fails: int, ms: int) -> dict[str, Any]: ...
+    def tables(self) -> dict[str, Any]: ...
 
 
 # ------------------------------------------------------- normalisation
@@ -109,6 +113,16 @@ class Normaliser:
             out["last_error"] = r.get("last_error")
         return out
 
+    def memo(self, m: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "table": m.get("table_name"),
+            "key": m.get("record_key"),
+            "generation": self.gen(m.get("generation_id")),
+            "memo": m.get("memo_key"),
+            "value": parsed(m.get("value")),
+            "attempt": m.get("attempt"),
+        }
+
     def event(self, e: dict[str, Any]) -> dict[str, Any]:
         e = dict(e)
         if "generation" in e:
@@ -130,6 +144,7 @@ def observe(ad: Adapter, reply: Any, norm: Normaliser) -> tuple[dict[str, Any], 
     alarm = ad.next_alarm()
     inv = ad.invocations()
     failed = ad.failures()
+    tables = ad.tables()
     obs = {
         "reply": norm.reply(reply),
         "settled": [norm.reply(e) for e in settled.get("settled", [])],
@@ -143,6 +158,9 @@ def observe(ad: Adapter, reply: Any, norm: Normaliser) -> tuple[dict[str, Any], 
         # reportFailure calls and onAlarmRetry calls since the last step.
         "failures": norm.value(failed.get("failures", [])),
         "alarmRetries": norm.value(failed.get("alarmRetries", [])),
+        # durability_memos, and the jobs of the driver's own participant (config ``extra``).
+        "memos": [norm.memo(m) for m in tables.get("memos", [])],
+        "extra": tables.get("extra", []),
     }
     raw = {
         "reply": reply,
@@ -201,6 +219,12 @@ def apply(ad: Adapter, a: dict[str, Any]) -> Any:
         return ad.settle(a["handle"], copy.deepcopy(a["outcome"]))
     if op == "purge":
         return ad.purge(a["before"])
+    if op == "hook":
+        return ad.hook(bool(a.get("throws")), bool(a.get("rejects")))
+    if op == "unhook":
+        return ad.unhook(a["hook"])
+    if op == "extra":
+        return ad.extra(a["key"], a["dueAt"], a.get("fails", 0), a.get("ms", 0))
     if op == "settled":
         return None  # the observation's own settled() read covers it
     raise ValueError(op)

@@ -68,6 +68,7 @@ from typing import Any
 
 from semaphore_core.durability import (
     AlarmInfo,
+    AlarmRetry,
     CallRejected,
     Completed,
     Durability,
@@ -77,6 +78,7 @@ from semaphore_core.durability import (
     MethodOptions,
     NonRetryableError,
     NotFound,
+    Participant,
     Pending,
     Purged,
     RetryOptions,
@@ -84,7 +86,9 @@ from semaphore_core.durability import (
     SqliteAlarm,
     Step,
 )
+from semaphore_core.durability.engine import Join
 from semaphore_core.durability.microtasks import JsPromise
+from semaphore_core.durability.storage import DurableTable
 
 #: The oracle stand-in's default maxAttempts (node/standins/policy.ts), the port's too.
 STANDIN_MAX_ATTEMPTS = 3
@@ -116,6 +120,12 @@ class StorageFaultError(Exception):
 
 #: The stand-in's ``ctx.id``: ``onAlarmRetry``'s ``objectId``.
 OBJECT_ID = "object-1"
+#: The driver's own participant (``extraParticipant`` in node/harness/driver.ts).
+EXTRA_TABLE = DurableTable(name="extra_jobs", key="k")
+EXTRA_SCHEMA = (
+    "CREATE TABLE extra_jobs (k TEXT PRIMARY KEY, due_at INTEGER NOT NULL,"
+    " fails INTEGER NOT NULL, ms INTEGER NOT NULL)"
+)
 
 
 def _err(e: BaseException) -> dict[str, Any]:
@@ -206,6 +216,11 @@ class SemsimAdapter:
             sched["alarm_handoff_ms"] = cfg["alarmHandoffMs"]
         if "liveTimers" in cfg:
             sched["live_timers"] = bool(cfg["liveTimers"])
+        if cfg.get("alarmRetryHook") in ("throws", "rejects"):
+            sched["on_alarm_retry"] = self._alarm_retry_hook
+        if cfg.get("extra"):
+            self.conn.execute(EXTRA_SCHEMA)
+        self.hooks = 0
         self.sched_options = SchedulerOptions(**sched)
         retries = cfg.get("retries") or {}
         pinned = retries.get("delaysMs")
@@ -240,6 +255,13 @@ class SemsimAdapter:
             on_abort=self._on_abort,
         )
         self.durability = Durability(self.engine, self.dur_options, new_id=self._new_id)
+        # ``onLifecycleEvent``: the first of the instance's emitters, so added hooks come after it.
+        instance = self.instance
+        self.durability.lifecycle(lambda e: self.events_buf.append({"instance": instance, **e.to_wire()}))
+        self.detach: dict[int, Callable[[], None]] = {}
+        extra = self.config.get("extra")
+        if extra:
+            self.engine.register(self._extra_participant(bool(extra.get("holding"))))
         self._inject_faults()
         self.handler_timers: list[dict[str, Any]] = []  # {at, key, handle}
         self.early_fire: dict[int, int] = {}  # early timer seq -> effective fire time
@@ -279,8 +301,7 @@ class SemsimAdapter:
 
     def _absorb(self, step: Step) -> None:
         """Take a step's results (its handlers were invoked and aborted through the hooks)."""
-        for e in step.events:
-            self.events_buf.append({"instance": self.instance, **e.to_wire()})
+        # ``step.events`` came through the lifecycle hook already, in emission order.
         for failure in step.failures:
             self.failures_buf.append(
                 {"code": failure.label, "context": dict(failure.context), "error": _err(failure.error)}
@@ -325,6 +346,19 @@ class SemsimAdapter:
             }
         )
         self.inv_attempt[handle] = attempt
+        memos = outcome.get("memos") or []
+        if memos:
+            # ``await memoize(key, () => key@attempt)``: looked up now, stored on a miss.
+            memoize = self.durability.memoize(attempt)
+            memoized: dict[str, Any] = {}
+            for key in memos:
+                found = memoize.lookup(key)
+                if found is None:
+                    memoized[key] = f"{key}@{attempt.attempt}"
+                    memoize.store(key, memoized[key])
+                else:
+                    memoized[key] = found.value
+            self.log[-1]["memoized"] = memoized
         if outcome.get("kind") == "hang":
             return
         ms = outcome.get("ms") or 0
@@ -347,6 +381,79 @@ class SemsimAdapter:
             inv["abortReason"] = _err(reason)
         if inv["result"] is None and not inv["outcome"].get("ignoreAbort"):
             self._report(handle, "aborted", reason)
+
+    def _alarm_retry_hook(self, _retry: AlarmRetry) -> object:
+        """``onAlarmRetry`` as the driver's: logged from the step, then it throws or rejects."""
+        if self.config.get("alarmRetryHook") == "throws":
+            raise ScriptedError("onAlarmRetry hook threw", None)
+        return JsPromise.rejected(self.engine.tasks, ScriptedError("onAlarmRetry hook rejected", None))
+
+    def _extra_participant(self, holding: bool) -> Participant:
+        """The driver's ``extraParticipant``: due jobs in order; a job's ``ms`` is a sleep, its
+        ``fails`` a throw (decremented first), else it is deleted; ``run``/``ran`` logged."""
+        engine, instance = self.engine, self.instance
+        running = [0]
+        assert self.conn is not None
+        conn = self.conn
+
+        def finish() -> None:
+            running[0] -= 1
+            self.events_buf.append({"instance": instance, "extra": "ran", "at": self.now})
+
+        def proceed(due: list[tuple[str, int, int]], i: int, join: Join | None, slept: bool) -> Join | None:
+            try:
+                while i < len(due):
+                    key, fails, ms = due[i]
+                    if ms > 0 and not slept:  # await new Promise((r) => setTimeout(r, ms))
+                        join = join or Join(engine)
+                        self.handler_timers.append(
+                            {
+                                "at": self.now + ms,
+                                "seq": engine.timer_seq(),
+                                "extra": lambda i=i, join=join: proceed(due, i, join, True),
+                            }
+                        )
+                        return join
+                    slept = False
+                    if fails > 0:
+                        conn.execute("UPDATE extra_jobs SET fails = fails - 1 WHERE k = ?", (key,))
+                        raise ScriptedError(f"extra job {key} failed", None)
+                    conn.execute("DELETE FROM extra_jobs WHERE k = ?", (key,))
+                    i += 1
+            except ScriptedError as error:
+                finish()
+                if join is None:
+                    raise
+                join.reject(error)
+                return join
+            finish()
+            if join is not None:
+                join.resolve()
+            return join
+
+        def run_due(now_ms: int, _info: AlarmInfo | None) -> Join | None:
+            due = [
+                (str(k), int(fails), int(ms))
+                for k, fails, ms in conn.execute(
+                    "SELECT k, fails, ms FROM extra_jobs WHERE due_at <= ? ORDER BY due_at, k", (now_ms,)
+                )
+            ]
+            self.events_buf.append(
+                {"instance": instance, "extra": "run", "at": self.now, "keys": [d[0] for d in due]}
+            )
+            running[0] += 1
+            return proceed(due, 0, None, False)
+
+        def next_pending_at(c: sqlite3.Connection) -> int | None:
+            (at,) = c.execute("SELECT MIN(due_at) FROM extra_jobs").fetchone()
+            return None if at is None else int(at)
+
+        return Participant(
+            table=EXTRA_TABLE,
+            run_due=run_due,
+            next_pending_at=next_pending_at,
+            holding=(lambda: running[0] > 0) if holding else None,
+        )
 
     def _handle_of(self, attempt: Any) -> int | None:
         for h in range(len(self.log), 0, -1):
@@ -481,7 +588,11 @@ class SemsimAdapter:
                     key = (at, t.seq, 0)
                     if best is None or key < best[0]:
                         best = (key, "engine", t)
-                live = [h for h in self.handler_timers if self.log[h["handle"] - 1]["result"] is None]
+                live = [
+                    h
+                    for h in self.handler_timers
+                    if "extra" in h or self.log[h["handle"] - 1]["result"] is None
+                ]
                 self.handler_timers = live
                 for h in live:
                     key = (h["at"], h["seq"], 0)
@@ -494,6 +605,16 @@ class SemsimAdapter:
                 if best[1] == "engine":
                     timer = best[2]
                     self._run(lambda timer=timer: self.engine.fire(timer, self.now))
+                elif "extra" in best[2]:
+                    h = best[2]
+                    self.handler_timers.remove(h)
+
+                    def resume(proceed=h["extra"]):
+                        with self.engine.step(self.now) as out:
+                            proceed()
+                        return out.freeze(self.now)
+
+                    self._run(resume)
                 else:
                     h = best[2]
                     self.handler_timers.remove(h)
@@ -521,6 +642,82 @@ class SemsimAdapter:
         self.faults["transactions"] += transactions
         self.faults["alarms"] += alarms
         return {"ok": True, "faults": dict(self.faults)}
+
+    def hook(self, throws: bool, rejects: bool) -> dict[str, Any]:
+        """``lifecycle(hook)`` on the live instance: it logs each event, then throws or rejects."""
+        self.hooks += 1
+        number, instance = self.hooks, self.instance
+
+        def hook(event: Any) -> object:
+            wire = event.to_wire()
+            self.events_buf.append(
+                {"instance": instance, "hook": number, "type": wire["type"], "id": wire.get("id")}
+            )
+            if throws:
+                raise ScriptedError(f"hook {number} threw", None)
+            if rejects:
+                return JsPromise.rejected(self.engine.tasks, ScriptedError(f"hook {number} rejected", None))
+            return None
+
+        self.detach[number] = self.durability.lifecycle(hook)
+        return {"ok": True, "hook": number}
+
+    def unhook(self, hook: int) -> dict[str, Any]:
+        detach = self.detach.pop(hook, None)
+        if detach is None:
+            return {"ok": False, "reason": "no such hook on the live instance"}
+        detach()
+        return {"ok": True}
+
+    def extra(self, key: str, due_at: int, fails: int, ms: int) -> dict[str, Any]:
+        """A job of the driver's participant, written in ``engine.transaction`` (the alarm reconciled)."""
+        if not self.config.get("extra"):
+            return {"error": {"name": "Error", "message": "no extra participant: init with config.extra"}}
+        inst = self.instance
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO extra_jobs (k, due_at, fails, ms) VALUES (?, ?, ?, ?)",
+                (key, due_at, fails, ms),
+            )
+
+        def start(token: int) -> Any:
+            box: list[JsPromise] = []
+            self._run(
+                lambda: self.engine.run_step(
+                    self.now, lambda: box.append(self.engine.transaction_async(write))
+                )
+            )
+            [promise] = box
+            if promise.state == "rejected":
+                raise promise.value
+            if promise.state == "fulfilled":
+                return None
+            promise.then(
+                lambda _: self._settle_token(
+                    token, {"token": token, "instance": inst, "ok": True, "result": None}
+                ),
+                lambda e: self._settle_token(token, {"token": token, "instance": inst, "error": _err(e)}),
+            )
+            return _PENDING
+
+        return self._call_async(start)
+
+    def tables(self) -> dict[str, Any]:
+        """The world's other tables: ``durability_memos`` and the participant's jobs."""
+        assert self.conn is not None
+        out: dict[str, Any] = {}
+        for name, query in (
+            ("memos", "SELECT * FROM durability_memos ORDER BY table_name, record_key, memo_key"),
+            ("extra", "SELECT * FROM extra_jobs ORDER BY k" if self.config.get("extra") else None),
+        ):
+            if query is None:
+                out[name] = []
+                continue
+            cur = self.conn.execute(query)
+            cols = [d[0] for d in cur.description]
+            out[name] = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        return out
 
     def failures(self) -> dict[str, Any]:
         out = {"failures": self.failures_buf, "alarmRetries": self.alarm_retries_buf}

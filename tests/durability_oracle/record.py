@@ -133,7 +133,7 @@ def _sequence(
     ours, theirs = Normaliser(False), Normaliser(False)
     init = ours.reply(reference.init(copy.deepcopy(config)))
     port_ok = theirs.reply(port.init(copy.deepcopy(config))) == init
-    view = View()
+    view = View(config)
     actions: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []
     diverges: dict[str, Any] | None = None if port_ok else {"step": -1, "at": "init"}
