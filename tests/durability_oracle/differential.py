@@ -233,9 +233,10 @@ def random_value(rng: random.Random) -> Any:
 
 def random_outcome(rng: random.Random, settle: bool = False) -> dict[str, Any]:
     outcome = _random_outcome(rng, settle)
-    if not settle and rng.random() < 0.3:
-        # The handler memoizes steps as it starts; a retry finds what an earlier attempt stored.
-        outcome["memos"] = rng.sample(["m1", "m2", "m3"], rng.randint(1, 2))
+    if rng.random() < 0.3:
+        # The handler memoizes steps as it starts (or, settled by hand, just before it settles:
+        # a zombie's write after a purge); a retry finds what an earlier attempt stored.
+        outcome["settleMemos" if settle else "memos"] = rng.sample(["m1", "m2", "m3"], rng.randint(1, 2))
     return outcome
 
 
@@ -252,7 +253,7 @@ def _random_outcome(rng: random.Random, settle: bool) -> dict[str, Any]:
         )
     if settle or r < 0.8:
         return non_retryable("bad input", ms=ms)
-    return hang(ignore_abort=rng.random() < 0.25)
+    return hang(ignore_abort=rng.random() < 0.5)
 
 
 def random_outcomes(rng: random.Random) -> list[dict[str, Any]]:
@@ -302,12 +303,13 @@ STEP_WEIGHTS = {
     "register_same": 5,
     "register_other_payload": 4,
     "register_other_op": 4,
+    "register_purged": 3,
     "advance": 24,
     "alarm": 10,
     "evict": 6,
     "settle": 10,
     "read": 11,
-    "purge": 3,
+    "purge": 4,
     "fault": 3,
     "hook": 2,
     "unhook": 1,
@@ -317,7 +319,19 @@ STEP_WEIGHTS = {
 
 def choose_step(rng: random.Random, v: View) -> dict[str, Any]:
     kind = rng.choices(list(STEP_WEIGHTS), list(STEP_WEIGHTS.values()))[0]
-    if kind.startswith("register_") and kind != "register_new" and not v.known:
+    purged = [id for id in v.seen if id not in v.known]
+    if kind == "register_purged" and purged:
+        # An id whose row a purge deleted, registered again: a new generation, while the old
+        # one's handlers may still run (zombies, fenced; their late memos of another generation).
+        return {
+            "op": "register",
+            "id": rng.choice(purged),
+            "operation": rng.choices(OPERATIONS, [80, 20])[0],
+            "payload": random_payload(rng),
+            "outcomes": random_outcomes(rng),
+            "kind": kind,
+        }
+    if kind == "register_purged" or (kind.startswith("register_") and not v.known):
         kind = "register_new"
     if kind == "register_new":
         v.new_ids += 1

@@ -346,19 +346,7 @@ class SemsimAdapter:
             }
         )
         self.inv_attempt[handle] = attempt
-        memos = outcome.get("memos") or []
-        if memos:
-            # ``await memoize(key, () => key@attempt)``: looked up now, stored on a miss.
-            memoize = self.durability.memoize(attempt)
-            memoized: dict[str, Any] = {}
-            for key in memos:
-                found = memoize.lookup(key)
-                if found is None:
-                    memoized[key] = f"{key}@{attempt.attempt}"
-                    memoize.store(key, memoized[key])
-                else:
-                    memoized[key] = found.value
-            self.log[-1]["memoized"] = memoized
+        self._memoize(handle, outcome.get("memos"), "")
         if outcome.get("kind") == "hang":
             return
         ms = outcome.get("ms") or 0
@@ -369,6 +357,22 @@ class SemsimAdapter:
             )
         else:
             self._report(handle, "outcome", outcome)
+
+    def _memoize(self, handle: int, keys: list[str] | None, prefix: str) -> None:
+        """The handler's ``await memoize(key, () => key@attempt)``: looked up now, stored on a miss."""
+        if not keys:
+            return
+        attempt = self.inv_attempt[handle]
+        memoize = self.durability.memoize(attempt)
+        memoized = self.log[handle - 1].setdefault("memoized", {})
+        for key in keys:
+            found = memoize.lookup(key)
+            if found is None:
+                value = f"{key}@{attempt.attempt}"
+                memoize.store(key, value)
+            else:
+                value = found.value
+            memoized[f"{prefix}{key}"] = value
 
     def _on_abort(self, attempt: Any, reason: BaseException) -> None:
         """The signal's abort listener: note it; unless told to ignore it, reject with its reason."""
@@ -484,6 +488,8 @@ class SemsimAdapter:
         if inv["result"] is not None:
             return
         attempt = self.inv_attempt[handle]
+        if kind == "outcome":
+            self._memoize(handle, arg.get("settleMemos"), "late:")
         inv["settledAt"] = self.now
         if kind == "aborted":
             inv["result"] = "aborted"
