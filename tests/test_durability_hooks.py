@@ -190,3 +190,132 @@ def test_a_failed_alarm_pass_is_reported_with_the_references_context_and_retry_i
     assert alarm.get_alarm() == 6_000  # the fallback: now + alarmMinDelayMs
     [end] = step.alarm_ends
     assert end.outcome == "retrying"
+
+
+# --- lifecycle() hooks and onAlarmRetry ---------------------------------------------------
+
+
+def _hooked_operations(options: SchedulerOptions | None = None) -> tuple[Engine, Durability]:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    engine = Engine(conn, SqliteAlarm(conn), options)
+    ids = iter(range(1, 100))
+    durability = Durability(
+        engine, DurabilityOptions(handlers={"run": None}), new_id=lambda: f"gen-{next(ids)}"
+    )
+    return engine, durability
+
+
+def test_lifecycle_hooks_run_at_emission_in_the_order_they_were_added() -> None:
+    """``lifecycle(hook)`` (lines 536-544): each event goes to the step and to every hook, at the
+    moment it is emitted (the row is as the event says); detaching stops a hook, and the same hook
+    added twice is called twice."""
+    engine, durability = _hooked_operations()
+    seen: list[tuple[str, str, str | None]] = []
+
+    def first(event: Any) -> None:
+        status = engine.conn.execute("SELECT status FROM durability_calls WHERE id = 'a'").fetchone()
+        seen.append(("first", event.type, status[0] if status else None))
+
+    def second(event: Any) -> None:
+        seen.append(("second", event.type, None))
+
+    durability.lifecycle(first)
+    detach = durability.lifecycle(second)
+    durability.lifecycle(second)
+    step = durability.register("run", "a", 1, 0).step
+    [attempt] = step.started
+    assert [event.type for event in step.events] == ["registered", "attempt_started"]
+    assert seen == [
+        ("first", "registered", "pending"),
+        ("second", "registered", None),
+        ("second", "registered", None),
+        ("first", "attempt_started", "pending"),
+        ("second", "attempt_started", None),
+        ("second", "attempt_started", None),
+    ]
+    seen.clear()
+    detach()
+    detach()  # twice is harmless
+    engine.complete(attempt, "done", 5)
+    assert seen == [("first", "attempt_settled", "completed"), ("second", "attempt_settled", None)]
+
+
+def test_a_hook_detached_during_an_emission_still_gets_that_event() -> None:
+    """The emitters are a snapshot per event (``[...emitters]``, the stand-in's guess)."""
+    _engine, durability = _hooked_operations()
+    seen: list[str] = []
+    detach_second: list[Any] = []
+
+    def first(event: Any) -> None:
+        seen.append(f"first {event.type}")
+        detach_second[0]()
+
+    durability.lifecycle(first)
+    detach_second.append(durability.lifecycle(lambda event: seen.append(f"second {event.type}")))
+    durability.register("run", "a", 1, 0)
+    assert seen == ["first registered", "second registered", "first attempt_started"]
+
+
+@pytest.mark.parametrize("how", ["throws", "rejects"])
+def test_a_failing_lifecycle_hook_is_reported_and_changes_nothing(how: str) -> None:
+    """``createEmitter``: a throw or a rejected promise is reported (label and context are the
+    stand-in's guess), never rethrown; the other hooks and the step's events go on."""
+    engine, durability = _hooked_operations()
+    error = RuntimeError("hook failed")
+    after: list[str] = []
+
+    def failing(event: Any) -> object:
+        if how == "throws":
+            raise error
+        return JsPromise.rejected(engine.tasks, error)
+
+    durability.lifecycle(failing)
+    durability.lifecycle(lambda event: after.append(event.type))
+    step = durability.register("run", "a", 1, 0).step
+    assert [event.type for event in step.events] == ["registered", "attempt_started"]
+    assert after == ["registered", "attempt_started"]
+    assert [(f.label, f.context, f.error) for f in step.failures] == [
+        ("durability.lifecycle_hook.failed", {"type": "registered"}, error),
+        ("durability.lifecycle_hook.failed", {"type": "attempt_started"}, error),
+    ]
+    assert len(step.started) == 1
+
+
+@pytest.mark.parametrize("how", ["throws", "rejects"])
+def test_a_failing_on_alarm_retry_is_reported_after_the_pass_failure(how: str) -> None:
+    """``notifyAlarmRetry`` (lines 1529-1565): the hook gets the retry info; its throw or rejection
+    is reported as ``durability.alarm.retry_hook_failed`` with ``{retryInMs}`` and the fallback
+    alarm stands."""
+    calls: list[Any] = []
+    hook_error = ValueError("hook failed")
+    engine_box: list[Engine] = []
+
+    def hook(retry: Any) -> object:
+        calls.append(retry)
+        if how == "throws":
+            raise hook_error
+        return JsPromise.rejected(engine_box[0].tasks, hook_error)
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    alarm = SqliteAlarm(conn)
+    engine = Engine(conn, alarm, SchedulerOptions(alarm_min_delay_ms=5_000, on_alarm_retry=hook))
+    engine_box.append(engine)
+    fault = RuntimeError("storage unavailable")
+    engine.storage.transaction = lambda closure: JsPromise.rejected(engine.tasks, fault)  # type: ignore[method-assign]
+
+    step = engine.alarm(1_000, AlarmInfo(retry_count=1, is_retry=True))
+
+    assert len(calls) == 1
+    assert calls == list(step.alarm_retries)
+    assert [(f.label, f.context, f.error) for f in step.failures] == [
+        ("durability.alarm.failed", {"retryInMs": 5_000}, fault),
+        ("durability.alarm.retry_hook_failed", {"retryInMs": 5_000}, hook_error),
+    ]
+    assert alarm.get_alarm() == 6_000
+    assert [end.outcome for end in step.alarm_ends] == ["retrying"]
+
+
+def test_on_alarm_retry_must_be_callable() -> None:
+    """Lines 1118-1123."""
+    with pytest.raises(TypeError, match="onAlarmRetry must be a function"):
+        SchedulerOptions(on_alarm_retry=5)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -115,6 +115,7 @@ def world(
     attempt_timeout_ms: int = 60_000,
     alarm_concurrency: int = 10,
     seed: int = 1,
+    worker_class: type[Worker] | None = None,
 ) -> World:
     built: list[World] = []
     options = DurabilityOptions(
@@ -129,7 +130,7 @@ def world(
             api = ExternalApi(sim, network, spec or ApiSpec(), faults or ApiFaultRates())
             scheduler = SchedulerOptions(alarm_concurrency=alarm_concurrency)
             worker = DurableObject(
-                sim, "worker", lambda ctx: Worker(ctx, network, options, scheduler), nursery
+                sim, "worker", lambda ctx: (worker_class or Worker)(ctx, network, options, scheduler), nursery
             )
             network.register("worker", worker)
             w = World(sim, network, api, worker)
@@ -178,6 +179,43 @@ def test_an_api_error_is_retried_after_the_backoff_under_the_same_id() -> None:
     assert lifecycle[-1][2] == "completed"
     assert {call.key for _, _, call in w.seen} == {"job-1"}
     assert w.api.effects == {"job-1": 1}
+
+
+class MemoizingWorker(Worker):
+    """Reserves a slot (a memoized step) before it calls the API: a retry reuses the reservation."""
+
+    reservations: ClassVar[list[tuple[str, int]]] = []
+
+    async def _job(self, attempt: Attempt) -> Any:
+        async def reserve() -> str:
+            await self.ctx.sim.sleep(10)
+            MemoizingWorker.reservations.append((attempt.id, attempt.attempt))
+            return f"slot-of-attempt-{attempt.attempt}"
+
+        slot = await self.scheduler.memoize(attempt, "reserve", reserve)
+        assert slot == "slot-of-attempt-1"
+        return await super()._job(attempt)
+
+
+def test_a_retry_reuses_what_the_failed_attempt_memoized() -> None:
+    """``memoize(key, fn)`` (lines 781-785): attempt 2 gets attempt 1's stored step and does not
+    run it again; the completion deletes the call's memos (lines 1698-1704)."""
+    MemoizingWorker.reservations = []
+    memos_left: list[int] = []
+
+    async def body(w: World) -> None:
+        w.submit("job-1", 1_000)
+        await w.sim.sleep(60_000)
+        assert isinstance(w.result("job-1"), Completed)
+        instance = w.worker.instance()
+        assert isinstance(instance, Worker)
+        memos_left.append(instance.ctx.storage.execute("SELECT COUNT(*) FROM durability_memos").fetchone()[0])
+
+    w = world(body, faults=FaultsUntil(api_error=1.0, until_ms=500), worker_class=MemoizingWorker)
+    assert ("attempt_settled", 1, "retry_scheduled") in w.lifecycle()
+    assert w.lifecycle()[-1] == ("attempt_settled", 2, "completed")
+    assert MemoizingWorker.reservations == [("job-1", 1)]
+    assert memos_left == [0]
 
 
 def test_retries_exhausted_end_in_a_failed_last_attempt() -> None:

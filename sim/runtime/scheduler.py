@@ -35,7 +35,11 @@ to do. This module does it, inside one live instance of a
   instance builds a new scheduler on the same storage, and the stored
   alarm brings pending work back.
 - **Lifecycle events** go to the injected hook in emission order, after
-  the step that committed them, and into the trace.
+  the step that committed them, and into the trace. A hook that must run
+  at the very emission, as the reference's do, goes on
+  ``scheduler.durability.lifecycle(hook)``.
+- **Memos**: a handler awaits :meth:`DurabilityScheduler.memoize`, the
+  reference's ``memoize(key, fn)``.
 
 It knows nothing of semaphores, APIs or invariants: the participants, the
 handler and the hook are the object's.
@@ -46,7 +50,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 import trio
@@ -196,6 +200,24 @@ class DurabilityScheduler:
             raise rejected.error from None
         self.apply(registration.step)
         return registration.inserted
+
+    async def memoize(self, attempt: Attempt, key: str, compute: Callable[[], Awaitable[T]]) -> T:
+        """The attempt's ``memoize(key, fn)`` (seed 002, lines 781-785), for handlers to await.
+
+        The value an earlier attempt of the same generation stored under
+        ``key``; else ``compute()``'s, stored for the attempts after this
+        one. A call's memos go with its terminal write. If the attempt is
+        aborted or the instance dies while ``compute`` runs, nothing is
+        stored: the handler's task is cancelled there.
+        """
+        assert self.durability is not None, "no operations attached"
+        memo = self.durability.memoize(attempt)
+        found = memo.lookup(key)
+        if found is not None:
+            return cast(T, found.value)
+        value = await compute()
+        memo.store(key, value)
+        return value
 
     def transaction(self, write: Callable[[sqlite3.Connection], T]) -> T:
         """``scheduler.transaction``: ``write`` and the alarm's reconcile commit together.
