@@ -79,6 +79,37 @@ def test_a_terminal_failure_deletes_the_calls_memos(how: str) -> None:
     assert memos(shell) == []
 
 
+def test_a_terminal_failure_whose_fence_failed_keeps_the_memos() -> None:
+    """Line 1801 (``owned && decision.terminal``): a zombie of a purged generation failing for good
+    leaves the new generation's memos."""
+    shell = Shell(alarm_concurrency=2)
+    zombie = started(shell.register("a", now=0))
+    shell.durability.purge_before(1, 10)
+    fresh = started(shell.register("a", now=20))
+    shell.durability.memoize(fresh).store("step", 2)
+    shell.engine.fail(zombie, NonRetryableError("late and bad"), 30)
+    assert [(m[1], m[2]) for m in memos(shell)] == [(fresh.generation, "step")]
+
+
+def test_a_claim_of_a_replaced_generation_keeps_the_new_ones_memos() -> None:
+    """Line 1761 (``exhaustedAttempt !== undefined``): an execution that waited for a permit while
+    its row was purged and registered again claims nothing and exhausts nothing; the new
+    generation's memos stay."""
+    shell = Shell(alarm_concurrency=1, live_timers=True)
+    hold = started(shell.register("hold", now=0))  # the only permit, until its handler reports
+    shell.register("a", now=10)  # no permit: pending, picked up by the alarm
+    pass_step = shell.platform_alarm(15_000)
+    assert pass_step.started == ()  # a's execution waits for the permit
+    shell.durability.purge_before(11, 15_001)  # both rows go; hold's handler is aborted
+    shell.register("a", now=15_002)  # generation 2, waiting for the permit too
+    [fresh] = [row for row in shell.rows() if row.id == "a"]
+    shell.durability.memoize(
+        Attempt("durability_calls", "a", "run", fresh.generation_id, 1, None, 0, 1)
+    ).store("step", 2)
+    shell.engine.fail(hold, RuntimeError("aborted"), 15_003)  # the permit comes back
+    assert [(m[1], m[2]) for m in memos(shell)] == [(fresh.generation_id, "step")]
+
+
 def test_a_purge_deletes_the_memos_of_purged_rows_only() -> None:
     """Line 1405: ``deleteStaleMemos``: memos whose record is gone (or of another generation)."""
     shell = Shell(alarm_concurrency=2)
@@ -88,6 +119,18 @@ def test_a_purge_deletes_the_memos_of_purged_rows_only() -> None:
     shell.durability.memoize(new).store("step", 2)
     shell.durability.purge_before(50, 200)
     assert [(m[0], m[2]) for m in memos(shell)] == [("new", "step")]
+
+
+def test_a_purge_deletes_a_memo_of_another_generation_than_its_row() -> None:
+    """``deleteStaleMemos``: a memo of the old generation beside a re-registered row is stale."""
+    shell = Shell(alarm_concurrency=2)
+    zombie = started(shell.register("a", now=0))
+    shell.durability.purge_before(1, 10)
+    shell.register("a", now=20)
+    shell.durability.memoize(zombie).store("step", "stale")  # the zombie writes after all
+    assert [m[1] for m in memos(shell)] == [zombie.generation]
+    shell.durability.purge_before(5, 30)  # purges no row
+    assert memos(shell) == []
 
 
 def test_a_new_generation_does_not_see_the_old_ones_memo() -> None:

@@ -96,16 +96,6 @@ def _check_key(memo_key: str) -> None:
         raise TypeError(f"memo keys are strings, got {memo_key!r}")
 
 
-def memoized_keys(conn: sqlite3.Connection, table: DurableTable, key: str, generation: str) -> list[str]:
-    """``memoizedKeys``: the memo keys a generation has stored, sorted."""
-    rows = conn.execute(
-        "SELECT memo_key FROM durability_memos"
-        " WHERE table_name = ? AND record_key = ? AND generation_id = ? ORDER BY memo_key",
-        (table.name, key, generation),
-    ).fetchall()
-    return [str(memo_key) for (memo_key,) in rows]
-
-
 def delete_memos(conn: sqlite3.Connection, table: DurableTable, key: str) -> None:
     """``deleteMemos``: every memo of the record, whatever its generation (its terminal write)."""
     conn.execute("DELETE FROM durability_memos WHERE table_name = ? AND record_key = ?", (table.name, key))

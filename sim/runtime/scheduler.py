@@ -208,7 +208,9 @@ class DurabilityScheduler:
         ``key``; else ``compute()``'s, stored for the attempts after this
         one. A call's memos go with its terminal write. If the attempt is
         aborted or the instance dies while ``compute`` runs, nothing is
-        stored: the handler's task is cancelled there.
+        stored: the handler's task is cancelled there. As in the reference,
+        a stored value comes back through JSON (a tuple as a list), while
+        the attempt that computed it gets ``compute()``'s object itself.
         """
         assert self.durability is not None, "no operations attached"
         memo = self.durability.memoize(attempt)

@@ -256,8 +256,16 @@ class SemsimAdapter:
         )
         self.durability = Durability(self.engine, self.dur_options, new_id=self._new_id)
         # ``onLifecycleEvent``: the first of the instance's emitters, so added hooks come after it.
+        # What it sees must also be what the steps hand the shell (``_absorb`` checks).
         instance = self.instance
-        self.durability.lifecycle(lambda e: self.events_buf.append({"instance": instance, **e.to_wire()}))
+        self.hooked: list[dict[str, Any]] = []
+
+        def on_lifecycle_event(event: Any) -> None:
+            wire = event.to_wire()
+            self.hooked.append(wire)
+            self.events_buf.append({"instance": instance, **wire})
+
+        self.durability.lifecycle(on_lifecycle_event)
         self.detach: dict[int, Callable[[], None]] = {}
         extra = self.config.get("extra")
         if extra:
@@ -301,7 +309,12 @@ class SemsimAdapter:
 
     def _absorb(self, step: Step) -> None:
         """Take a step's results (its handlers were invoked and aborted through the hooks)."""
-        # ``step.events`` came through the lifecycle hook already, in emission order.
+        # ``step.events`` came through the lifecycle hook already, in emission order (interleaved
+        # with the added hooks' calls); the step must hand the shell the same events.
+        stepped = [event.to_wire() for event in step.events]
+        hooked, self.hooked = self.hooked, []
+        if stepped != hooked:
+            raise AssertionError(f"the step's events {stepped} are not what its hook saw {hooked}")
         for failure in step.failures:
             self.failures_buf.append(
                 {"code": failure.label, "context": dict(failure.context), "error": _err(failure.error)}
@@ -359,7 +372,7 @@ class SemsimAdapter:
             self._report(handle, "outcome", outcome)
 
     def _memoize(self, handle: int, keys: list[str] | None, prefix: str) -> None:
-        """The handler's ``await memoize(key, () => key@attempt)``: looked up now, stored on a miss."""
+        """The handler's ``await memoize(key, () => key@handle)``: looked up now, stored on a miss."""
         if not keys:
             return
         attempt = self.inv_attempt[handle]
@@ -368,7 +381,7 @@ class SemsimAdapter:
         for key in keys:
             found = memoize.lookup(key)
             if found is None:
-                value = f"{key}@{attempt.attempt}"
+                value = f"{key}@{handle}"
                 memoize.store(key, value)
             else:
                 value = found.value
@@ -786,6 +799,8 @@ class SemsimAdapter:
         return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
     def events(self):
+        if self.hooked:
+            raise AssertionError(f"events no step handed the shell: {self.hooked}")
         out, self.events_buf = self.events_buf, []
         return out
 
