@@ -11,6 +11,10 @@ semaphore-store.ts, semaphore-leases.ts) on ``sqlite3``. Where to look:
 - ``policy``: resolving the limit and group policies
 - ``store`` / ``migrations``: the tables and the queries on them
 - ``holder``: the ``Holder`` facade (transactions, replies, events, usage)
+
+Beside it, the cores the other seeds describe: ``durability`` (seed 002's
+durable operations and scheduler), ``gate`` (seed 003's slot ledger) and
+``leased`` (seed 004's leased-worker store); docs/DESIGNS.md.
 """
 
 from semaphore_core.config import (
