@@ -225,6 +225,13 @@ def test_fixes_all_turns_on_every_fix_and_tolerates_nothing() -> None:
     assert tolerated_for(fixes_arg("claims-respect-the-limit")) == frozenset({"F1", "F2", "F4", "F5"})
 
 
+def test_tolerated_for_names_an_unknown_fix_instead_of_a_key_error() -> None:
+    """The API's callers (campaign, the pytest strategy) pass fixes unchecked: a typo is a ValueError
+    naming it, as ``--fixes`` reports one, not a bare KeyError."""
+    with pytest.raises(ValueError, match="unknown fix 'claims-respect-the-limt'; known: "):
+        tolerated_for(("claims-respect-the-limt",))
+
+
 def test_coverage_counts_each_sometimes_state_from_a_trace() -> None:
     events = [
         {"t": 0, "kind": "send", "msg": "m1", "src": "c", "dst": "h", "method": "permits"},

@@ -21,6 +21,7 @@ import trio
 from semaphore_core.durability import (
     Attempt,
     Completed,
+    DuplicateDurablePayloadError,
     DurabilityOptions,
     Event,
     Failed,
@@ -179,6 +180,31 @@ def test_an_api_error_is_retried_after_the_backoff_under_the_same_id() -> None:
     assert lifecycle[-1][2] == "completed"
     assert {call.key for _, _, call in w.seen} == {"job-1"}
     assert w.api.effects == {"job-1": 1}
+
+
+def test_a_refused_registration_raises_the_librarys_own_error() -> None:
+    """``register`` gets ``CallRejected`` from the port (the step and the error): the shell applies
+    the step, then raises the error itself, as the reference's method rejects with it."""
+    raised: list[BaseException] = []
+
+    async def body(w: World) -> None:
+        assert w.submit("job-1", 1_000) is True
+        instance = w.worker.instance()
+        assert isinstance(instance, Worker)
+        try:
+            instance.scheduler.register("run", "job-1", {"id": "job-1", "account": "acct", "workMs": 5})
+        except Exception as error:
+            raised.append(error)
+        await w.sim.sleep(5_000)
+
+    w = world(body)
+    assert [type(error) for error in raised] == [DuplicateDurablePayloadError]
+    assert raised[0].__cause__ is None  # not the port's wrapper
+    assert w.lifecycle() == [
+        ("registered", 0, ""),
+        ("attempt_started", 1, ""),
+        ("attempt_settled", 1, "completed"),
+    ]
 
 
 class MemoizingWorker(Worker):

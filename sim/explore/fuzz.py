@@ -378,7 +378,13 @@ def fixes_arg(text: str) -> tuple[str, ...]:
 
 
 def tolerated_for(fixes: tuple[str, ...]) -> frozenset[str]:
-    """The reference's known findings, less those the chosen fixes correct."""
+    """The reference's known findings, less those the chosen fixes correct.
+
+    A name that is not a fix is the caller's error, said as ``--fixes`` says it (``fixes_arg``).
+    """
+    unknown = [name for name in fixes if name not in KNOWN_FIXES]
+    if unknown:
+        raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}")
     fixed = {KNOWN_FIXES[name].split(":")[0] for name in fixes}
     return frozenset(KNOWN_FINDINGS - fixed)
 
