@@ -30,7 +30,10 @@ them with the other designs' choices):
 - stale slots are freed when an acquire needs the count, before it
   decides: a ledger nobody asks keeps its stale slots, which changes
   nothing anyone can observe;
-- tokens come from an injected ``new_token`` (the reference's are random).
+- tokens come from an injected ``new_token`` that must never repeat one
+  (the reference's are random): the ledger can only refuse a token it
+  holds, so a factory that reused a released or healed token would let a
+  late release free another worker's slot.
 
 | slot | event | after |
 |---|---|---|
@@ -112,13 +115,16 @@ class ConcurrencySlots:
         """Heal the stale slots, then take a slot if one is free."""
         self._advance(now_ms)
         healed = tuple(slot for slot in self._slots.values() if now_ms - slot.acquired_at_ms > self.stale_ms)
+        token: str | None = None
+        if len(self._slots) - len(healed) < self.max_in_flight:
+            token = self._new_token()
+            # All or nothing: a bad token changes nothing, healing included.
+            if not isinstance(token, str):
+                raise ValueError(f"new_token must give a fresh string, got {token!r}")
         for slot in healed:
             del self._slots[slot.token]
-        if len(self._slots) >= self.max_in_flight:
+        if token is None:
             return Admission(token=None, healed=healed)
-        token = self._new_token()
-        if not isinstance(token, str) or token in self._slots:
-            raise ValueError(f"new_token must give a fresh string, got {token!r}")
         self._slots[token] = Slot(token=token, acquired_at_ms=now_ms)
         assert len(self._slots) <= self.max_in_flight, "the ledger admitted past its cap"
         return Admission(token=token, healed=healed)

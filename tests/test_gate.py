@@ -109,10 +109,11 @@ def test_time_must_not_go_backwards_and_tokens_must_be_fresh() -> None:
     slots.acquire(10)
     with pytest.raises(ValueError, match="no earlier than 10"):
         slots.acquire(9)
-    same = ConcurrencySlots(lambda: "same")
+    same = ConcurrencySlots(lambda: "same", stale_ms=10)
     same.acquire(0)
     with pytest.raises(ValueError, match="fresh string"):
-        same.acquire(0)
+        same.acquire(20)  # all or nothing: the stale slot is not healed either
+    assert same.slots() == (Slot("same", 0),)
 
 
 def test_the_ledger_keeps_its_promises_under_random_sequences() -> None:

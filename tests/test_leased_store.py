@@ -58,8 +58,8 @@ def test_an_instance_under_a_live_lease_is_never_claimed_again() -> None:
 
 
 def test_a_lease_not_renewed_expires_and_the_instance_is_claimed_again() -> None:
-    """ "A worker that stops renewing loses its instances when the lease expires, and they are claimed
-    again"; "it is retried when its lease expires"."""
+    """ "it is retried when its lease expires"; "At worst its lease expires, as if its worker had
+    died"."""
     s = store("a")
     s.claim(lease("t1", 10, 100), limit=1, workflows=["w"])
     [again] = s.claim(lease("t2", 100, 200, owner="worker-2"), limit=1, workflows=["w"])
@@ -87,8 +87,8 @@ def test_a_stale_token_renews_nothing_and_writes_nothing() -> None:
 
 
 def test_a_lease_is_lost_when_it_expires_though_no_other_claim_took_it() -> None:
-    """ "A worker that stops renewing loses its instances when the lease expires": its late renewal and
-    its late write do not land (a modelling choice: the seed shows no store)."""
+    """Issue 26's reading: a worker that stops renewing loses its instances when the lease expires. Its
+    late renewal and its late write do not land (a modelling choice: the seed shows no store)."""
     s = store("a")
     s.claim(lease("t1", 10, 100), limit=1, workflows=["w"])
     assert s.renew("a", "t1", 99, 150) is True  # live until 150 now
@@ -127,6 +127,23 @@ def test_a_hand_back_makes_the_instance_due_at_once_for_any_worker() -> None:
     [again] = s.claim(lease("t2", 20, 100, owner="worker-2"), limit=1, workflows=["w"])
     assert again.lease_owner == "worker-2"
     assert s.hand_back("a", "t1", 30) is False  # the old token no longer holds it
+
+
+def test_an_expired_lease_no_longer_counts_against_the_concurrency_limit() -> None:
+    s = store("a", "b")
+    assert ids(s.claim(lease("t1", 10, 100), limit=5, workflows=["w"], limits={"w": 1})) == ["a"]
+    # At 100 a's lease has run out: it is claimable again and holds no place under the limit.
+    assert ids(s.claim(lease("t2", 100, 200), limit=5, workflows=["w"], limits={"w": 1})) == ["a"]
+
+
+def test_a_final_write_must_release_the_lease() -> None:
+    s = store("a")
+    s.claim(lease("t1", 10, 100), limit=1, workflows=["w"])
+    with pytest.raises(ValueError, match="must release its lease"):
+        s.write("a", "t1", "completed", 20)
+    a = s.get("a")
+    assert a is not None
+    assert a.status == "running"
 
 
 def test_a_workflows_concurrency_limit_counts_its_live_leases() -> None:

@@ -19,8 +19,9 @@ calls and what the worker's code and comments require of them:
 - ``handBack(id, leaseToken, {now, ...})`` gives the lease up: the
   instance is due again at once, "for another worker (or this one, after a
   restart)";
-- a worker that stops renewing loses its instances when the lease expires:
-  they are claimed again ("it is retried when its lease expires").
+- a lease that is not renewed runs out, and the instance is claimed again
+  ("it is retried when its lease expires"; "At worst its lease expires, as
+  if its worker had died").
 
 The least those need, and so the modelling choices (docs/DESIGNS.md):
 
@@ -32,12 +33,25 @@ The least those need, and so the modelling choices (docs/DESIGNS.md):
   lease, those this claim takes included;
 - the **rate windows** then grant or refuse each picked instance, in claim
   order (``RateWindowClaim.grant``); a refused instance stays due;
-- **fencing** asks for the token *and* a live lease: "a worker that stops
-  renewing loses its instances when the lease expires", so a renewal or a
-  write after ``lease_until`` does not land even if no other claim took the
-  instance yet (a store that compared the token alone would let a late
-  renewal revive a lease and push a workflow past its concurrency limit);
-- a write that ends or suspends the execution releases the lease.
+- **fencing** asks for the token *and* a live lease (issue 26 reads the
+  seed so: a worker that stops renewing loses its instances when the lease
+  expires), so a renewal or a write after ``lease_until`` does not land
+  even if no other claim took the instance yet. The seed's warning ("another
+  worker took over") would fit a store that compares the token alone, but
+  such a store lets a late renewal revive a lease and push a workflow past
+  its concurrency limit. ``renew`` therefore takes ``now_ms``, which the
+  seed's call does not pass (its store reads its own clock);
+- a write with ``release`` ends or suspends the execution and gives the
+  lease up; a final status without it is refused (the worker always
+  releases on finish);
+- not modelled: workflow versions (claims match workflow names), the
+  ``compensating`` and ``compensation_failed`` statuses, a suspension with
+  no wake time (waiting on a signal: a suspended instance here always has
+  one), and ``handBack``'s ``leaseUntil`` and ``signalCursor`` (it makes
+  the instance ``pending`` and due at once);
+- an instance the rate windows refuse still used up a place of the
+  claim's ``limit`` (picked, then refused), as the picked-then-granted
+  shape of ``RateWindowClaim`` suggests.
 
 What it must not know: workflows' code, journals, signals, schedules,
 children, cancellation (the worker's), or time beyond the ``now_ms`` given.
@@ -275,6 +289,8 @@ class LeaseStore:
     ) -> bool:
         """A fenced write: it lands only while ``token`` holds a live lease. ``release`` gives the lease
         up (the execution ended or suspended; a suspended one is due again at ``wake_at``)."""
+        if status in FINAL and not release:
+            raise ValueError(f"a write that ends the execution ({status}) must release its lease")
         fence = " WHERE id = ? AND lease_token = ? AND lease_until > ?"
         if release:
             sql = (
