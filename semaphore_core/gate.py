@@ -119,7 +119,7 @@ class ConcurrencySlots:
         if len(self._slots) - len(healed) < self.max_in_flight:
             token = self._new_token()
             # All or nothing: a bad token changes nothing, healing included.
-            if not isinstance(token, str):
+            if not isinstance(token, str) or token in self._slots:
                 raise ValueError(f"new_token must give a fresh string, got {token!r}")
         for slot in healed:
             del self._slots[slot.token]
