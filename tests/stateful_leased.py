@@ -49,7 +49,6 @@ class LeasedStoreMachine(RuleBasedStateMachine):
         self.issued: dict[str, list[str]] = {}
         #: Grants in each rate window of "limited": window end -> claims counted in it.
         self.window_claims: dict[int, int] = {}
-        self.window_end: int | None = None
 
     @rule(ms=st.sampled_from([0, 1, 100, 499, 500, 501, 1_000]))
     def advance(self, ms: int) -> None:
@@ -76,15 +75,17 @@ class LeasedStoreMachine(RuleBasedStateMachine):
             old = before[instance.id]
             assert not old.leased_at(self.now), "one_live_lease"
             assert old.status in ("pending", "running", "suspended")
-            assert old.wake_at is not None
-            assert old.wake_at <= self.now
+            assert old.wake_at_ms is not None
+            assert old.wake_at_ms <= self.now
             self.holder[instance.id] = (token, self.now + LEASE_MS)
             self.issued[instance.id].append(token)
         limited = sum(1 for i in claimed if i.workflow == "limited")
         if limited:
             [window] = [w for w in self.store.windows() if w.workflow == "limited"]
-            self.window_claims[window.window_end] = self.window_claims.get(window.window_end, 0) + limited
-            assert self.window_claims[window.window_end] == window.count <= RATE.max, "limits: rate window"
+            self.window_claims[window.window_end_ms] = (
+                self.window_claims.get(window.window_end_ms, 0) + limited
+            )
+            assert self.window_claims[window.window_end_ms] == window.count <= RATE.max, "limits: rate window"
         # expiry: with room for every claimable instance, each of "free" (no limits) is claimed, an
         # instance whose lease ran out included.
         claimable = [old for old in before.values() if self._claimable(old)]
@@ -96,8 +97,8 @@ class LeasedStoreMachine(RuleBasedStateMachine):
     def _claimable(self, instance: Instance) -> bool:
         return (
             instance.status in ("pending", "running", "suspended")
-            and instance.wake_at is not None
-            and instance.wake_at <= self.now
+            and instance.wake_at_ms is not None
+            and instance.wake_at_ms <= self.now
             and not instance.leased_at(self.now)
         )
 
@@ -131,7 +132,9 @@ class LeasedStoreMachine(RuleBasedStateMachine):
         elif how == "complete":
             landed = self.store.write(id, token, "completed", self.now, release=True)
         elif how == "suspend":
-            landed = self.store.write(id, token, "suspended", self.now, release=True, wake_at=self.now + 200)
+            landed = self.store.write(
+                id, token, "suspended", self.now, release=True, wake_at_ms=self.now + 200
+            )
         else:
             landed = self.store.hand_back(id, token, self.now)
         assert landed is holds, "fenced"
@@ -146,6 +149,8 @@ class LeasedStoreMachine(RuleBasedStateMachine):
         assert sum(1 for i in live if i.workflow == "limited") <= LIMITS["limited"], "limits: concurrency"
         for instance in self.store.instances():
             held = self.holder[instance.id]
-            assert (instance.lease_token, instance.lease_until) == (held or (None, None)), "fenced: the lease"
+            assert (instance.lease_token, instance.lease_until_ms) == (held or (None, None)), (
+                "fenced: the lease"
+            )
             if instance.leased_at(self.now):
                 assert self._holds(instance.id, str(instance.lease_token)), "one_live_lease"

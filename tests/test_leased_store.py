@@ -41,7 +41,7 @@ def test_a_claim_leases_due_instances_oldest_first_up_to_its_limit() -> None:
     assert ids(claimed) == ["a", "b"]
     a = s.get("a")
     assert a is not None
-    assert (a.status, a.lease_token, a.lease_until, a.runs) == ("running", "t1", 100, 1)
+    assert (a.status, a.lease_token, a.lease_until_ms, a.runs) == ("running", "t1", 100, 1)
     assert ids(s.claim(lease("t2", 10, 100), limit=5, workflows=["w"])) == ["c"]
 
 
@@ -97,7 +97,7 @@ def test_a_lease_is_lost_when_it_expires_though_no_other_claim_took_it() -> None
     assert s.hand_back("a", "t1", 150) is False
     a = s.get("a")
     assert a is not None
-    assert (a.status, a.lease_until) == ("running", 150)
+    assert (a.status, a.lease_until_ms) == ("running", 150)
 
 
 def test_an_ended_execution_releases_the_lease_and_writes_no_more() -> None:
@@ -106,7 +106,7 @@ def test_an_ended_execution_releases_the_lease_and_writes_no_more() -> None:
     assert s.write("a", "t1", "completed", 20, release=True) is True
     a = s.get("a")
     assert a is not None
-    assert (a.status, a.lease_token, a.lease_until, a.wake_at) == ("completed", None, None, None)
+    assert (a.status, a.lease_token, a.lease_until_ms, a.wake_at_ms) == ("completed", None, None, None)
     assert s.write("a", "t1", "failed", 30, release=True) is False
     assert s.claim(lease("t2", 40, 100), limit=1, workflows=["w"]) == []  # finished: never claimed
 
@@ -114,7 +114,7 @@ def test_an_ended_execution_releases_the_lease_and_writes_no_more() -> None:
 def test_a_suspended_instance_is_due_again_at_its_wake_time() -> None:
     s = store("a")
     s.claim(lease("t1", 10, 100), limit=1, workflows=["w"])
-    assert s.write("a", "t1", "suspended", 20, release=True, wake_at=50) is True
+    assert s.write("a", "t1", "suspended", 20, release=True, wake_at_ms=50) is True
     assert s.claim(lease("t2", 49, 100), limit=1, workflows=["w"]) == []
     assert ids(s.claim(lease("t2", 50, 100), limit=1, workflows=["w"])) == ["a"]
 

@@ -67,7 +67,7 @@ class RateWindowRow:
 
     workflow: str
     key: str
-    window_end: int
+    window_end_ms: int
     count: int
 
 
@@ -81,7 +81,7 @@ class _Window:
 
 @attrs.define
 class _Open:
-    window_end: int
+    window_end_ms: int
     count: int
 
 
@@ -116,7 +116,9 @@ class RateWindowClaim:
         """``grant`` (lines 607-627): the ids granted, in claim order, and the rows to write back."""
         now = self.now_ms
         open_: dict[str, _Open | None] = {
-            _name(row.workflow, row.key): _Open(row.window_end, row.count) if row.window_end > now else None
+            _name(row.workflow, row.key): _Open(row.window_end_ms, row.count)
+            if row.window_end_ms > now
+            else None
             for row in locked
         }
         granted: list[str] = []
@@ -130,7 +132,9 @@ class RateWindowClaim:
                 current = open_.get(name) or _Open(now + window.duration_ms, 0)
                 current.count += 1
                 open_[name] = current
-                changed[name] = RateWindowRow(window.workflow, window.key, current.window_end, current.count)
+                changed[name] = RateWindowRow(
+                    window.workflow, window.key, current.window_end_ms, current.count
+                )
             granted.append(instance.id)
         return granted, list(changed.values())
 

@@ -26,8 +26,8 @@ calls and what the worker's code and comments require of them:
 The least those need, and so the modelling choices (docs/DESIGNS.md):
 
 - an instance is **claimable** when it is runnable (``pending``,
-  ``running`` or ``suspended``), due (``wake_at <= now``) and not under a
-  live lease (none, or ``lease_until <= now``); claims take them oldest due
+  ``running`` or ``suspended``), due (``wake_at_ms <= now``) and not under a
+  live lease (none, or ``lease_until_ms <= now``); claims take them oldest due
   first (then by creation, then id);
 - a workflow's **concurrency limit** counts its instances under a live
   lease, those this claim takes included;
@@ -35,7 +35,7 @@ The least those need, and so the modelling choices (docs/DESIGNS.md):
   order (``RateWindowClaim.grant``); a refused instance stays due;
 - **fencing** asks for the token *and* a live lease (issue 26 reads the
   seed so: a worker that stops renewing loses its instances when the lease
-  expires), so a renewal or a write after ``lease_until`` does not land
+  expires), so a renewal or a write after ``lease_until_ms`` does not land
   even if no other claim took the instance yet. The seed's warning ("another
   worker took over") would fit a store that compares the token alone, but
   such a store lets a late renewal revive a lease and push a workflow past
@@ -106,16 +106,16 @@ class Instance:
     workflow: str
     rate_limit_key: str | None
     status: Status
-    wake_at: int | None
+    wake_at_ms: int | None
     lease_owner: str | None
     lease_token: str | None
-    lease_until: int | None
+    lease_until_ms: int | None
     runs: int
-    created_at: int
+    created_at_ms: int
 
     def leased_at(self, now_ms: int) -> bool:
         """Under a live lease at ``now_ms``."""
-        return self.lease_until is not None and self.lease_until > now_ms
+        return self.lease_until_ms is not None and self.lease_until_ms > now_ms
 
 
 @attrs.frozen
@@ -262,7 +262,7 @@ class LeaseStore:
         for window in changed:
             self.conn.execute(
                 "UPDATE workflow_rate_windows SET window_end = ?, count = ? WHERE workflow = ? AND key = ?",
-                (window.window_end, window.count, window.workflow, window.key),
+                (window.window_end_ms, window.count, window.workflow, window.key),
             )
         return set(granted)
 
@@ -285,10 +285,10 @@ class LeaseStore:
         now_ms: int,
         *,
         release: bool = False,
-        wake_at: int | None = None,
+        wake_at_ms: int | None = None,
     ) -> bool:
         """A fenced write: it lands only while ``token`` holds a live lease. ``release`` gives the lease
-        up (the execution ended or suspended; a suspended one is due again at ``wake_at``)."""
+        up (the execution ended or suspended; a suspended one is due again at ``wake_at_ms``)."""
         if status in FINAL and not release:
             raise ValueError(f"a write that ends the execution ({status}) must release its lease")
         fence = " WHERE id = ? AND lease_token = ? AND lease_until > ?"
@@ -297,7 +297,7 @@ class LeaseStore:
                 "UPDATE workflow_instances SET status = ?, wake_at = ?,"
                 " lease_owner = NULL, lease_token = NULL, lease_until = NULL" + fence
             )
-            due = None if status in FINAL else (now_ms if wake_at is None else wake_at)
+            due = None if status in FINAL else (now_ms if wake_at_ms is None else wake_at_ms)
             args: tuple[object, ...] = (status, due, id, token, now_ms)
         else:
             sql = "UPDATE workflow_instances SET status = ?" + fence
@@ -306,4 +306,4 @@ class LeaseStore:
 
     def hand_back(self, id: str, token: str, now_ms: int) -> bool:
         """``handBack``: give the lease up; the instance is due at once for any worker."""
-        return self.write(id, token, "pending", now_ms, release=True, wake_at=now_ms)
+        return self.write(id, token, "pending", now_ms, release=True, wake_at_ms=now_ms)
