@@ -42,12 +42,14 @@ from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults
 from semsim.runtime.timers import Tie
 from semsim.runtime.trace import Trace
 from semsim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
+from semsim.world.design import FAULTS_FOR, METHODS_OF, SEMAPHORE, DesignSpec, coordinators
 from semsim.world.external_api import NAME as API
 from semsim.world.external_api import ApiSpec, ExternalApi
 from semsim.world.faults import FaultPlan, InputFault
 from semsim.world.forger import forge, forge_leases, lease_rows
 from semsim.world.holder_object import Env, HolderObject
 from semsim.world.jobs import Jobs
+from semsim.world.lease_store_object import NAME as STORE
 from semsim.world.operations import OperationsSpec
 from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Workload, arrivals
@@ -56,8 +58,10 @@ PROGRESS_SAMPLE_MS = 5_000
 #: Names a user's invariant may not take: semsim's own invariants, and the outcomes a failed
 #: run reports where no invariant broke (a case file's ``expect`` could not tell them apart).
 RESERVED_NAMES = (*INVARIANTS, "violation", "crash", "deadlock", "time_limit", "step_limit")
-#: Every RPC method a world's objects answer (what a drop may name).
-METHODS = ("permits", "usage", "limit_workflow", "submit", "release", "finished")
+#: Every RPC method a semaphore world's objects answer (what a drop may name).
+METHODS = METHODS_OF["semaphore"]
+#: A fault plan's fields as a plan without faults has them.
+_NO_FAULT = {field.name: getattr(FaultPlan(), field.name) for field in attrs.fields(FaultPlan)}
 #: The most items a run's workload may submit: every item costs memory and trace events
 #: (a day of the standard workload, 138,240 items and about 3 million trace events, peaks
 #: near 2 GiB: docs/BENCHMARKS.md).
@@ -191,6 +195,8 @@ class WorldConfig:
     operations: OperationsSpec | None = attrs.field(
         default=None, validator=optional(instance(OperationsSpec))
     )
+    #: The design its objects run (:mod:`semsim.world.design`): the semaphore unless told.
+    design: DesignSpec = attrs.field(default=SEMAPHORE, validator=instance(DesignSpec))
 
     def __attrs_post_init__(self) -> None:
         if not self.client.lease_capable:
@@ -210,6 +216,12 @@ class WorldConfig:
             del recorded["operations"]
         else:
             recorded["operations"] = self.operations.to_dict()
+        if self.workload.paced_by_intake:  # the default: older records keep their bytes
+            del recorded["workload"]["paced_by_intake"]
+        if self.design == SEMAPHORE:
+            del recorded["design"]
+        else:
+            recorded["design"] = self.design.to_dict()
         return recorded
 
     @classmethod
@@ -247,6 +259,12 @@ class World:
     envs: dict[str, Env]
     #: The external API (worlds with ``config.operations`` only).
     api: ExternalApi | None = None
+    #: Told of each batch the workload first sends (a meter, say: :func:`run_world`'s ``observe``).
+    submit_watchers: list[Callable[[list[dict[str, Any]]], None]] = attrs.field(factory=list)
+
+    def submitted(self, items: list[dict[str, Any]]) -> None:
+        for watcher in self.submit_watchers:
+            watcher(items)
 
     def holder_name(self, key: str) -> str:
         return f"holder:{key}"
@@ -283,6 +301,7 @@ def run_world(
     variant: Variant = REFERENCE,
     checkers: Sequence[type[Checker]] = (),
     progress: Callable[[int], None] | None = None,
+    observe: Callable[[Sim, World, int], Callable[[], None]] | None = None,
 ) -> WorldRun:
     """Build and run one world; the trace header records seed, config and faults.
 
@@ -293,6 +312,13 @@ def run_world(
     ``checkers`` are the user's own invariants (:mod:`semsim.check.checker`),
     judged beside semsim's; the header names them. ``progress`` is told the
     virtual time now and then (a command's progress bar); it changes nothing.
+    ``observe`` is called with the simulation, the world just built and when
+    its faults stop, and returns what to call once liveness is judged: a
+    watcher that reads and never writes (``semsim.harness.designs``' meter).
+
+    The world runs the semaphore: a config naming another design
+    (``config.design``) is run by :func:`semsim.harness.designs.run_design`,
+    and refused here.
 
     Invariants are checked throughout; a violation ends the run (outcome
     ``violation``) unless it is a known finding named in ``tolerated``.
@@ -305,6 +331,11 @@ def run_world(
     naming the argument and what it may be.
     """
     check_run(config, faults, seed, tolerated)
+    if config.design.name != "semaphore":
+        raise ValueError(
+            f"config.design names {config.design.name!r}: run_world runs the semaphore; "
+            f"semsim.harness.designs.run_design runs every design"
+        )
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if not isinstance(full_checks, bool):
@@ -349,7 +380,10 @@ def run_world(
 
             world = _build(sim, config, faults, nursery, judge, variant)
             built.append(world)
+            finish = None if observe is None else observe(sim, world, quiet_from_ms)
             await _judge_liveness(sim, world, config, quiet_from_ms)
+            if finish is not None:
+                finish()
             nursery.cancel_scope.cancel()
 
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
@@ -397,34 +431,56 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
     scheduled after ``duration_ms`` (the run may go on past it to settle).
     """
     end = config.duration_ms
-    if faults.api_faults() and config.operations is None:
+    design = config.design.name
+    for field, designs in FAULTS_FOR.items():
+        if design not in designs and getattr(faults, field) != _NO_FAULT[field]:
+            raise ValueError(
+                f"faults.{field} is a fault of design {' and '.join(designs)}: config.design is {design!r}"
+            )
+    if faults.api_faults() and config.operations is None and design == "semaphore":
         raise ValueError(
             "faults.api_error, api_error_after_effect and api_slow are faults of the external API, "
             "which only a world with config.operations calls"
         )
     if faults.faults_until_ms is not None and faults.faults_until_ms > end:
         raise ValueError(f"faults.faults_until_ms ({faults.faults_until_ms}) is after duration_ms ({end})")
-    for name in ("partitions", "drops", "input_faults"):
+    for name in ("partitions", "drops", "input_faults", "pauses"):
         for index, window in enumerate(getattr(faults, name)):
             if window.end_ms > end:
                 raise ValueError(
                     f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
                 )
-    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels"):
+    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels", "shutdowns"):
         for index, entry in enumerate(getattr(faults, name)):
             if entry.at_ms >= end:
                 raise ValueError(
                     f"faults.{name}[{index}].at_ms ({entry.at_ms}) is not before duration_ms ({end})"
                 )
-    holders = [f"holder:{key}" for key in config.workload.keys]
-    objects = [*holders, *config.workload.client_names()]
-    endpoints = [*objects, "jobs", "workload", "forger", *([API] if config.operations is not None else [])]
+    clients = config.workload.client_names()
+    objects = [*coordinators(design, config.workload.keys), *clients]
+    if design == "semaphore":
+        endpoints = [
+            *objects,
+            "jobs",
+            "workload",
+            "forger",
+            *([API] if config.operations is not None else []),
+        ]
+    else:
+        endpoints = [*objects, "workload", API, *([STORE] if design == "leased-worker" else [])]
     for name, entries, field, known in (
-        ("partitions", faults.partitions, "target", objects),
+        (
+            "partitions",
+            faults.partitions,
+            "target",
+            [*objects, *([STORE] if design == "leased-worker" else [])],
+        ),
         ("evictions", faults.evictions, "target", objects),
         ("drops", faults.drops, "src", endpoints),
         ("drops", faults.drops, "dst", endpoints),
-        ("drops", faults.drops, "method", METHODS),
+        ("drops", faults.drops, "method", METHODS_OF[design]),
+        ("pauses", faults.pauses, "target", clients),
+        ("shutdowns", faults.shutdowns, "target", clients),
         ("limit_changes", faults.limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "key", config.workload.keys),
         ("group_limit_changes", faults.group_limit_changes, "group", config.workload.groups),
@@ -514,7 +570,9 @@ def _build(
         network.register(name, obj)
         monitor.watch_client(obj)
         world.clients[name] = obj
-        nursery.start_soon(arrivals, sim, network, workload, name, index, name=f"workload.{name}")
+        nursery.start_soon(
+            arrivals, sim, network, workload, name, index, world.submitted, name=f"workload.{name}"
+        )
 
     if faults.forged_reports:
         until = faults.faults_until_ms if faults.faults_until_ms is not None else config.duration_ms

@@ -158,6 +158,22 @@ class InputFault:
 
 
 @attrs.frozen
+class Pause(Window):
+    """``target``'s process stalls from ``start_ms`` until ``end_ms`` (a GC pause): its heartbeats,
+    claims and writes wait for the end, while the calls it already sent run on. (A window, as a
+    partition is, of another fault.)"""
+
+
+@attrs.frozen
+class Shutdown:
+    """At ``at_ms`` worker ``target`` shuts down as a deploy does (seed 004's ``shutdown()``), and
+    its supervisor starts it again later."""
+
+    target: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+
+
+@attrs.frozen
 class Cancel:
     """At ``at_ms`` the user cancels the newest ``count`` items still queued on ``target``.
 
@@ -227,6 +243,12 @@ class FaultPlan:
     #: ... or its work takes ``api_slow_factor`` times longer.
     api_slow: float = 0.0
     api_slow_factor: int = 4
+    #: The gate's faults (design ``gate``): the probability it answers an acquire with an error
+    #: (a non-ok, non-429 answer, on which its callers proceed uncapped) ...
+    gate_error: float = 0.0
+    #: ... and, for workers (designs ``gate`` and ``leased-worker``), stalls and shutdowns.
+    pauses: tuple[Pause, ...] = ()
+    shutdowns: tuple[Shutdown, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -240,6 +262,7 @@ class FaultPlan:
             "api_error",
             "api_error_after_effect",
             "api_slow",
+            "gate_error",
         ):
             _probability(name, getattr(self, name))
         if self.api_error + self.api_error_after_effect > 1.0:
@@ -280,6 +303,7 @@ class FaultPlan:
             or self.forged_reports
             or self.evict_holders_every_ms is not None
             or self.api_faults()
+            or self.gate_error
         )
 
     def api_faults(self) -> bool:
@@ -302,6 +326,8 @@ class FaultPlan:
         ends += [change.at_ms for change in self.group_limit_changes]
         ends += [fault.end_ms for fault in self.input_faults]
         ends += [cancel.at_ms for cancel in self.cancels]
+        ends += [pause.end_ms for pause in self.pauses]
+        ends += [shutdown.at_ms for shutdown in self.shutdowns]
         return min(duration_ms, max(ends))
 
     def active(self, t_ms: int) -> bool:
@@ -323,7 +349,7 @@ class FaultPlan:
         """
         recorded = attrs.asdict(self, recurse=True)
         for name in _WRITTEN_WHEN_SET:
-            if recorded[name] == _DEFAULTS[name]:
+            if recorded[name] == _DEFAULTS[name] or recorded[name] == []:
                 del recorded[name]
         return recorded
 
@@ -342,6 +368,8 @@ _SCHEDULED: Final[tuple[tuple[str, type], ...]] = (
     ("group_limit_changes", GroupLimitChange),
     ("input_faults", InputFault),
     ("cancels", Cancel),
+    ("pauses", Pause),
+    ("shutdowns", Shutdown),
 )
 
 NO_FAULTS: Final = FaultPlan()
@@ -378,6 +406,15 @@ def random_plan(seed: int, targets: list[str], duration_ms: int) -> FaultPlan:
     )
 
 
-#: Fields added with the account-concurrency world: absent from a recorded plan that leaves them unset.
-_WRITTEN_WHEN_SET: Final = ("api_error", "api_error_after_effect", "api_slow", "api_slow_factor")
+#: Fields added with the account-concurrency world and the other designs: absent from a recorded
+#: plan that leaves them unset.
+_WRITTEN_WHEN_SET: Final = (
+    "api_error",
+    "api_error_after_effect",
+    "api_slow",
+    "api_slow_factor",
+    "gate_error",
+    "pauses",
+    "shutdowns",
+)
 _DEFAULTS: Final = {field.name: field.default for field in attrs.fields(FaultPlan)}

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from random import Random
 from typing import Any, Final, Literal
 
 import attrs
+import trio
 
 from semsim.inputs.validation import (
     MAX_TIME_MS,
@@ -109,6 +111,11 @@ class Workload:
     duration_ms: tuple[int, int] = attrs.field(default=(2_000, 20_000), converter=_pair, validator=_range_ms)
     #: Arrivals stop at this time (the run may go on to let work finish).
     until_ms: int = attrs.field(default=600_000, converter=js_int, validator=time_ms())
+    #: True: a client's next arrival is drawn once its previous submission was taken, so a
+    #: lost or slow submission delays the arrivals after it (the first worlds' behaviour, kept so
+    #: their traces keep their bytes). False: arrivals keep their drawn times whatever the
+    #: intake does, so every design meets the same items at the same times (``semsim compare``).
+    paced_by_intake: bool = attrs.field(default=True, validator=boolean)
     #: When given, exactly these arrivals replace the random processes.
     script: tuple[Arrival, ...] = attrs.field(default=(), validator=lambda _, a, v: check_list(a.name, v))
 
@@ -142,41 +149,87 @@ class Workload:
         return index >= self.clients - self.plain_clients
 
 
-async def arrivals(sim: Sim, network: Network, workload: Workload, client: str, index: int) -> None:
+#: Told of each batch as the workload first sends it (a meter's queue wait starts there).
+OnSubmit = Callable[[list[dict[str, Any]]], None]
+
+
+async def arrivals(
+    sim: Sim,
+    network: Network,
+    workload: Workload,
+    client: str,
+    index: int,
+    on_submit: OnSubmit | None = None,
+) -> None:
     """Submit one client's items until ``until_ms``; a failed submission is retried."""
     if workload.script:
-        await _scripted(sim, network, workload, client, index)
+        await _scripted(sim, network, workload, client, index, on_submit)
         return
     rng = sim.rng(f"workload:{client}")
+    if not workload.paced_by_intake:
+        await _detached(sim, network, workload, client, rng, on_submit)
+        return
     n = 0
     while True:
-        if workload.arrival == "steady":
-            gap = max(1, round(rng.expovariate(workload.items_per_minute / 60_000)))
-            batch = 1
-        else:
-            if workload.aligned:
-                gap = workload.burst_every_ms - sim.now() % workload.burst_every_ms
-            else:
-                gap = workload.burst_every_ms if n else rng.randint(0, workload.burst_every_ms)
-            batch = workload.burst_size
+        gap, batch = _next_gap(workload, rng, n, sim.now())
         if sim.now() + gap >= workload.until_ms:
             return
         await sim.sleep(gap)
-        items: list[dict[str, Any]] = []
-        for _ in range(batch):
-            n += 1
-            items.append(
-                {
-                    "id": f"{client}/item-{n}",
-                    "key": workload.keys[rng.randrange(len(workload.keys))],
-                    "group": workload.groups[rng.randrange(len(workload.groups))],
-                    "body": json.dumps({"duration_ms": rng.randint(*workload.duration_ms)}),
-                }
-            )
-        await _submit(sim, network, client, items)
+        items, n = _batch(workload, client, rng, n, batch)
+        await _submit(sim, network, client, items, on_submit)
 
 
-async def _scripted(sim: Sim, network: Network, workload: Workload, client: str, index: int) -> None:
+async def _detached(
+    sim: Sim, network: Network, workload: Workload, client: str, rng: Random, on_submit: OnSubmit | None
+) -> None:
+    """Arrivals at their drawn times, whatever the intake does: each batch is submitted (and, if
+    lost, submitted again) in a task of its own, so a slow or lossy intake delays no later
+    arrival, and every design meets the same items at the same times."""
+    n = 0
+    at_ms = sim.now()
+    async with trio.open_nursery() as submissions:
+        while True:
+            gap, batch = _next_gap(workload, rng, n, at_ms)
+            if at_ms + gap >= workload.until_ms:
+                return
+            at_ms += gap
+            await sim.sleep_until(at_ms)
+            items, n = _batch(workload, client, rng, n, batch)
+            submissions.start_soon(_submit, sim, network, client, items, on_submit, name=f"submit.{client}")
+
+
+def _next_gap(workload: Workload, rng: Random, n: int, now_ms: int) -> tuple[int, int]:
+    """How long until the next arrival, from ``now_ms``, and how many items it brings (``n``
+    submitted so far)."""
+    if workload.arrival == "steady":
+        return max(1, round(rng.expovariate(workload.items_per_minute / 60_000))), 1
+    if workload.aligned:
+        return workload.burst_every_ms - now_ms % workload.burst_every_ms, workload.burst_size
+    gap = workload.burst_every_ms if n else rng.randint(0, workload.burst_every_ms)
+    return gap, workload.burst_size
+
+
+def _batch(
+    workload: Workload, client: str, rng: Random, n: int, size: int
+) -> tuple[list[dict[str, Any]], int]:
+    """``size`` new items of ``client``, numbered on from ``n``; and the last number used."""
+    items: list[dict[str, Any]] = []
+    for _ in range(size):
+        n += 1
+        items.append(
+            {
+                "id": f"{client}/item-{n}",
+                "key": workload.keys[rng.randrange(len(workload.keys))],
+                "group": workload.groups[rng.randrange(len(workload.groups))],
+                "body": json.dumps({"duration_ms": rng.randint(*workload.duration_ms)}),
+            }
+        )
+    return items, n
+
+
+async def _scripted(
+    sim: Sim, network: Network, workload: Workload, client: str, index: int, on_submit: OnSubmit | None
+) -> None:
     n = 0
     for arrival in sorted(workload.script, key=lambda a: a.at_ms):
         if arrival.client != index:
@@ -193,10 +246,14 @@ async def _scripted(sim: Sim, network: Network, workload: Workload, client: str,
                     "body": json.dumps({"duration_ms": arrival.duration_ms}),
                 }
             )
-        await _submit(sim, network, client, items)
+        await _submit(sim, network, client, items, on_submit)
 
 
-async def _submit(sim: Sim, network: Network, client: str, items: list[dict[str, Any]]) -> None:
+async def _submit(
+    sim: Sim, network: Network, client: str, items: list[dict[str, Any]], on_submit: OnSubmit | None = None
+) -> None:
+    if on_submit is not None:
+        on_submit(items)
     # Enqueueing is idempotent by item id, so retrying a lost submission is safe.
     while True:
         try:
