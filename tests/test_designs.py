@@ -59,6 +59,7 @@ def test_the_gate_sheds_past_its_cap_and_the_shed_item_tries_again_after_retry_a
     figures = run.trade_offs
     assert figures is not None
     assert (figures.peak_over_admission, figures.over_cap_permit_s, figures.completed) == (0, 0.0, 3)
+    assert figures.recovery_ms == 0  # no fault, no damage
     assert any(e["item"] == item for e in events(run, "item_done", capped=True))
 
 
@@ -130,8 +131,11 @@ def test_a_slot_leaked_by_a_dead_caller_heals_after_stale_ms_and_not_before() ->
     assert figures is not None
     # The item's work ran twice, and took effect twice (this API does not deduplicate).
     assert (figures.duplicate_executions, figures.double_effects) == (1, 2 - 1)
-    # The slot was held by no running work from the zombie call's end (30 s) until it healed.
+    # The slot was held by no running work from the zombie call's end (30 s) until it healed,
+    # and that damage of the eviction (at 1 s) lasted until then.
     assert 85 <= figures.leaked_cap_s <= 100
+    assert figures.recovery_ms is not None
+    assert 115_000 <= figures.recovery_ms <= 121_000  # until the slot went stale (120 s after 10 ms)
 
 
 # --- the leased worker ----------------------------------------------------------------------
@@ -162,6 +166,19 @@ def test_a_lost_lease_runs_the_instance_twice_and_fences_the_stale_write() -> No
     assert figures.double_effects >= 1
     # Never over the cap: the store counts live leases, and the first one had run out.
     assert figures.peak_over_admission == 0
+
+
+def test_work_run_again_counts_as_a_duplicate_even_where_the_api_absorbs_it() -> None:
+    # The lost-lease story against an API that deduplicates: the second execution's call is
+    # refused while the first runs (409) or replayed after it; the work was still run twice.
+    story = config("leased-worker", Arrival(0, 0, duration_ms=40_000), clients=2, leased=ONE_AT_A_TIME)
+    run = run_design(story, FaultPlan(drops=(Drop("request", 0, 42_000, method="renew"),)), seed=1)
+    assert run.result.outcome == "completed", run.result
+    assert events(run, "api_conflict") or events(run, "api_replay")
+    figures = run.trade_offs
+    assert figures is not None
+    assert figures.duplicate_executions >= 1
+    assert figures.double_effects == 0
 
 
 def test_a_dead_workers_instance_is_held_until_its_lease_runs_out() -> None:

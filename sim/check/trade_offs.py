@@ -9,20 +9,23 @@ leases). The figures, per run (:class:`TradeOffs`):
 - ``peak_over_admission``: the most calls in flight at once above the cap,
   for any account; ``over_cap_permit_s``: the integral, over time and
   accounts, of the calls in flight above the cap (permit-seconds);
-- ``duplicate_executions``: calls that started while another call of the
-  same item was running or after one had taken effect (the work ran twice;
-  a retry after a clean failure is not one); ``double_effects``: effects
-  beyond the first per item (only an API that does not deduplicate has any);
+- ``duplicate_executions``: requests to run an item's work that reached the
+  API while a call of the same item was running or after one had taken
+  effect: the design ran the work again (an idempotent API refuses or
+  replays such a request, and it still counts; a retry after a clean
+  failure does not); ``double_effects``: effects beyond the first per item
+  (only an API that does not deduplicate has any);
 - ``leaked_cap_s``: cap-seconds counted as taken by no running work, the
   integral of ``min(held, cap) - in_flight`` where positive, per account,
   sampled every ``SAMPLE_MS``;
-- ``recovery_ms``: from the moment the faults stopped until the first sample
-  at which no capacity was leaked and no call was over the cap: how long
-  the faults' damage (a slot, grant or lease held for a worker that is
-  gone; calls let through uncapped) outlasts them. None if no sample was
-  clean by the run's end. The first clean sample, not the last: a design's
-  steady costs (a permit counted until its release is reported in the next
-  round, a lease between a call's end and its write) come and go after it;
+- ``recovery_ms``: from the moment the faults stopped until the last sample
+  at which their damage showed: calls over the cap, or capacity leaked at
+  every sample of the ``LASTING_MS`` before it (a leak that lasts: a slot,
+  grant or lease held for a worker that is gone). A design's own steady
+  costs come and go faster (a permit counted until its release is reported
+  in the next round, a lease between a call's end and its write) and do not
+  count. 0 if no damage showed after the faults stopped; None if it still
+  showed at the run's end;
 - ``completed`` (items that took effect), ``throughput_per_min`` (those, per
   simulated minute of the run) and the queue wait from an item's first
   submission to its first call at the API, ``p50`` and ``p99``
@@ -36,6 +39,7 @@ event, up to the one ``trade_offs`` event it adds at the end.
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -47,6 +51,8 @@ from semsim.world.external_api import ApiCall, Change, ExternalApi
 
 #: How often leaked capacity and recovery are sampled (virtual time).
 SAMPLE_MS: Final = 1_000
+#: How long capacity must stay leaked, sample after sample, to count as the faults' damage.
+LASTING_MS: Final = 10_000
 
 
 @attrs.frozen
@@ -107,11 +113,14 @@ class TradeOffMeter:
         self._over_permit_ms = 0
         self._last_change_ms = 0
         self._leaked_cap_ms = 0
-        #: When the faults stop, and the first clean sample from then on.
+        #: When the faults stop, and the last sample from then on that showed their damage.
         self._quiet_from_ms = quiet_from_ms
-        self._clean_at: int | None = None
+        self._damaged_at: int | None = None
+        #: Whether capacity leaked, at each of the last ``LASTING_MS`` of samples.
+        self._recent_leaks: collections.deque[bool] = collections.deque(maxlen=LASTING_MS // SAMPLE_MS)
         self._last_sample_ms = 0
         api.watch(self._api_changed)
+        api.watch_requests(self._requested)
         sim.call_at(SAMPLE_MS, self._sample)
 
     def submitted(self, items: Sequence[Mapping[str, Any]]) -> None:
@@ -124,6 +133,10 @@ class TradeOffMeter:
     def submitted_count(self) -> int:
         """How many distinct items the workload has sent so far."""
         return len(self._submitted_at)
+
+    def _requested(self, account: str, key: str) -> None:
+        if self._running_by_key.get(key, 0) or key in self._effect_taken:
+            self._duplicates += 1
 
     def _over_now(self) -> int:
         return sum(max(0, count - self._cap) for count in self._api.in_flight.values())
@@ -139,8 +152,6 @@ class TradeOffMeter:
         key = call.key
         if change == "start":
             self._first_call_at.setdefault(key, now)
-            if self._running_by_key.get(key, 0) or key in self._effect_taken:
-                self._duplicates += 1
             self._running_by_key[key] = self._running_by_key.get(key, 0) + 1
             self._peak_over = max(self._peak_over, self._api.in_flight.get(call.account, 0) - self._cap)
         else:
@@ -160,8 +171,10 @@ class TradeOffMeter:
             leaked += max(0, min(held, self._cap) - in_flight.get(account, 0))
         self._leaked_cap_ms += leaked * (now - self._last_sample_ms)
         self._last_sample_ms = now
-        if self._clean_at is None and now >= self._quiet_from_ms and not leaked and not self._over_now():
-            self._clean_at = now
+        self._recent_leaks.append(leaked > 0)
+        lasting = len(self._recent_leaks) == self._recent_leaks.maxlen and all(self._recent_leaks)
+        if now >= self._quiet_from_ms and (lasting or self._over_now()):
+            self._damaged_at = now
         self._sim.call_at(now + SAMPLE_MS, self._sample)
 
     def finish(self) -> TradeOffs:
@@ -169,7 +182,10 @@ class TradeOffMeter:
         now = self._sim.now()
         self._over_permit_ms += self._over_now() * (now - self._last_change_ms)
         self._last_change_ms = now
-        recovery = None if self._clean_at is None else self._clean_at - self._quiet_from_ms
+        recovery: int | None = 0
+        if self._damaged_at is not None:
+            damaged_to_end = self._damaged_at >= self._last_sample_ms
+            recovery = None if damaged_to_end else self._damaged_at - self._quiet_from_ms
         waits = [
             at - self._submitted_at[key]
             for key, at in self._first_call_at.items()

@@ -64,6 +64,7 @@ STDOUT_OPTIONS: Final = {
     "run": ("trace", "plot"),
     "fuzz": ("trace",),
     "mutants": ("markdown",),
+    "compare": ("markdown", "plot"),
     "plot": ("output",),
 }
 #: Options naming what cannot be a stream: a database, a directory (by dest: what it is).
@@ -242,6 +243,38 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
     )
     fuzz.add_argument("--no-db", action="store_true", help="record nothing")
 
+    compare = command(
+        "compare",
+        help="every design under the same workload, fault plans and seeds: what each trades",
+        description=(
+            "Run the semaphore, the gate and the leased worker under each fault plan and seed, "
+            "measured alike at the external API (docs/DESIGNS.md); print the table. "
+            "Exit 1 if a run breaks an invariant."
+        ),
+    )
+    compare.add_argument("--designs", metavar="A,B", help="the designs to run (default: all three)")
+    compare.add_argument("--plans", metavar="A,B", help="the fault plans to run (default: all six)")
+    compare.add_argument("--seeds", type=runs_arg, metavar="N", help="seeds per design and plan (default 20)")
+    compare.add_argument("--seed", type=seed_arg, help="the first seed (default 1)")
+    compare.add_argument(
+        "--config",
+        type=_path,
+        metavar="F.json",
+        help="the world to run (a config object; default: compare's own)",
+    )
+    compare.add_argument("--markdown", type=_path, metavar="F.md", help="write the table here")
+    compare.add_argument("--plot", type=_path, metavar="F.png", help="write the trade-offs plot here")
+    compare.add_argument("--quiet", action="store_true", help="no progress")
+    compare.add_argument(
+        "--workers",
+        type=workers_arg,
+        metavar="N",
+        help="spread the runs over N processes (default: every core; 1 runs them here)",
+    )
+    compare.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS"
+    )
+
     mutants = command(
         "mutants",
         help="run every layer of the suite against each protocol mutant and print the kill table",
@@ -321,6 +354,7 @@ HANDLERS = {
     "list": "semsim.cli.scenario_commands:cmd_list",
     "run": "semsim.cli.scenario_commands:cmd_run",
     "fuzz": "semsim.cli.fuzz_command:cmd_fuzz",
+    "compare": "semsim.cli.compare_command:cmd_compare",
     "mutants": "semsim.explore.mutants:cmd_mutants",
     "replay": "semsim.report.replay:cmd_replay",
     "report": "semsim.cli.report_command:cmd_report",

@@ -71,17 +71,22 @@ def run_design(
     seed: int,
     limits: Limits | None = None,
     progress: Callable[[int], None] | None = None,
+    tolerated: frozenset[str] = frozenset(),
 ) -> DesignRun:
     """Run ``config.design`` and measure it (see the module docstring).
 
     Arguments are checked before anything runs, as :func:`run_world` checks them, and a plan's
-    faults must be ones the design meets (``semsim.world.design.FAULTS_FOR``).
+    faults must be ones the design meets (``semsim.world.design.FAULTS_FOR``). ``tolerated``
+    is the known findings a semaphore run may meet without stopping (``run_world``'s); the
+    other designs have none yet, and refuse any.
     """
-    check_run(config, faults, seed)
+    check_run(config, faults, seed, tolerated)
+    if tolerated and config.design.name != "semaphore":
+        raise ValueError(f"tolerated names findings of the semaphore; design {config.design.name!r} has none")
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if config.design.name == "semaphore":
-        return _run_semaphore(config, faults, seed, limits, progress)
+        return _run_semaphore(config, faults, seed, limits, progress, tolerated)
     return _run_other(config, faults, seed, limits, progress)
 
 
@@ -91,6 +96,7 @@ def _run_semaphore(
     seed: int,
     limits: Limits | None,
     progress: Callable[[int], None] | None,
+    tolerated: frozenset[str],
 ) -> DesignRun:
     if config.operations is None:
         raise ValueError(
@@ -110,7 +116,7 @@ def _run_semaphore(
         world.submit_watchers.append(meter.submitted)
         return lambda: measured.append(meter.finish())
 
-    done = run_world(config, faults, seed, limits, progress=progress, observe=observe)
+    done = run_world(config, faults, seed, limits, tolerated, progress=progress, observe=observe)
     return DesignRun("semaphore", done.trace, done.result, measured[0] if measured else None)
 
 
@@ -170,7 +176,7 @@ def _run_other(
 
                 def held(now_ms: int) -> Mapping[str, int]:
                     return {
-                        name.removeprefix("gate:"): _ledger_size(obj)
+                        name.removeprefix("gate:"): _ledger_size(obj, now_ms)
                         for name, obj in gates.items()
                         if obj.live
                     }
@@ -225,10 +231,13 @@ def _boot(obj: DurableObject) -> None:
     instance.start()
 
 
-def _ledger_size(obj: DurableObject) -> int:
+def _ledger_size(obj: DurableObject, now_ms: int) -> int:
+    """The gate's slots that count against its cap now: a stale slot is free to the next acquire
+    (the ledger heals it then), so it holds nothing back."""
     instance = obj.instance()
     assert isinstance(instance, GateObject)
-    return instance.ledger.in_flight
+    stale_ms = instance.ledger.stale_ms
+    return sum(1 for slot in instance.ledger.slots() if now_ms - slot.acquired_at_ms <= stale_ms)
 
 
 def _gate_items(callers: list[DurableObject]) -> tuple[int, int]:

@@ -144,6 +144,7 @@ class ExternalApi:
         #: An idempotent API's running call per key.
         self._running_key: dict[str, str] = {}
         self._watchers: list[Callable[[Change, ApiCall], None]] = []
+        self._request_watchers: list[Callable[[str, str], None]] = []
         network.register(NAME, self, duplicates=False)
 
     @property
@@ -154,12 +155,19 @@ class ExternalApi:
         """Call ``watcher(change, call)`` after every call starts and ends (``self`` already updated)."""
         self._watchers.append(watcher)
 
+    def watch_requests(self, watcher: Callable[[str, str], None]) -> None:
+        """Call ``watcher(account, key)`` as each well-formed request arrives, before it is answered:
+        every attempt to run an item's work, the ones an idempotent API refuses or replays too."""
+        self._request_watchers.append(watcher)
+
     # --- the endpoint --------------------------------------------------------------
 
     def dispatch(self, method: str, payload: Any) -> Any:
         if method != "run":
             raise RemoteError("protocol", f"{NAME}: unknown method {method!r}")
         account, key, work_ms, deadline_at, attempt = _parse_run(payload)
+        for watcher in self._request_watchers:
+            watcher(account, key)
         sim = self._sim
         if deadline_at is not None and sim.now() >= deadline_at:
             sim.event("api_deadline", account=account, key=key, deadline=deadline_at)

@@ -1,0 +1,202 @@
+"""``semsim compare``: the matrix, its summary, and the command (issue 26, item 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from semsim.check.trade_offs import TradeOffs
+from semsim.cli.main import main
+from semsim.explore.campaigns import local_pool
+from semsim.explore.compare import (
+    PLANS,
+    Cell,
+    check_matrix,
+    compare,
+    default_config,
+    markdown,
+    plan_for,
+    summarise,
+)
+from semsim.harness import designs
+from semsim.harness.run import WorldConfig
+from semsim.world.design import DESIGNS
+from semsim.world.faults import Window
+from semsim.world.lease_store_object import NAME as STORE
+from semsim.world.workload import Workload
+
+
+def small() -> WorldConfig:
+    """Two minutes, two clients: a comparison's config, small enough for a test."""
+    config = default_config()
+    return attrs.evolve(
+        config,
+        duration_ms=240_000,
+        workload=attrs.evolve(config.workload, clients=2, until_ms=240_000),
+    )
+
+
+def test_every_plan_fits_every_design_in_the_default_world() -> None:
+    check_matrix(default_config(), DESIGNS, PLANS, [1])
+
+
+def test_each_design_meets_a_plan_in_its_own_form() -> None:
+    config = default_config()
+    lost = plan_for("coordinator-lost", "leased-worker", config)
+    assert lost.partitions
+    assert all(window.target == STORE for window in lost.partitions)
+    assert plan_for("coordinator-lost", "gate", config).evict_holders_every_ms == 60_000
+    stalled = plan_for("worker-stall", "semaphore", config)
+    assert stalled.partitions
+    assert not stalled.pauses
+    assert all(isinstance(window, Window) for window in stalled.partitions)
+    assert plan_for("worker-stall", "gate", config).pauses
+    with pytest.raises(ValueError, match="unknown plan"):
+        plan_for("meteor", "gate", config)
+
+
+def test_the_cells_are_the_same_whoever_runs_them() -> None:
+    world, chosen = small(), ["gate", "leased-worker"]
+    here = compare(world, chosen, ["calm", "workers-die"], [1, 2])  # type: ignore[arg-type]
+    with local_pool(2) as pool:
+        heard: list[Cell] = []
+        there = compare(
+            world,
+            chosen,  # type: ignore[arg-type]
+            ["calm", "workers-die"],
+            [1, 2],
+            executor=pool,
+            on_cell=heard.append,
+        )
+    assert [(c.design, c.plan, c.seed) for c in there] == [(c.design, c.plan, c.seed) for c in here]
+    assert [attrs.evolve(c, cpu_s=0.0) for c in there] == [attrs.evolve(c, cpu_s=0.0) for c in here]
+    assert sorted((c.design, c.plan, c.seed) for c in heard) == sorted(
+        (c.design, c.plan, c.seed) for c in here
+    )
+    assert all(cell.judged for cell in here)
+
+
+def figures(**values: object) -> TradeOffs:
+    base: dict[str, object] = dict.fromkeys((f.name for f in attrs.fields(TradeOffs)), 0)
+    base.update(design="gate", cap=6, recovery_ms=0, queue_wait_p50_ms=None, queue_wait_p99_ms=None)
+    base.update(values)
+    return TradeOffs(**base)  # type: ignore[arg-type]  # the test's own figures, by name
+
+
+def cell(seed: int, trade_offs: TradeOffs | None, outcome: str = "completed") -> Cell:
+    return Cell("gate", "lossy", seed, outcome, None, "", (), trade_offs, 0.5)
+
+
+def test_a_summary_takes_means_the_peaks_maximum_and_counts_what_never_recovered() -> None:
+    cells = [
+        cell(1, figures(peak_over_admission=1, leaked_cap_s=10.0, recovery_ms=None)),
+        cell(2, figures(peak_over_admission=4, leaked_cap_s=20.0, recovery_ms=3_000)),
+        cell(3, None, outcome="violation"),
+    ]
+    (summary,) = summarise(cells)
+    assert (summary.runs, summary.judged, summary.not_recovered) == (3, 2, 1)
+    assert summary.figures["peak_over_admission"] == 4.0
+    assert summary.figures["leaked_cap_s"] == 15.0
+    assert summary.figures["recovery_ms"] == 3_000.0
+    assert summary.figures["queue_wait_p99_ms"] is None
+    row = markdown([summary]).splitlines()[2]
+    assert row.startswith("| gate | lossy | 2/3 | 4 |")
+    assert "3,000 (1 never)" in row
+    assert "n/a" in row
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "world.json"
+    path.write_text(json.dumps(small().to_dict()))
+    return path
+
+
+def test_compare_prints_the_table_and_json_and_writes_the_plot(
+    config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plot, table = tmp_path / "trade-offs.png", tmp_path / "table.md"
+    argv = [
+        "compare",
+        "--config",
+        str(config_file),
+        "--designs",
+        "gate,leased-worker",
+        "--plans",
+        "calm,lossy",
+    ]
+    argv += [
+        "--seeds",
+        "1",
+        "--workers",
+        "1",
+        "--json",
+        "--plot",
+        str(plot),
+        "--markdown",
+        str(table),
+        "--quiet",
+    ]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "ok"
+    assert [(c["design"], c["plan"]) for c in out["cells"]] == [
+        ("gate", "calm"),
+        ("gate", "lossy"),
+        ("leased-worker", "calm"),
+        ("leased-worker", "lossy"),
+    ]
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert table.read_text().startswith("| design | plan | runs judged |")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--designs", "mutex"], "unknown design 'mutex'"),
+        (["--plans", "calm,calm"], "names one twice"),
+        (["--plans", "meteor"], "unknown plan 'meteor'"),
+        (["--plot", "/nonexistent-dir/x.png"], "--plot"),
+        (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "one or the other"),
+    ],
+)
+def test_compare_refuses_bad_input_before_running(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", "--seeds", "1", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_compare_refuses_a_config_that_names_a_design_or_is_no_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    named = tmp_path / "named.json"
+    named.write_text(json.dumps({**small().to_dict(), "design": {"name": "gate"}}))
+    assert main(["compare", "--config", str(named)]) == 2
+    assert "compare runs each design itself" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"holder": {"limit": "six"}}')
+    assert main(["compare", "--config", str(broken)]) == 2
+    assert "config.holder.limit" in capsys.readouterr().err
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"workload": attrs.asdict(Workload(clients=2))}))
+    assert main(["compare", "--config", str(plain), "--designs", "semaphore"]) == 2
+    assert "needs operations" in capsys.readouterr().err
+
+
+def test_compare_exits_1_when_a_run_breaks_an_invariant(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(designs, "unfinished", lambda storage: 1)  # a planted bug: items never end
+    monkeypatch.setattr(designs, "MAX_SETTLE_MS", 30_000)
+    argv = ["compare", "--config", str(config_file), "--designs", "gate", "--plans", "calm"]
+    assert main([*argv, "--seeds", "1", "--workers", "1", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "gate under calm, seed 1: violation (items_end)" in out
+    assert "| gate | calm | 0/1 |" in out
