@@ -113,6 +113,18 @@ def test_every_slot_is_released_once_in_finally() -> None:
     assert sorted(acquired) == sorted(released)
 
 
+def test_a_slot_is_released_when_the_call_fails_too() -> None:
+    # Every call fails at the API: finally still releases each slot, once.
+    story = config("gate", Arrival(0, 0, count=3, duration_ms=5_000))
+    run = run_design(story, FaultPlan(api_error=1.0, faults_until_ms=60_000), seed=2)
+    assert [e["outcome"] for e in events(run, "item_done")] == ["error"] * 3
+    acquired = [e["token"] for e in events(run, "gate_acquire") if e["token"] is not None]
+    releases = events(run, "gate_release")
+    assert len(acquired) == 3
+    assert sorted(e["token"] for e in releases) == sorted(acquired)
+    assert all(e["released"] for e in releases)
+
+
 def test_a_slot_leaked_by_a_dead_caller_heals_after_stale_ms_and_not_before() -> None:
     # Cap 1. The caller dies a second into its item's call: the call runs on at the API, the
     # slot is never released. Back within restart_ms, the caller runs the item again, and is
@@ -194,6 +206,9 @@ def test_a_dead_workers_instance_is_held_until_its_lease_runs_out() -> None:
     # Held by no running work from the zombie call's end (about 6 s) until the lease ran out (~21 s).
     assert 13 <= figures.leaked_cap_s <= 17
     assert figures.completed == 1
+    # The damage: a lease held for a worker that died at 1.5 s, until it ran out.
+    assert figures.recovery_ms is not None
+    assert claims[0]["until"] - 1_500 - 1_000 <= figures.recovery_ms <= claims[0]["until"] - 1_500
 
 
 def test_a_paused_worker_loses_its_lease_and_records_nothing_after() -> None:
@@ -224,6 +239,16 @@ def test_a_worker_shutting_down_records_what_ends_in_time_and_keeps_the_rest_lea
     writes = events(run, "lease_write", ok=True)
     assert writes[0]["id"] == "client-0/item-1"
     assert writes[0]["t"] < 12_000
+    # No claim while shutting down, and the unfinished one is not handed back: it keeps its lease
+    # until the lease runs out, and is claimed again only then.
+    assert not [
+        e for e in events(run, "lease_claim", owner="client-0") if 2_000 <= e["t"] < 12_000 and e["ids"]
+    ]
+    assert not events(run, "lease_write", id="client-0/item-2", status="pending")
+    claims = [e for e in events(run, "lease_claim") if "client-0/item-2" in e["ids"]]
+    renewed = [e["t"] for e in events(run, "send", method="renew") if e["body"]["id"] == "client-0/item-2"]
+    assert len(claims) == 2
+    assert claims[1]["t"] >= max(renewed) + leased.lease_ms
 
 
 # --- one world, every design ----------------------------------------------------------------
@@ -242,15 +267,21 @@ def loaded(design: DesignName) -> WorldConfig:
 LOSSY = FaultPlan(request_loss=0.1, reply_loss=0.1)
 
 
-def test_every_design_meets_the_same_items_under_the_same_faults() -> None:
-    figures = [
-        run_design(loaded(design), LOSSY, seed=4).trade_offs
-        for design in ("semaphore", "gate", "leased-worker")
-    ]
-    assert all(f is not None for f in figures)
-    counts = {f.items for f in figures if f is not None}
-    assert len(counts) == 1
-    assert counts.pop() > 20
+def first_sends(run: Any) -> dict[str, int]:
+    sent: dict[str, int] = {}
+    for event in events(run, "send", method="submit", src="workload"):
+        for item in event["body"]:
+            sent.setdefault(item["id"], event["t"])
+    return sent
+
+
+def test_every_design_meets_the_same_items_at_the_same_times_under_the_same_faults() -> None:
+    designs: tuple[DesignName, ...] = ("semaphore", "gate", "leased-worker")
+    runs = [run_design(loaded(design), LOSSY, seed=4) for design in designs]
+    sends = [first_sends(run) for run in runs]
+    assert len(sends[0]) > 20
+    assert sends[0] == sends[1] == sends[2]
+    assert {run.trade_offs.items for run in runs if run.trade_offs is not None} == {len(sends[0])}
 
 
 @pytest.mark.parametrize("design", ["gate", "leased-worker"])
@@ -292,6 +323,7 @@ def test_a_run_whose_items_never_end_fails_items_end(monkeypatch: pytest.MonkeyP
         ("gate", FaultPlan(limit_changes=(LimitChange(10, 3),)), "faults.limit_changes is a fault of design"),
         ("gate", FaultPlan(shutdowns=(Shutdown("client-0", 10),)), "shutdowns is a fault of design leased"),
         ("leased-worker", FaultPlan(evict_holders_every_ms=1_000), "evict_holders_every_ms is a fault of"),
+        ("gate", FaultPlan(alarm_retries=0), "faults.alarm_retries is a fault of design semaphore"),
         ("leased-worker", FaultPlan(evictions=(Eviction("gate:acct", 10),)), "names nothing in this world"),
         ("gate", FaultPlan(pauses=(Pause("client-9", 0, 10),)), "names nothing in this world"),
         ("gate", FaultPlan(drops=(Drop("request", 0, 10, method="claim"),)), "names nothing in this world"),
@@ -344,6 +376,19 @@ def test_a_plan_records_pauses_and_shutdowns_only_when_it_has_them() -> None:
 def test_leased_settings_are_checked(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LeasedSpec(**settings)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: DesignSpec(gate=GateSpec(binding=False)), "gate settings are for design gate"),
+        (lambda: DesignSpec(name="gate", leased=LeasedSpec(concurrency=2)), "leased settings are for design"),
+        (lambda: GateSpec(retry_after_s=0), "retry_after_s must be a positive integer"),
+    ],
+)
+def test_design_settings_that_would_be_ignored_or_spin_are_refused(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
 
 
 def test_an_unknown_design_is_refused_by_name() -> None:

@@ -18,16 +18,18 @@ leases). The figures, per run (:class:`TradeOffs`):
 - ``leaked_cap_s``: cap-seconds counted as taken by no running work, the
   integral of ``min(held, cap) - in_flight`` where positive, per account,
   sampled every ``SAMPLE_MS``;
-- ``recovery_ms``: from the moment the faults stopped until the last sample
-  at which their damage showed: calls over the cap, or capacity leaked at
-  every sample of the ``LASTING_MS`` before it (a leak that lasts: a slot,
-  grant or lease held for a worker that is gone). A design's own steady
-  costs come and go faster (a permit counted until its release is reported
-  in the next round, a lease between a call's end and its write) and do not
-  count. 0 if no damage showed after the faults stopped; None if it still
-  showed at the run's end;
+- ``recovery_ms``: from the moment the faults stopped until their damage
+  was last seen: a call over the cap (exactly, from the API's changes), or,
+  at a sample, capacity held for work that no longer exists (``orphaned``,
+  the design's own count of such units: a gate slot whose caller died or
+  lost its release, a live lease no live execution holds, a lease the
+  semaphore granted that no client knows), seen at two samples running.
+  A design's steady costs (a permit counted until the next round's report,
+  a lease between a call's end and its write) are not orphans. 0 if no
+  damage was seen after the faults stopped; None if it was still there at
+  the run's end;
 - ``completed`` (items that took effect), ``throughput_per_min`` (those, per
-  simulated minute of the run) and the queue wait from an item's first
+  simulated minute until the last of them took effect) and the queue wait from an item's first
   submission to its first call at the API, ``p50`` and ``p99``
   (nearest-rank), over the items that reached the API.
 
@@ -39,7 +41,6 @@ event, up to the one ``trade_offs`` event it adds at the end.
 
 from __future__ import annotations
 
-import collections
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -51,8 +52,6 @@ from semsim.world.external_api import ApiCall, Change, ExternalApi
 
 #: How often leaked capacity and recovery are sampled (virtual time).
 SAMPLE_MS: Final = 1_000
-#: How long capacity must stay leaked, sample after sample, to count as the faults' damage.
-LASTING_MS: Final = 10_000
 
 
 @attrs.frozen
@@ -96,12 +95,14 @@ class TradeOffMeter:
         cap: int,
         held: Callable[[int], Mapping[str, int]],
         quiet_from_ms: int,
+        orphaned: Callable[[int], int] = lambda now_ms: 0,
     ) -> None:
         self._sim = sim
         self._api = api
         self._design = design
         self._cap = cap
         self._held = held
+        self._orphaned = orphaned
         #: When each item was first submitted.
         self._submitted_at: dict[str, int] = {}
         #: When each item's first call reached the API.
@@ -113,11 +114,11 @@ class TradeOffMeter:
         self._over_permit_ms = 0
         self._last_change_ms = 0
         self._leaked_cap_ms = 0
-        #: When the faults stop, and the last sample from then on that showed their damage.
+        #: When the faults stop, and the last moment from then on their damage was seen.
         self._quiet_from_ms = quiet_from_ms
         self._damaged_at: int | None = None
-        #: Whether capacity leaked, at each of the last ``LASTING_MS`` of samples.
-        self._recent_leaks: collections.deque[bool] = collections.deque(maxlen=LASTING_MS // SAMPLE_MS)
+        self._orphans_before = False
+        self._last_effect_ms = 0
         self._last_sample_ms = 0
         api.watch(self._api_changed)
         api.watch_requests(self._requested)
@@ -149,6 +150,8 @@ class TradeOffMeter:
         over_before = self._over_now() - max(0, after - self._cap) + max(0, before - self._cap)
         self._over_permit_ms += over_before * (now - self._last_change_ms)
         self._last_change_ms = now
+        if (over_before or self._over_now()) and now >= self._quiet_from_ms:
+            self._damaged_at = now
         key = call.key
         if change == "start":
             self._first_call_at.setdefault(key, now)
@@ -160,8 +163,9 @@ class TradeOffMeter:
                 self._running_by_key[key] = left
             else:
                 del self._running_by_key[key]
-            if self._api.effects.get(key, 0):
+            if call.outcome not in ("error", "deadline"):
                 self._effect_taken.add(key)
+                self._last_effect_ms = now
 
     def _sample(self) -> None:
         now = self._sim.now()
@@ -171,10 +175,10 @@ class TradeOffMeter:
             leaked += max(0, min(held, self._cap) - in_flight.get(account, 0))
         self._leaked_cap_ms += leaked * (now - self._last_sample_ms)
         self._last_sample_ms = now
-        self._recent_leaks.append(leaked > 0)
-        lasting = len(self._recent_leaks) == self._recent_leaks.maxlen and all(self._recent_leaks)
-        if now >= self._quiet_from_ms and (lasting or self._over_now()):
+        orphans = self._orphaned(now) > 0
+        if orphans and self._orphans_before and now >= self._quiet_from_ms:
             self._damaged_at = now
+        self._orphans_before = orphans
         self._sim.call_at(now + SAMPLE_MS, self._sample)
 
     def finish(self) -> TradeOffs:
@@ -183,9 +187,10 @@ class TradeOffMeter:
         self._over_permit_ms += self._over_now() * (now - self._last_change_ms)
         self._last_change_ms = now
         recovery: int | None = 0
-        if self._damaged_at is not None:
-            damaged_to_end = self._damaged_at >= self._last_sample_ms
-            recovery = None if damaged_to_end else self._damaged_at - self._quiet_from_ms
+        if self._over_now() or (self._orphans_before and self._orphaned(now) > 0):
+            recovery = None  # still there as the run ends
+        elif self._damaged_at is not None:
+            recovery = self._damaged_at - self._quiet_from_ms
         waits = [
             at - self._submitted_at[key]
             for key, at in self._first_call_at.items()
@@ -203,7 +208,9 @@ class TradeOffMeter:
             double_effects=sum(max(0, count - 1) for count in self._api.effects.values()),
             leaked_cap_s=self._leaked_cap_ms / 1_000,
             recovery_ms=recovery,
-            throughput_per_min=round(completed * 60_000 / now, 3) if now else 0.0,
+            throughput_per_min=(
+                round(completed * 60_000 / self._last_effect_ms, 3) if self._last_effect_ms else 0.0
+            ),
             queue_wait_p50_ms=nearest_rank(waits, 0.5),
             queue_wait_p99_ms=nearest_rank(waits, 0.99),
         )

@@ -22,7 +22,7 @@ that holds, and fails ``items_end`` if it does not within
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -112,7 +112,10 @@ def _run_semaphore(
         def held(now_ms: int) -> Mapping[str, int]:
             return {key: sum(accounted(obj.storage, now_ms)) for key, obj in holders.items()}
 
-        meter = TradeOffMeter(sim, world.api, "semaphore", config.holder.limit, held, quiet_from_ms)
+        def orphaned(now_ms: int) -> int:
+            return world.monitor.unknown_lease_footprint(world.clients)
+
+        meter = TradeOffMeter(sim, world.api, "semaphore", config.holder.limit, held, quiet_from_ms, orphaned)
         world.submit_watchers.append(meter.submitted)
         return lambda: measured.append(meter.finish())
 
@@ -155,7 +158,8 @@ def _run_other(
                     objects[name] = DurableObject(
                         sim, name, lambda ctx: GateObject(ctx, spec, cap, faults, gate_rng), nursery
                     )
-                    network.register(name, objects[name])
+                    # POST /acquire and /release over HTTP: delivered once or not at all, as the API.
+                    network.register(name, objects[name], duplicates=False)
                 for name in clients:
                     objects[name] = DurableObject(
                         sim,
@@ -184,6 +188,9 @@ def _run_other(
                 def left() -> tuple[int, int]:
                     return _gate_items(callers)
 
+                def orphaned(now_ms: int) -> int:
+                    return _orphaned_slots(gates.values(), callers, now_ms)
+
             else:
                 leased = config.design.leased
                 store = LeaseStoreObject(
@@ -206,7 +213,12 @@ def _run_other(
                 def left() -> tuple[int, int]:
                     return len(store.store.instances()), store.unfinished()
 
-            meter = TradeOffMeter(sim, api, design, cap, held, quiet_from_ms)
+                workers = [objects[name] for name in clients]
+
+                def orphaned(now_ms: int) -> int:
+                    return _orphaned_leases(store, workers, now_ms)
+
+            meter = TradeOffMeter(sim, api, design, cap, held, quiet_from_ms, orphaned)
             workload = attrs.evolve(
                 config.workload, until_ms=min(config.workload.until_ms, config.duration_ms)
             )
@@ -238,6 +250,41 @@ def _ledger_size(obj: DurableObject, now_ms: int) -> int:
     assert isinstance(instance, GateObject)
     stale_ms = instance.ledger.stale_ms
     return sum(1 for slot in instance.ledger.slots() if now_ms - slot.acquired_at_ms <= stale_ms)
+
+
+def _orphaned_slots(gates: Iterable[DurableObject], callers: list[DurableObject], now_ms: int) -> int:
+    """The gates' slots, not yet stale, that no live caller's handler holds: its caller died, or its
+    release was lost."""
+    held: set[str] = set()
+    for obj in callers:
+        if obj.live:
+            caller = obj.instance()
+            assert isinstance(caller, GateCaller)
+            held |= caller.tokens
+    orphans = 0
+    for obj in gates:
+        if obj.live:
+            gate = obj.instance()
+            assert isinstance(gate, GateObject)
+            stale_ms = gate.ledger.stale_ms
+            orphans += sum(
+                1
+                for slot in gate.ledger.slots()
+                if now_ms - slot.acquired_at_ms <= stale_ms and slot.token not in held
+            )
+    return orphans
+
+
+def _orphaned_leases(store: LeaseStoreObject, workers: list[DurableObject], now_ms: int) -> int:
+    """The store's live leases that no live worker's execution holds: its worker died, or the claim's
+    reply was lost."""
+    running: set[tuple[str, str]] = set()
+    for obj in workers:
+        if obj.live:
+            worker = obj.instance()
+            assert isinstance(worker, LeasedWorkerObject)
+            running |= set(worker.running)
+    return sum(1 for lease in store.live_leases(now_ms) if lease not in running)
 
 
 def _gate_items(callers: list[DurableObject]) -> tuple[int, int]:

@@ -39,7 +39,7 @@ class GateSpec:
     #: "leaked slots ... self-heal after STALE_MS (120s ...)".
     stale_ms: int = attrs.field(default=STALE_MS, converter=js_int, validator=integer(1, MAX_PERIOD_MS))
     #: The shed answer's ``retry-after`` (seconds): "429 + retry-after: 10".
-    retry_after_s: int = attrs.field(default=RETRY_AFTER_S, converter=js_int, validator=integer(0, 3_600))
+    retry_after_s: int = attrs.field(default=RETRY_AFTER_S, converter=js_int, validator=integer(1, 3_600))
     #: How soon a caller that died is running again, to take up its unfinished items (a modelling
     #: choice: the seed's callers are request handlers, restarted by whoever sent the request).
     restart_ms: int = attrs.field(default=5_000, converter=js_int, validator=integer(1, MAX_PERIOD_MS))
@@ -97,6 +97,13 @@ class DesignSpec:
     gate: GateSpec = attrs.field(factory=GateSpec, validator=instance(GateSpec))
     leased: LeasedSpec = attrs.field(factory=LeasedSpec, validator=instance(LeasedSpec))
 
+    def __attrs_post_init__(self) -> None:
+        # Settings of a design the world does not run would be ignored: refused instead.
+        if self.name != "gate" and self.gate != GateSpec():
+            raise ValueError(f"gate settings are for design gate, and name is {self.name!r}")
+        if self.name != "leased-worker" and self.leased != LeasedSpec():
+            raise ValueError(f"leased settings are for design leased-worker, and name is {self.name!r}")
+
     def to_dict(self) -> dict[str, Any]:
         """As recorded: the name, and the settings of the design it names."""
         recorded: dict[str, Any] = {"name": self.name}
@@ -115,6 +122,7 @@ SEMAPHORE: Final = DesignSpec()
 #: field (message faults, partitions, drops, evictions, the API's faults) applies to every design.
 #: A plan setting one for a design that does not meet it is refused, not ignored.
 FAULTS_FOR: Final[dict[str, tuple[DesignName, ...]]] = {
+    "alarm_retries": ("semaphore",),
     "limit_changes": ("semaphore",),
     "group_limit_changes": ("semaphore",),
     "input_faults": ("semaphore",),

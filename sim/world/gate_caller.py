@@ -80,6 +80,8 @@ class GateCaller:
         self._fetch_timeout_ms = fetch_timeout_ms
         #: Items whose handler runs in this instance.
         self._running: set[str] = set()
+        #: The slots this instance's handlers hold: acquired, and not yet released or given up.
+        self.tokens: set[str] = set()
         ctx.storage.execute(_SCHEMA)
 
     def handle(self, method: str, payload: Any) -> Any:
@@ -154,6 +156,7 @@ class GateCaller:
                 return None
             status = reply.get("status") if isinstance(reply, dict) else None
             if status == 200 and isinstance(reply.get("token"), str):
+                self.tokens.add(reply["token"])
                 return str(reply["token"])
             if status == 429:
                 retry_after_s = reply.get("retryAfter")
@@ -173,3 +176,5 @@ class GateCaller:
             )
         except RpcError:
             sim.event("release_lost", client=name, item=item.id, token=token)
+        finally:
+            self.tokens.discard(token)

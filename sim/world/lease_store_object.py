@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from semaphore_core.leased import FINAL, Lease, LeaseStore, RateLimitRule
+from semaphore_core.numbers import MAX_SAFE_INTEGER
 from semsim.runtime.kernel import Sim
 from semsim.runtime.network import RemoteError
 from semsim.world.submitted import parse_items
@@ -108,6 +109,13 @@ class LeaseStoreObject:
         ).fetchone()
         return int(count)
 
+    def live_leases(self, now_ms: int) -> list[tuple[str, str]]:
+        """(instance id, token) of every live lease now, by id."""
+        rows = self.store.conn.execute(
+            "SELECT id, lease_token FROM workflow_instances WHERE lease_until > ? ORDER BY id", (now_ms,)
+        ).fetchall()
+        return [(str(id), str(token)) for id, token in rows]
+
     def leased(self, now_ms: int) -> dict[str, int]:
         """Instances under a live lease now, per account (``Instance.leased_at``, in SQL)."""
         rows = self.store.conn.execute(
@@ -125,4 +133,4 @@ def _fields(payload: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def _ints(*values: Any) -> bool:
-    return all(type(value) is int and value >= 0 for value in values)
+    return all(type(value) is int and 0 <= value <= MAX_SAFE_INTEGER for value in values)

@@ -41,7 +41,7 @@ def parse_items(payload: Any, where: str) -> list[Submitted]:
         try:
             fields = (item["id"], item["key"], item["group"])
             work_ms = json.loads(item["body"])["duration_ms"]
-        except (TypeError, KeyError, ValueError):
+        except (TypeError, KeyError, ValueError, RecursionError):
             raise RemoteError("protocol", f"{where}: malformed item {item!r}") from None
         if not all(isinstance(field, str) and field for field in fields):
             raise RemoteError("protocol", f"{where}: an item's id, key and group are non-empty strings")

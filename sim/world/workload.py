@@ -230,23 +230,41 @@ def _batch(
 async def _scripted(
     sim: Sim, network: Network, workload: Workload, client: str, index: int, on_submit: OnSubmit | None
 ) -> None:
+    mine = [arrival for arrival in sorted(workload.script, key=lambda a: a.at_ms) if arrival.client == index]
+    if not workload.paced_by_intake:
+        # Each batch in a task of its own, at its time, whatever the intake does (see _detached).
+        async with trio.open_nursery() as submissions:
+            n = 0
+            for arrival in mine:
+                await sim.sleep_until(arrival.at_ms)
+                items, n = _scripted_batch(workload, arrival, client, n)
+                submissions.start_soon(
+                    _submit, sim, network, client, items, on_submit, name=f"submit.{client}"
+                )
+        return
     n = 0
-    for arrival in sorted(workload.script, key=lambda a: a.at_ms):
-        if arrival.client != index:
-            continue
+    for arrival in mine:
         await sim.sleep_until(arrival.at_ms)
-        items = []
-        for _ in range(arrival.count):
-            n += 1
-            items.append(
-                {
-                    "id": f"{client}/item-{n}",
-                    "key": arrival.key or workload.keys[0],
-                    "group": arrival.group or workload.groups[0],
-                    "body": json.dumps({"duration_ms": arrival.duration_ms}),
-                }
-            )
+        items, n = _scripted_batch(workload, arrival, client, n)
         await _submit(sim, network, client, items, on_submit)
+
+
+def _scripted_batch(
+    workload: Workload, arrival: Arrival, client: str, n: int
+) -> tuple[list[dict[str, Any]], int]:
+    """A scripted arrival's items, numbered on from ``n``; and the last number used."""
+    items = []
+    for _ in range(arrival.count):
+        n += 1
+        items.append(
+            {
+                "id": f"{client}/item-{n}",
+                "key": arrival.key or workload.keys[0],
+                "group": arrival.group or workload.groups[0],
+                "body": json.dumps({"duration_ms": arrival.duration_ms}),
+            }
+        )
+    return items, n
 
 
 async def _submit(
