@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.determinism_worker import digest
+from tests.determinism_worker import DESIGN_SEEDS, DESIGNS, design_digest, digest
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = 50
@@ -34,12 +34,14 @@ def digests_in_fresh_processes(*hash_seeds: str) -> list[list[str]]:
 
 
 def test_fifty_seeds_with_random_fault_plans_give_identical_traces_in_separate_processes() -> None:
+    """And the gate's and the leased worker's runs too (``DESIGN:SEED`` lines)."""
     first, second = digests_in_fresh_processes("0", "12345")
-    assert len(first) == SEEDS
+    assert len(first) == SEEDS + len(DESIGNS) * DESIGN_SEEDS
     assert first == second
     # Different seeds give different runs.
-    assert len({line.split()[1] for line in first}) == SEEDS
+    assert len({line.split()[1] for line in first}) == len(first)
 
 
 def test_the_same_seed_twice_in_one_process_gives_the_same_digest() -> None:
     assert digest(11) == digest(11)
+    assert design_digest("leased-worker", 2) == design_digest("leased-worker", 2)
