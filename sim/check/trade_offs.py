@@ -175,10 +175,13 @@ class TradeOffMeter:
             leaked += max(0, min(held, self._cap) - in_flight.get(account, 0))
         self._leaked_cap_ms += leaked * (now - self._last_sample_ms)
         self._last_sample_ms = now
-        orphans = self._orphaned(now) > 0
-        if orphans and self._orphans_before and now >= self._quiet_from_ms:
-            self._damaged_at = now
-        self._orphans_before = orphans
+        # Orphans matter from the quiet point (and the sample before it, which the first sample
+        # after it is paired with): reading them earlier, every second, is work for nothing.
+        if now + SAMPLE_MS >= self._quiet_from_ms:
+            orphans = self._orphaned(now) > 0
+            if orphans and self._orphans_before and now >= self._quiet_from_ms:
+                self._damaged_at = now
+            self._orphans_before = orphans
         self._sim.call_at(now + SAMPLE_MS, self._sample)
 
     def finish(self) -> TradeOffs:

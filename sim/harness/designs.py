@@ -33,7 +33,15 @@ from semsim import __version__
 from semsim.check.holder_reads import accounted
 from semsim.check.invariants import InvariantViolation
 from semsim.check.trade_offs import TradeOffMeter, TradeOffs
-from semsim.harness.run import MAX_SETTLE_MS, PROGRESS_SAMPLE_MS, World, WorldConfig, check_run, run_world
+from semsim.harness.run import (
+    MAX_SETTLE_MS,
+    PROGRESS_SAMPLE_MS,
+    World,
+    WorldConfig,
+    check_run,
+    run_world,
+    schedule_faults_at,
+)
 from semsim.runtime.durable import DurableObject
 from semsim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from semsim.runtime.network import Network
@@ -211,7 +219,7 @@ def _run_other(
                     return store.leased(now_ms)
 
                 def left() -> tuple[int, int]:
-                    return len(store.store.instances()), store.unfinished()
+                    return store.created(), store.unfinished()
 
                 workers = [objects[name] for name in clients]
 
@@ -340,12 +348,7 @@ def _schedule_faults(
                 actions.append((t, len(actions), functools.partial(evict, name)))
     for planned in faults.shutdowns:
         actions.append((planned.at_ms, len(actions), functools.partial(shutdown, planned.target)))
-    ties = sim.rng("fault-ties")
-    tie: dict[int, str] = {}
-    for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):
-        if at_ms not in tie:
-            tie[at_ms] = "first" if ties.random() < 0.5 else "last"
-        sim.call_at(at_ms, action, "first" if tie[at_ms] == "first" else "last")
+    schedule_faults_at(sim, actions)
 
 
 async def _items_end(

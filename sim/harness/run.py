@@ -741,6 +741,13 @@ def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nu
         # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
         aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
         add(cancel.at_ms, functools.partial(nursery.start_soon, aimed, name="cancel"))
+    schedule_faults_at(sim, actions)
+
+
+def schedule_faults_at(sim: Sim, actions: list[tuple[int, int, Callable[[], None]]]) -> None:
+    """Each ``(at_ms, order, action)`` at its time, in ``order`` on ties; whether a millisecond's
+    faults go before or after its other work is drawn from the seed, once per millisecond (every
+    design's world schedules its faults so)."""
     ties = sim.rng("fault-ties")
     tie: dict[int, Tie] = {}
     for at_ms, _, action in sorted(actions, key=lambda entry: entry[:2]):

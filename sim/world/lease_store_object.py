@@ -102,6 +102,11 @@ class LeaseStoreObject:
             return {"ok": ok}
         raise RemoteError("protocol", f"{NAME}: unknown method {method!r}")
 
+    def created(self) -> int:
+        """Instances the store holds."""
+        (count,) = self.store.conn.execute("SELECT COUNT(*) FROM workflow_instances").fetchone()
+        return int(count)
+
     def unfinished(self) -> int:
         """Instances not yet completed or failed."""
         (count,) = self.store.conn.execute(
