@@ -3,7 +3,9 @@
 ``SCENARIOS`` maps each name to a :class:`Scenario` (a world, a fault plan,
 a seed, and a check of the documented outcome). The order is deliberate,
 the order a reader meets the stories in: what eviction loses, the life of
-a grant, limits, the alarm, leases, then the provisioning modes.
+a grant, limits, the alarm, leases, the provisioning modes, reports, the
+callbacks and durable operations, then what each design trades (the gate,
+the leased worker and the semaphore, measured alike).
 ``semsim list`` prints them in that order; ``semsim run NAME`` runs one
 through :func:`run_scenario`.
 
@@ -20,7 +22,18 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from semsim.scenarios import alarms, callbacks, eviction, grants, leases, limits, modes, operations, reports
+from semsim.scenarios import (
+    alarms,
+    callbacks,
+    designs,
+    eviction,
+    grants,
+    leases,
+    limits,
+    modes,
+    operations,
+    reports,
+)
 from semsim.scenarios.base import Check, Expect, Outcome, Scenario, ScenarioResult, run_scenario
 
 __all__ = [
@@ -56,5 +69,6 @@ SCENARIOS: dict[str, Scenario] = _registry(
         *reports.ALL,
         *callbacks.ALL,
         *operations.ALL,
+        *designs.ALL,
     )
 )

@@ -22,12 +22,15 @@ from typing import Any, Final
 import attrs
 
 from semsim.check.checker import Checker
+from semsim.harness.designs import DesignRun, run_design
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.world.faults import FaultPlan
 from semsim.world.variant import REFERENCE, Variant
 
 #: The holder object of the one key the scenarios use.
 HOLDER: Final = "holder:acct"
+#: What a scenario's check reads: the semaphore's world run, or a design's measured run.
+Run = WorldRun | DesignRun
 
 
 # --- expectations ----------------------------------------------------------------------
@@ -61,9 +64,10 @@ class Expect:
 class Check:
     """A scenario's check: ``judge(run, expect)`` records expectations; calling it lists the unmet ones."""
 
-    judge: Callable[[WorldRun, Expect], None]
+    #: Reads a :class:`WorldRun`, or a :class:`DesignRun` for a scenario run by ``run_design``.
+    judge: Callable[[Any, Expect], None]
 
-    def outcomes(self, run: WorldRun) -> list[Outcome]:
+    def outcomes(self, run: Run) -> list[Outcome]:
         expect = Expect()
         try:
             self.judge(run, expect)
@@ -71,7 +75,7 @@ class Check:
             expect.that(False, "the check could read the run", f"{type(error).__name__}: {error}")
         return expect.outcomes
 
-    def __call__(self, run: WorldRun) -> list[str]:
+    def __call__(self, run: Run) -> list[str]:
         return [outcome.line() for outcome in self.outcomes(run) if not outcome.held]
 
 
@@ -88,18 +92,26 @@ class Scenario:
     seed: int
     config: WorldConfig
     faults: FaultPlan
-    check: Callable[[WorldRun], list[str]]
+    check: Callable[[Any], list[str]]
     #: Known findings (docs/FINDINGS.md) this story runs into on purpose; see ``run_world``.
     tolerated: frozenset[str] = frozenset()
     #: What the reference promises, with its source (the defining function's docstring).
     promise: str = ""
+    #: Run by ``run_design`` and measured at the external API (its check reads a
+    #: :class:`DesignRun`): always so for a design other than the semaphore.
+    measured: bool = False
+
+    @property
+    def by_design(self) -> bool:
+        """Whether the story runs through ``run_design`` (its check reads a ``DesignRun``)."""
+        return self.measured or self.config.design.name != "semaphore"
 
 
 @attrs.frozen(hash=False)
 class ScenarioResult:
     scenario: Scenario
     seed: int
-    run: WorldRun
+    run: Run
     #: Every expectation the check judged (only the unmet ones if the check is a plain callable).
     expectations: tuple[Outcome, ...]
     #: Unmet expectations, then the run's own failure (an invariant violation, an unfinished run).
@@ -110,6 +122,13 @@ class ScenarioResult:
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def world(self) -> WorldRun | None:
+        """The semaphore's world run (its monitor, variant and judges); None for another design."""
+        if isinstance(self.run, WorldRun):
+            return self.run
+        return self.run.world
 
 
 def run_scenario(
@@ -129,10 +148,14 @@ def run_scenario(
 
     It fails when its check reports an unmet expectation, when an invariant
     was violated, or when the run did not complete (time or step limit,
-    deadlock): a story that did not run to its end proves nothing.
+    deadlock): a story that did not run to its end proves nothing. A story
+    of the gate or the leased worker (or a ``measured`` one) runs through
+    ``run_design``, which refuses ``full_checks``, ``variant`` and ``checkers``
+    where there is no holder to judge (``ValueError``).
     """
     used = scenario.seed if seed is None else seed
-    run = run_world(
+    runner = run_design if scenario.by_design else run_world
+    run: Run = runner(
         scenario.config,
         scenario.faults,
         used,
@@ -162,7 +185,7 @@ def run_scenario(
 # --- reading a run ---------------------------------------------------------------------------
 
 
-def events(run: WorldRun, kind: str, **fields: Any) -> list[dict[str, Any]]:
+def events(run: Run, kind: str, **fields: Any) -> list[dict[str, Any]]:
     """Events of ``kind`` whose fields equal ``fields``."""
     return [
         event
@@ -176,7 +199,7 @@ def first_t(items: Iterable[dict[str, Any]]) -> int | None:
     return next((event["t"] for event in items), None)
 
 
-def sends(run: WorldRun, src: str, message_type: str | None = None) -> list[dict[str, Any]]:
+def sends(run: Run, src: str, message_type: str | None = None) -> list[dict[str, Any]]:
     """``permits`` calls ``src`` sent to the holder, optionally only one wire ``type``."""
     return [
         event
@@ -188,18 +211,18 @@ def sends(run: WorldRun, src: str, message_type: str | None = None) -> list[dict
     ]
 
 
-def delivered_at(run: WorldRun, msg: str) -> int | None:
+def delivered_at(run: Run, msg: str) -> int | None:
     """When message ``msg`` reached its callee (None: lost)."""
     return first_t(e for e in run.trace.of_kind("deliver") if e["msg"] == msg)
 
 
-def answers(run: WorldRun, src: str) -> list[dict[str, Any]]:
+def answers(run: Run, src: str) -> list[dict[str, Any]]:
     """Replies that reached ``src`` from the holder: ``{"t", "msg", "body" | "error"}``."""
     mine = {e["msg"] for e in sends(run, src)}
     return [e for e in run.trace.of_kind("reply") if e["msg"] in mine and not e.get("ignored")]
 
 
-def grant_results(run: WorldRun, src: str, grant: str) -> list[tuple[int, dict[str, Any]]]:
+def grant_results(run: Run, src: str, grant: str) -> list[tuple[int, dict[str, Any]]]:
     """``(t, result)`` for every grant result about ``grant`` that reached ``src``."""
     found = []
     for reply in answers(run, src):
@@ -209,7 +232,7 @@ def grant_results(run: WorldRun, src: str, grant: str) -> list[tuple[int, dict[s
     return found
 
 
-def lease_echoes(run: WorldRun, src: str, lease: str) -> list[tuple[int, dict[str, Any]]]:
+def lease_echoes(run: Run, src: str, lease: str) -> list[tuple[int, dict[str, Any]]]:
     """``(t, echo)`` for every lease echo about ``lease`` that reached ``src``."""
     found = []
     for reply in answers(run, src):
@@ -219,7 +242,7 @@ def lease_echoes(run: WorldRun, src: str, lease: str) -> list[tuple[int, dict[st
     return found
 
 
-def rounds(run: WorldRun, start_ms: int = 0, end_ms: int | None = None) -> list[dict[str, Any]]:
+def rounds(run: Run, start_ms: int = 0, end_ms: int | None = None) -> list[dict[str, Any]]:
     """Round events in ``[start_ms, end_ms)``."""
     return [
         event
@@ -228,7 +251,7 @@ def rounds(run: WorldRun, start_ms: int = 0, end_ms: int | None = None) -> list[
     ]
 
 
-def in_use_series(run: WorldRun) -> list[tuple[int, int]]:
+def in_use_series(run: Run) -> list[tuple[int, int]]:
     """``(t, permits actually in use)`` after every admission and release (the monitor's oracle)."""
     running: set[str] = set()
     series = []
@@ -241,13 +264,13 @@ def in_use_series(run: WorldRun) -> list[tuple[int, int]]:
     return series
 
 
-def peak_in_use(run: WorldRun, start_ms: int = 0, end_ms: int | None = None) -> int:
+def peak_in_use(run: Run, start_ms: int = 0, end_ms: int | None = None) -> int:
     return max(
         (n for t, n in in_use_series(run) if start_ms <= t and (end_ms is None or t < end_ms)), default=0
     )
 
 
-def admitted_items(run: WorldRun, client: str | None = None) -> list[str]:
+def admitted_items(run: Run, client: str | None = None) -> list[str]:
     return [e["item"] for e in run.trace.of_kind("admit") if client in (None, e["client"])]
 
 
@@ -256,8 +279,10 @@ def submitted(config: WorldConfig) -> int:
     return sum(arrival.count for arrival in config.workload.script)
 
 
-def summary(run: WorldRun) -> dict[str, int]:
-    """A few key numbers of a run, for reports."""
+def summary(run: Run) -> dict[str, int]:
+    """A few key numbers of a run, for reports (a design's: :func:`design_summary`)."""
+    if isinstance(run, DesignRun) and run.design != "semaphore":
+        return design_summary(run)
     kinds = Counter(event["kind"] for event in run.trace.events())
     grants = run.trace.of_kind("grant")
     reclaimed = run.trace.of_kind("grant_reclaimed")
@@ -276,4 +301,23 @@ def summary(run: WorldRun) -> dict[str, int]:
         "evictions": kinds["evict"],
         "alarm runs": kinds["alarm"] + kinds["early_alarm"],
         "alarm failures": kinds["alarm_failed"],
+    }
+
+
+def design_summary(run: DesignRun) -> dict[str, int]:
+    """A few key numbers of a gate's or a leased worker's run, for reports."""
+    kinds = Counter(event["kind"] for event in run.trace.events())
+    figures = run.trade_offs
+    return {
+        "items done": kinds["item_done"] + sum(1 for e in run.trace.of_kind("lease_write") if e["ok"]),
+        "calls at the API": kinds["api_start"],
+        "peak over cap": 0 if figures is None else figures.peak_over_admission,
+        "duplicate runs": 0 if figures is None else figures.duplicate_executions,
+        "shed": kinds["shed"],
+        "failed open": kinds["fail_open"],
+        "claims": sum(1 for e in run.trace.of_kind("lease_claim") if e["ids"]),
+        "leases lost": kinds["lease_lost"],
+        "writes fenced": kinds["write_fenced"],
+        "messages dropped": kinds["drop"],
+        "evictions": kinds["evict"],
     }

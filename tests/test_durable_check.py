@@ -62,7 +62,8 @@ class HearsEvictions(Checker):
 def test_a_checker_hears_each_eviction_and_each_instance_built(name: str) -> None:
     result = run_scenario(SCENARIOS[name], checkers=[HearsEvictions])
     assert result.passed, result.failures
-    (heard,) = result.run.monitor.checkers
+    assert result.world is not None
+    (heard,) = result.world.monitor.checkers
     assert isinstance(heard, HearsEvictions)
     evictions = [e for e in result.run.trace.of_kind("evict") if e["object"].startswith("holder:")]
     assert heard.heard["evict"] == len(evictions) > 0

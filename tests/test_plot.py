@@ -646,7 +646,8 @@ def test_the_documented_leak_is_hatched_and_named_and_leases_are_marked(tmp_path
     from semsim.report.plot import plot_trace
     from semsim.scenarios import SCENARIOS, run_scenario
 
-    run = run_scenario(SCENARIOS["lease-lost-in-reply"]).run
+    run = run_scenario(SCENARIOS["lease-lost-in-reply"]).world
+    assert run is not None
     events = list(run.trace.events())
     data = series(run.trace.header, events)
     (key,) = data.keys

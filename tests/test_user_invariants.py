@@ -407,7 +407,8 @@ def test_in_the_account_concurrency_world_a_checker_hears_operations_and_api_cal
 
     result = run_scenario(SCENARIOS["api-error-retried-under-one-permit"], checkers=[HearsOperations])
     assert result.passed, result.failures
-    (heard,) = result.run.monitor.checkers
+    assert result.world is not None
+    (heard,) = result.world.monitor.checkers
     assert isinstance(heard, HearsOperations)
     assert heard.operations["AttemptStarted"] >= 2  # the error, then the retry
     assert heard.calls["start"] == heard.calls["end"] >= 2

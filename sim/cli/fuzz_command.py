@@ -144,9 +144,10 @@ def _campaign(
     from semsim.scenarios.registry import ScenarioLookupError, every_scenario
 
     try:
-        scenarios = every_scenario()  # semsim's own, then those installed packages register
+        every = every_scenario()  # semsim's own, then those installed packages register
     except ScenarioLookupError as error:
         raise UsageError(str(error)) from None
+    scenarios = {name: s for name, s in every.items() if s.config.design.name == "semaphore"}
     variant_name = args.variant or REFERENCE.name
     variant = load_variant(variant_name, "--variant")
     invariants = tuple(args.invariant or ())

@@ -20,7 +20,9 @@ from typing import Any
 
 from semsim.check.builtin import BUILTIN
 from semsim.cli.loading import load_invariants, load_variant
+from semsim.harness.designs import DesignRun
 from semsim.harness.invariants import installed as installed_invariants
+from semsim.harness.run import WorldRun
 from semsim.harness.variants import builtin as builtin_variants
 from semsim.harness.variants import installed as installed_variants
 from semsim.inputs.commands import (
@@ -136,6 +138,22 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     outputs = (("--trace", trace_path), ("--plot", plot_path))
     distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
+    design = scenario.config.design.name
+    if design != "semaphore":
+        given = [
+            option
+            for option, value in (
+                ("--variant", args.variant),
+                ("--invariant", args.invariant),
+                ("--full-checks", args.full_checks),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{' and '.join(given)} judge the semaphore's holder; scenario {scenario.name} runs the "
+                f"{design} design, judged by its own promises (docs/DESIGNS.md)"
+            )
     variant = REFERENCE if args.variant is None else load_variant(args.variant, "--variant")
     checkers = load_invariants(args.invariant or (), "--invariant")
     duration_s = scenario.config.duration_ms / 1000
@@ -150,7 +168,9 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
                 now_ms / 1000, "settling" if now_ms > scenario.config.duration_ms else ""
             ),
         )
-    if variant != REFERENCE or checkers:
+    if design != "semaphore":
+        print(f"design {design}, judged by: {', '.join(result.run.judges())}")
+    elif variant != REFERENCE or checkers:
         print(f"variant {args.variant or variant.name}, judged by: {', '.join(result.run.judges())}")
     print_report(result)
 
@@ -194,12 +214,14 @@ def _run_json(
     result: ScenarioResult, name: str, command: str, trace: Path | None, plot: Path | None
 ) -> dict[str, Any]:
     """``semsim run --json``'s object (docs/CLI.md lists its fields)."""
-    run = result.run
+    run, world = result.run, result.world
+    figures = run.trade_offs if isinstance(run, DesignRun) else None
     return {
         "scenario": name,
         "seed": result.seed,
         "passed": result.passed,
-        "variant": run.variant.name,
+        "design": result.scenario.config.design.name,
+        "variant": None if world is None else world.variant.name,
         "judges": list(run.judges()),
         "expectations": [
             {"expectation": outcome.expectation, "held": outcome.held, "observed": outcome.observed}
@@ -211,8 +233,9 @@ def _run_json(
         "detail": run.result.detail,
         "end_ms": run.result.end_ms,
         "failures": list(result.failures),
-        "documented": dict(sorted((run.monitor.leaks + run.monitor.documented).items())),
-        "tolerated": dict(sorted(Counter(v.finding for v in run.monitor.violations if v.finding).items())),
+        "documented": {} if world is None else dict(sorted(_documented(world).items())),
+        "tolerated": {} if world is None else dict(sorted(_tolerated(world).items())),
+        "trade_offs": None if figures is None else figures.to_dict(),
         "trace": None if trace is None else str(trace),
         "plot": None if plot is None else str(plot),
         "reproduce": command,
@@ -241,13 +264,27 @@ def print_report(result: ScenarioResult) -> None:
         print("  PASS  every invariant held")
     else:
         print(f"  FAIL  {result.invariant_failure}")
-    # Counter addition sums a name counted in both and drops the names counted zero times:
-    # the line is for behaviour that happened.
-    documented = run.monitor.leaks + run.monitor.documented
-    if documented:
-        counted = ", ".join(f"{name} x{count}" for name, count in sorted(documented.items()))
-        print(f"  documented behaviour counted, not a violation: {counted}")
-    tolerated = run.monitor.violations
-    if tolerated:
-        names = ", ".join(sorted({f"{v.name} ({v.finding})" for v in tolerated}))
-        print(f"  known findings tolerated by this scenario: {names}")
+    world = result.world
+    if world is not None:
+        documented = _documented(world)
+        if documented:
+            counted = ", ".join(f"{name} x{count}" for name, count in sorted(documented.items()))
+            print(f"  documented behaviour counted, not a violation: {counted}")
+        tolerated = world.monitor.violations
+        if tolerated:
+            names = ", ".join(sorted({f"{v.name} ({v.finding})" for v in tolerated}))
+            print(f"  known findings tolerated by this scenario: {names}")
+    if isinstance(run, DesignRun) and run.trade_offs is not None:
+        print("\nwhat it traded, at the external API:")
+        for field, value in run.trade_offs.to_dict().items():
+            print(f"  {field.replace('_', ' ')}: {value}")
+
+
+def _documented(world: WorldRun) -> Counter[str]:
+    """Documented behaviour the run showed. Counter addition sums a name counted in both and drops
+    the names counted zero times: a report is for behaviour that happened."""
+    return world.monitor.leaks + world.monitor.documented
+
+
+def _tolerated(world: WorldRun) -> Counter[str]:
+    return Counter(v.finding for v in world.monitor.violations if v.finding)

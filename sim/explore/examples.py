@@ -12,10 +12,16 @@ import attrs
 
 from semsim.explore.strategies import Case
 from semsim.scenarios import SCENARIOS, Scenario
+from semsim.world.design import DesignName
 
 
-def fuzz_examples(fixes: tuple[str, ...] = (), scenarios: Mapping[str, Scenario] = SCENARIOS) -> list[Case]:
-    """Every scenario's world, fault plan and seed as a fuzz case (with ``fixes``), in order.
+def fuzz_examples(
+    fixes: tuple[str, ...] = (),
+    scenarios: Mapping[str, Scenario] = SCENARIOS,
+    design: DesignName = "semaphore",
+) -> list[Case]:
+    """Every scenario's world, fault plan and seed of ``design`` as a fuzz case (with ``fixes``, for
+    the semaphore), in order.
 
     ``scenarios``: semsim's own by default; ``semsim fuzz`` passes the installed
     ones too (:func:`semsim.scenarios.registry.every_scenario`). The
@@ -29,4 +35,5 @@ def fuzz_examples(fixes: tuple[str, ...] = (), scenarios: Mapping[str, Scenario]
             seed=s.seed,
         )
         for s in scenarios.values()
+        if s.config.design.name == design
     ]

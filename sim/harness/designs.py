@@ -11,8 +11,10 @@ objects (:mod:`semsim.world.gate_object`, :mod:`semsim.world.gate_caller`,
 :mod:`semsim.world.lease_store_object`, :mod:`semsim.world.leased_worker`)
 on the same runtime and network, with the same workload and API.
 
-Their runs are judged by one invariant so far, ``items_end``: once the
-faults have stopped, every submitted item's work ends (a gate caller's
+Their runs are judged by their seeds' promises as they go
+(:mod:`semsim.check.design_promises`: ``gate_exact``; ``single_lease``,
+``fenced_write``, ``lease_limit``), and at the end by ``items_end``: once
+the faults have stopped, every submitted item's work ends (a gate caller's
 handler ran to its end; a leased instance is completed or failed) and no
 call is left running at the API. The run goes on past ``duration_ms`` until
 that holds, and fails ``items_end`` if it does not within
@@ -22,7 +24,7 @@ that holds, and fails ``items_end`` if it does not within
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -30,6 +32,8 @@ import trio
 
 from semaphore_core.leased import RateLimitRule, RateWindow
 from semsim import __version__
+from semsim.check.checker import Checker
+from semsim.check.design_promises import GateExact, JudgedStore, judges_for
 from semsim.check.holder_reads import accounted
 from semsim.check.invariants import InvariantViolation
 from semsim.check.trade_offs import TradeOffMeter, TradeOffs
@@ -38,6 +42,7 @@ from semsim.harness.run import (
     PROGRESS_SAMPLE_MS,
     World,
     WorldConfig,
+    WorldRun,
     check_run,
     run_world,
     schedule_faults_at,
@@ -54,6 +59,7 @@ from semsim.world.gate_object import GateObject
 from semsim.world.lease_store_object import NAME as STORE
 from semsim.world.lease_store_object import LeaseStoreObject
 from semsim.world.leased_worker import LeasedWorkerObject
+from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import arrivals
 
 #: The fetch layer's cap on one call to the API when the config has no ``operations`` to say
@@ -71,6 +77,15 @@ class DesignRun:
     trace: Trace
     result: RunResult
     trade_offs: TradeOffs | None
+    #: The semaphore's world run (its monitor, variant and judges); None for the other designs.
+    world: WorldRun | None = None
+
+    def judges(self) -> tuple[str, ...]:
+        """Who judged the run: the semaphore's variant and the user's invariants, or the design's
+        promises (:mod:`semsim.check.design_promises`)."""
+        if self.world is not None:
+            return self.world.judges()
+        return tuple(self.trace.header["judges"])
 
 
 def run_design(
@@ -80,21 +95,41 @@ def run_design(
     limits: Limits | None = None,
     progress: Callable[[int], None] | None = None,
     tolerated: frozenset[str] = frozenset(),
+    full_checks: bool = False,
+    variant: Variant = REFERENCE,
+    checkers: Sequence[type[Checker]] = (),
 ) -> DesignRun:
     """Run ``config.design`` and measure it (see the module docstring).
 
     Arguments are checked before anything runs, as :func:`run_world` checks them, and a plan's
-    faults must be ones the design meets (``semsim.world.design.FAULTS_FOR``). ``tolerated``
-    is the known findings a semaphore run may meet without stopping (``run_world``'s); the
-    other designs have none yet, and refuse any.
+    faults must be ones the design meets (``semsim.world.design.FAULTS_FOR``). ``tolerated``,
+    ``full_checks``, ``variant`` and ``checkers`` are the semaphore's (``run_world``'s: the
+    known findings a run may meet, the checker's debug mode, the holder variant, the user's
+    invariants); the other designs have no holder and no known findings yet, and refuse them.
     """
     check_run(config, faults, seed, tolerated)
-    if tolerated and config.design.name != "semaphore":
-        raise ValueError(f"tolerated names findings of the semaphore; design {config.design.name!r} has none")
+    if config.design.name != "semaphore":
+        given = [
+            name
+            for name, value in (
+                ("tolerated", tolerated),
+                ("full_checks", full_checks),
+                ("variant", variant != REFERENCE),
+                ("checkers", checkers),
+            )
+            if value
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} the semaphore's; "
+                f"design {config.design.name!r} has no holder and no known findings"
+            )
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if config.design.name == "semaphore":
-        return _run_semaphore(config, faults, seed, limits, progress, tolerated)
+        return _run_semaphore(
+            config, faults, seed, limits, progress, tolerated, full_checks, variant, checkers
+        )
     return _run_other(config, faults, seed, limits, progress)
 
 
@@ -105,6 +140,9 @@ def _run_semaphore(
     limits: Limits | None,
     progress: Callable[[int], None] | None,
     tolerated: frozenset[str],
+    full_checks: bool,
+    variant: Variant,
+    checkers: Sequence[type[Checker]],
 ) -> DesignRun:
     if config.operations is None:
         raise ValueError(
@@ -127,8 +165,19 @@ def _run_semaphore(
         world.submit_watchers.append(meter.submitted)
         return lambda: measured.append(meter.finish())
 
-    done = run_world(config, faults, seed, limits, tolerated, progress=progress, observe=observe)
-    return DesignRun("semaphore", done.trace, done.result, measured[0] if measured else None)
+    done = run_world(
+        config,
+        faults,
+        seed,
+        limits,
+        tolerated,
+        full_checks=full_checks,
+        variant=variant,
+        checkers=checkers,
+        progress=progress,
+        observe=observe,
+    )
+    return DesignRun("semaphore", done.trace, done.result, measured[0] if measured else None, done)
 
 
 def _run_other(
@@ -142,7 +191,7 @@ def _run_other(
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
-    trace.header["judges"] = [ITEMS_END]
+    trace.header["judges"] = [ITEMS_END, *judges_for(design)]
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     if faults.faults_until_ms is None:
         faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
@@ -185,6 +234,13 @@ def _run_other(
                     network.register(name, objects[name])
                 callers = [objects[name] for name in clients]
                 gates = {name: objects[name] for name in coordinators("gate", config.workload.keys)}
+                GateExact(
+                    sim,
+                    api,
+                    cap,
+                    {account: objects[f"gate:{account}"] for account in config.workload.keys},
+                    callers,
+                )
 
                 def held(now_ms: int) -> Mapping[str, int]:
                     return {
@@ -204,7 +260,8 @@ def _run_other(
                 store = LeaseStoreObject(
                     sim, config.workload.keys, cap, _rate_limits(leased, config.workload.keys)
                 )
-                network.register(STORE, store, duplicates=False)
+                judged = JudgedStore(sim, store, {account: cap for account in config.workload.keys})
+                network.register(STORE, judged, duplicates=False)
                 for name in clients:
                     objects[name] = DurableObject(
                         sim,

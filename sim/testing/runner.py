@@ -153,7 +153,8 @@ class SemsimRunner:
         if result.passed:
             return result
         case = Case(config=found.config, faults=found.faults, seed=result.seed, invariants=references)
-        report = report_of(case, result.run) if result.invariant_failure is not None else None
+        world = result.world
+        report = report_of(case, world) if result.invariant_failure is not None and world else None
         # A case holds the world, not the scenario's check: only `semsim run` judges its expectations.
         again = scenario if isinstance(scenario, str) else None
         hint = None

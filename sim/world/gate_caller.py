@@ -80,9 +80,14 @@ class GateCaller:
         self._fetch_timeout_ms = fetch_timeout_ms
         #: Items whose handler runs in this instance.
         self._running: set[str] = set()
-        #: The slots this instance's handlers hold: acquired, and not yet released or given up.
-        self.tokens: set[str] = set()
+        #: The slot each item's handler holds here, by item id: acquired, not yet released or given up.
+        self.slots: dict[str, str] = {}
         ctx.storage.execute(_SCHEMA)
+
+    @property
+    def tokens(self) -> set[str]:
+        """The slots this instance's handlers hold."""
+        return set(self.slots.values())
 
     def handle(self, method: str, payload: Any) -> Any:
         if method != "submit":
@@ -156,7 +161,7 @@ class GateCaller:
                 return None
             status = reply.get("status") if isinstance(reply, dict) else None
             if status == 200 and isinstance(reply.get("token"), str):
-                self.tokens.add(reply["token"])
+                self.slots[item.id] = reply["token"]
                 return str(reply["token"])
             if status == 429:
                 retry_after_s = reply.get("retryAfter")
@@ -177,4 +182,4 @@ class GateCaller:
         except RpcError:
             sim.event("release_lost", client=name, item=item.id, token=token)
         finally:
-            self.tokens.discard(token)
+            self.slots.pop(item.id, None)

@@ -42,6 +42,8 @@ class GateObject:
         self.ledger = ConcurrencySlots(
             lambda: ctx.sim.next_id("slot"), max_in_flight=cap, stale_ms=spec.stale_ms
         )
+        #: Every token this instance handed out: what its count covers (a successor's starts empty).
+        self.issued: set[str] = set()
 
     def handle(self, method: str, payload: Any) -> Any:
         sim = self.ctx.sim
@@ -63,6 +65,7 @@ class GateObject:
             )
             if admission.token is None:
                 return {"status": 429, "retryAfter": self._spec.retry_after_s}
+            self.issued.add(admission.token)
             return {"status": 200, "token": admission.token}
         if method == "release":
             token = payload.get("token") if isinstance(payload, dict) and set(payload) == {"token"} else None

@@ -1,0 +1,189 @@
+"""Each design's trade-offs as named scenarios, and its promises judged as it runs (issue 26, item 5).
+
+Every story passes as told, and its check fails on a wrong story: the same world without the
+fault that tells it, or with a setting that tells another. Every promise of
+:mod:`semsim.check.design_promises` is shown to fail where it is broken on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+from semaphore_core.leased import Lease, LeaseStore
+from semaphore_core.leased.store import Status
+from semsim.check.design_promises import FENCED_WRITE, GATE_EXACT, LEASE_LIMIT, SINGLE_LEASE
+from semsim.cli.main import main
+from semsim.harness import designs
+from semsim.harness.designs import run_design
+from semsim.harness.run import HolderSpec, WorldConfig
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.scenarios.designs import ALL, ONE_AT_A_TIME
+from semsim.world.design import DesignSpec, GateSpec
+from semsim.world.faults import Drop, FaultPlan
+from semsim.world.lease_store_object import LeaseStoreObject
+from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Arrival, Workload
+
+NAMES = [build().name for build in ALL]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_design_story_holds_as_told(name: str) -> None:
+    result = run_scenario(SCENARIOS[name])
+    assert result.passed, result.failures
+    assert result.expectations
+    assert all(outcome.held for outcome in result.expectations)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_design_story_fails_without_the_fault_that_tells_it(name: str) -> None:
+    scenario = SCENARIOS[name]
+    calm = run_design(scenario.config, FaultPlan(), scenario.seed)
+    assert calm.result.outcome == "completed", calm.result
+    assert scenario.check(calm), f"{name}'s check passed a run without its fault"
+
+
+def test_the_leaked_slot_story_fails_if_the_slot_heals_before_stale_ms() -> None:
+    scenario = SCENARIOS["gate-leaked-slot-heals"]
+    early = attrs.evolve(scenario.config, design=DesignSpec(name="gate", gate=GateSpec(stale_ms=60_000)))
+    unmet = scenario.check(run_design(early, scenario.faults, scenario.seed))
+    assert any("older than STALE_MS" in line for line in unmet), unmet
+
+
+def test_the_lost_lease_story_fails_if_the_store_does_not_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = LeaseStore.write
+
+    def unfenced(self: LeaseStore, id: str, token: str, status: Status, now_ms: int, release: bool) -> bool:
+        instance = self.get(id)
+        assert instance is not None
+        assert instance.lease_token is not None
+        return real(self, id, instance.lease_token, status, now_ms, release=release)  # any token lands
+
+    monkeypatch.setattr(LeaseStore, "write", unfenced)
+    result = run_scenario(SCENARIOS["leased-lost-lease-runs-twice"])
+    assert not result.passed
+    assert result.run.result.invariant == FENCED_WRITE, result.run.result
+
+
+# --- each promise fails where it is broken -----------------------------------------------------
+
+
+def _world(
+    design: str, *script: Arrival, limit: int, clients: int = 1, gate: GateSpec | None = None
+) -> WorldConfig:
+    spec = (
+        DesignSpec(name="gate", gate=gate or GateSpec())
+        if design == "gate"
+        else DesignSpec(name="leased-worker", leased=ONE_AT_A_TIME)
+    )
+    return WorldConfig(
+        holder=HolderSpec(limit=limit),
+        operations=OperationsSpec(),
+        duration_ms=120_000,
+        workload=Workload(clients=clients, script=script, paced_by_intake=False),
+        design=spec,
+    )
+
+
+def test_gate_exact_fails_when_a_slot_heals_while_its_call_still_runs() -> None:
+    # STALE_MS below the calls' length: the second item's acquire heals the first's slot while
+    # its call runs, and the living gate has two calls under its slots against a cap of 1.
+    story = _world(
+        "gate",
+        Arrival(0, 0, duration_ms=30_000),
+        Arrival(10_000, 0, duration_ms=30_000),
+        limit=1,
+        gate=GateSpec(stale_ms=5_000),
+    )
+    run = run_design(story, FaultPlan(), seed=1)
+    assert (run.result.outcome, run.result.invariant) == ("violation", GATE_EXACT), run.result
+    # With the seed's STALE_MS (above the fetch layer's cap) the second item is shed instead.
+    held = run_design(attrs.evolve(story, design=DesignSpec(name="gate")), FaultPlan(), seed=1)
+    assert held.result.outcome == "completed", held.result
+
+
+def test_gate_exact_does_not_count_what_the_seed_admits() -> None:
+    # An evicted gate's old slots and callers failing open are the seed's, not violations.
+    for name in ("gate-evicted-over-admits", "gate-fails-open"):
+        result = run_scenario(SCENARIOS[name])
+        assert result.run.result.outcome == "completed", (name, result.run.result)
+        assert GATE_EXACT in result.run.judges()
+
+
+def test_single_lease_fails_when_a_claim_ignores_live_leases(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = LeaseStore.claim
+
+    def blind(self: LeaseStore, lease: Lease, limit: int, *args: object, **kwargs: object) -> object:
+        ahead = attrs.evolve(lease, now_ms=lease.now_ms + 60_000, until_ms=lease.until_ms + 60_000)
+        return real(self, ahead, limit, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LeaseStore, "claim", blind)
+    story = _world("leased-worker", Arrival(0, 0, duration_ms=10_000), limit=2, clients=2)
+    run = run_design(story, FaultPlan(), seed=1)
+    assert (run.result.outcome, run.result.invariant) == ("violation", SINGLE_LEASE), run.result
+
+
+def test_lease_limit_fails_when_the_store_claims_past_a_workflows_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Lax(LeaseStoreObject):
+        def __init__(self, sim: object, accounts: object, cap: int, *rest: object) -> None:
+            super().__init__(sim, accounts, cap + 1, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(designs, "LeaseStoreObject", Lax)
+    story = _world("leased-worker", Arrival(0, 0, count=2, duration_ms=10_000), limit=1, clients=2)
+    run = run_design(story, FaultPlan(), seed=1)
+    assert (run.result.outcome, run.result.invariant) == ("violation", LEASE_LIMIT), run.result
+
+
+def test_fenced_write_holds_where_the_store_refuses_a_stale_token() -> None:
+    story = _world("leased-worker", Arrival(0, 0, duration_ms=40_000), limit=2, clients=2)
+    run = run_design(story, FaultPlan(drops=(Drop("request", 0, 42_000, method="renew"),)), seed=1)
+    assert run.result.outcome == "completed", run.result
+    assert [e for e in run.trace.of_kind("lease_write") if not e["ok"]], "no stale write was tried"
+    assert run.trace.header["judges"] == ["items_end", SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
+
+
+# --- semsim run NAME -----------------------------------------------------------------------------
+
+
+def test_semsim_run_runs_a_design_story_and_prints_what_it_traded(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "gate-evicted-over-admits"]) == 0
+    out = capsys.readouterr().out
+    assert "design gate, judged by: items_end, gate_exact" in out
+    assert "what it traded, at the external API:" in out
+    assert "peak over admission: 2" in out
+    assert "every expectation and invariant held" in out
+
+
+def test_semsim_run_json_of_a_design_story(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "leased-dead-worker-holds-lease", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["design"] == "leased-worker"
+    assert result["variant"] is None
+    assert result["trade_offs"]["completed"] == 1
+    assert result["judges"] == ["items_end", SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
+
+
+def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "semaphore-holds-lost-capacity", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["design"], result["variant"]) == ("semaphore", "reference")
+    assert result["trade_offs"]["peak_over_admission"] == 0
+    # The semaphore's own judges, as in any of its runs: measuring it takes none away.
+    assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
+
+
+@pytest.mark.parametrize("option", [["--variant", "reference"], ["--full-checks"], ["--invariant", "x:y"]])
+def test_semsim_run_refuses_holder_options_for_another_design(
+    option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "gate-fails-open", *option]) == 2
+    err = capsys.readouterr().err
+    assert "judge the semaphore's holder; scenario gate-fails-open runs the gate design" in err
+    assert "Traceback" not in err
