@@ -6,9 +6,12 @@ their seeds make, each judged where it could first be broken, so a run stops
 at the first broken one with the state that broke it:
 
 - ``gate_exact`` (seed 003: "a DO is single-threaded so the count is exact
-  while it lives"): when a call starts at the API, the calls running there
-  for one account under slots its gate's living instance handed out, and
-  that their handlers still hold, number no more than ``MAX_IN_FLIGHT``.
+  while it lives"): when a call starts at the API, the slots that calls
+  running there for one account started under, that the account's living
+  gate instance handed out and that their handlers still hold, number no
+  more than ``MAX_IN_FLIGHT``. (Slots, not calls: a request the network
+  delivered twice runs twice under one slot, and that is the network's
+  doing, not the count's.)
   What the seed admits is not counted: calls let through uncapped (it fails
   open), slots of an instance since evicted (its successor starts all-free,
   "the harmless direction"), and a call whose handler gave its slot back
@@ -72,33 +75,47 @@ class GateExact:
         #: The gate of each account, by account.
         self._gates = dict(gates)
         self._callers = tuple(callers)
+        #: The slot each running call started under, by call id (calls without a held slot: none).
+        self._slot_of_call: dict[str, str] = {}
         api.watch(self._changed)
 
     def _changed(self, change: Change, call: ApiCall) -> None:
         if change != "start":
+            self._slot_of_call.pop(call.call, None)
             return
+        held: dict[str, str] = {}
+        for obj in self._callers:
+            if obj.live:
+                caller = obj.instance()
+                assert isinstance(caller, GateCaller)
+                held.update(caller.slots)
+        # The slot a call runs under is its handler's when it starts (a zombie call of a dead
+        # handler keeps its own, and a duplicated request shares its handler's).
+        slot = held.get(call.key)
+        if slot is not None:
+            self._slot_of_call[call.call] = slot
         gate = self._gates.get(call.account)
         if gate is None or not gate.live:
             return
         instance = gate.instance()
         assert isinstance(instance, GateObject)
-        slots: dict[str, str] = {}
-        for obj in self._callers:
-            if obj.live:
-                caller = obj.instance()
-                assert isinstance(caller, GateCaller)
-                slots.update(caller.slots)
-        under = sorted(
-            running.key
-            for running in self._api.running.values()
-            if running.account == call.account and slots.get(running.key) in instance.issued
+        holding = set(held.values())
+        slots = sorted(
+            {
+                slot_of
+                for running in self._api.running.values()
+                if running.account == call.account
+                and (slot_of := self._slot_of_call.get(running.call)) is not None
+                and slot_of in instance.issued
+                and slot_of in holding
+            }
         )
-        if len(under) > self._cap:
+        if len(slots) > self._cap:
             raise _broken(
                 self._sim,
                 GATE_EXACT,
-                f"{len(under)} calls run at the API for {call.account} under slots its living gate "
-                f"handed out, above MAX_IN_FLIGHT {self._cap}: items {', '.join(under)}",
+                f"calls run at the API for {call.account} under {len(slots)} slots its living gate "
+                f"handed out and their handlers hold, above MAX_IN_FLIGHT {self._cap}: {', '.join(slots)}",
             )
 
 

@@ -32,12 +32,12 @@ from concurrent.futures import Executor
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, cast
 
 import attrs
 
 from semsim.check.checker import CHECKER_FAILED
-from semsim.check.coverage import EXPECTED
+from semsim.check.design_promises import PROMISES, judges_for
 from semsim.check.invariants import INVARIANTS
 from semsim.cli.loading import load_invariants, load_variant
 from semsim.cli.main import interrupted_by
@@ -75,7 +75,11 @@ from semsim.inputs.commands import (
 from semsim.inputs.files import read_from, write_text_whole, written_to
 from semsim.inputs.progress import Progress
 from semsim.runtime.kernel import SCHEDULE
+from semsim.world.design import DESIGNS, DesignName
 from semsim.world.variant import REFERENCE
+
+#: What a case of the gate or the leased worker may break, beyond semsim's invariants.
+DESIGN_INVARIANTS: Final = frozenset({"items_end", *(name for names in PROMISES.values() for name in names)})
 
 DEFAULT_RUNS: Final = 100
 DEFAULT_SEED: Final = 0
@@ -98,6 +102,24 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         raise UsageError(f"--fixes: {error}") from None
     if args.fixes is not None and not fixes:
         raise UsageError("--fixes names no fix: give all or A,B, or leave it out for the faithful reference")
+    design = args.design or "semaphore"
+    if design not in DESIGNS:
+        raise UsageError(f"--design: unknown design {design!r}; the designs are {', '.join(DESIGNS)}")
+    if design != "semaphore":
+        given = [
+            option
+            for option, value in (
+                ("--fixes", args.fixes),
+                ("--variant", args.variant),
+                ("--invariant", args.invariant),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{given[0]} is the semaphore's holder's; --design {design} has no holder (its runs are "
+                "judged by what its seed promises: docs/DESIGNS.md)"
+            )
     if args.replay is not None:
         return _replay(args, fixes, out)
     if args.trace is not None:
@@ -123,7 +145,7 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     fixes = (
         load_variant(args.variant or REFERENCE.name, "--variant").with_fixes(fixes) if args.variant else fixes
     )
-    tolerated = tolerated_for(fixes)
+    tolerated = tolerated_for(fixes) if design == "semaphore" else frozenset()
     try:
         return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path, out)
     except ResultsError as error:  # the results file failed: a full disk, a locked file
@@ -147,14 +169,15 @@ def _campaign(
         every = every_scenario()  # semsim's own, then those installed packages register
     except ScenarioLookupError as error:
         raise UsageError(str(error)) from None
-    scenarios = {name: s for name, s in every.items() if s.config.design.name == "semaphore"}
+    design = cast(DesignName, args.design or "semaphore")  # checked by _fuzz
+    scenarios = {name: s for name, s in every.items() if s.config.design.name == design}
     variant_name = args.variant or REFERENCE.name
     variant = load_variant(variant_name, "--variant")
     invariants = tuple(args.invariant or ())
     checkers = load_invariants(invariants, "--invariant")
     examples = [
         attrs.evolve(case, variant=variant_name, invariants=invariants)
-        for case in fuzz_examples(fixes, scenarios)
+        for case in fuzz_examples(fixes, scenarios, design)
     ]
     total = runs + len(examples)  # the named scenarios run first
     progress = _Progress(total, quiet=bool(args.quiet))
@@ -180,6 +203,8 @@ def _campaign(
             )
             on_run = _both(progress, recorder)
         holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
+        if design != "semaphore":
+            holder = f"design {design} (judged by: {', '.join(('items_end', *judges_for(design)))})"
         if variant != REFERENCE:
             holder = f"variant {variant_name} (judged by: {', '.join(variant.judges())}), " + holder
         if checkers:
@@ -201,6 +226,7 @@ def _campaign(
                         stop=stop,
                         variant=variant_name,
                         invariants=invariants,
+                        design=design,
                     )
                 else:
                     result = parallel_campaign(
@@ -215,6 +241,7 @@ def _campaign(
                         stop=stop,
                         variant=variant_name,
                         invariants=invariants,
+                        design=design,
                     )
             except BaseException as error:
                 if not interrupted_by(error) or progress.state is None:
@@ -236,7 +263,9 @@ def _campaign(
         print_summary(result, wall_clock() - started)
         if out is not None:
             out.update(
-                _campaign_json(result, seed, runs, len(examples), fixes, variant_name, invariants, db_path)
+                _campaign_json(
+                    result, seed, runs, len(examples), fixes, variant_name, invariants, db_path, design
+                )
             )
             if failure is not None:
                 out["failure"] = {
@@ -404,8 +433,9 @@ def print_summary(result: Campaign, wall_s: float, out: TextIO | None = None) ->
     print("known findings (tolerated):", _counts(result.findings) or "none", file=out)
     print("documented behaviour:", _counts(result.documented) or "none", file=out)
     print("coverage:", file=out)
-    width = max(len(name) for name in EXPECTED)
-    for name in EXPECTED:
+    expected = result.expected_coverage()
+    width = max(len(name) for name in expected)
+    for name in expected:
         print(f"  {name:<{width}}  {result.coverage.get(name, 0)}", file=out)
     never = result.missing_coverage()
     if never:
@@ -429,10 +459,12 @@ def _campaign_json(
     variant: str,
     invariants: tuple[str, ...],
     db_path: Path | None,
+    design: str = "semaphore",
 ) -> dict[str, Any]:
     """``semsim fuzz --json``'s object for a campaign (docs/CLI.md lists its fields)."""
     return {
         "seed": seed,
+        "design": design,
         "runs_asked": runs,
         "examples": examples,
         "fixes": list(fixes),
@@ -472,7 +504,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
     """
     given = [
         name
-        for name in ("runs", "seed", "out", "workers", "scheduler", "db", "variant", "invariant")
+        for name in ("runs", "seed", "out", "workers", "scheduler", "db", "variant", "invariant", "design")
         if getattr(args, name) is not None
     ]
     if args.no_db:
@@ -482,6 +514,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
             f"--{given[0]} does not go with --replay: a replay runs the one case it is given"
             + (" (the case names its variant)" if given[0] == "variant" else "")
             + (" (the case names its invariants)" if given[0] == "invariant" else "")
+            + (" (the case's config names its design)" if given[0] == "design" else "")
         )
     try:
         case, tolerated = load_case(args.replay)
@@ -503,7 +536,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
     )
     checkers = load_invariants(case.invariants, str(args.replay))
     expected = case_expected_invariant(args.replay)
-    judged = {*INVARIANTS, CHECKER_FAILED, *(checker.name for checker in checkers)}
+    judged = {*INVARIANTS, CHECKER_FAILED, *(checker.name for checker in checkers), *DESIGN_INVARIANTS}
     if expected is not None and expected not in judged:
         # Replaying without the check the case broke would report "every invariant held": a lie.
         raise UsageError(
@@ -513,8 +546,19 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
         )
     if fixes:
         case, tolerated = with_fixes(case, tolerated, fixes)
+    design = case.config.design.name
+    if design != "semaphore":
+        if fixes:
+            raise UsageError(f"--fixes is the semaphore's holder's; {args.replay} runs the {design} design")
+        if args.full_checks:
+            raise UsageError(
+                f"--full-checks debugs the semaphore's checker; {args.replay} runs the {design} design"
+            )
+        tolerated = frozenset()  # a case of another design tolerates no finding of the semaphore's
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
+    if design != "semaphore":
+        on += f", design {design}"
     if variant != REFERENCE:
         on += f", variant {case.variant} (judged by: {', '.join(variant.judges())})"
     if checkers:
@@ -538,6 +582,7 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
             {
                 "replayed": str(args.replay),
                 "seed": case.seed,
+                "design": design,
                 "variant": case.variant,
                 "invariants": list(case.invariants),
                 "fixes": list(case.config.holder.fixes),

@@ -210,6 +210,12 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help="opt-in fixes to run with ('all' for every known fix; default: the faithful reference); "
         "with --replay, turned on in the replayed case",
     )
+    fuzz.add_argument(
+        "--design",
+        metavar="NAME",
+        help="the design every drawn run runs: semaphore (the default), gate or leased-worker, under a "
+        "swarm of the faults it meets, judged by what its seed promises",
+    )
     fuzz.add_argument("--replay", type=_path, metavar="CASE.json", help="replay one recorded case")
     _judging_options(fuzz)
     fuzz.add_argument("--trace", type=_path, metavar="F.jsonl", help="with --replay: write the trace")

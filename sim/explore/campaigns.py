@@ -84,6 +84,7 @@ from semsim.explore.fuzz import (
     tolerated_for,
 )
 from semsim.explore.strategies import Case
+from semsim.world.design import DesignName
 
 #: Runs sent to a worker at once: big enough that sending costs nothing next to running
 #: (a run takes about 0.1 CPU s), small enough that little is run past a failure or a stop.
@@ -310,6 +311,7 @@ def parallel_campaign(
     dispatch: Dispatch | None = None,
     variant: str = "reference",
     invariants: tuple[str, ...] = (),
+    design: DesignName = "semaphore",
 ) -> Campaign:
     """:func:`~semsim.explore.fuzz.campaign` with its runs done ahead on ``executor``'s ``workers``.
 
@@ -329,8 +331,10 @@ def parallel_campaign(
     assert runs >= 1, runs
     assert workers >= 1, workers
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
+    if design != "semaphore":
+        allowed = frozenset()  # the findings are the semaphore's
     asked = stop if stop is not None else (lambda: False)
-    shown = Campaign()
+    shown = Campaign(design=design)
 
     def report_in_order(report: RunReport) -> None:
         shown.add(report)
@@ -351,6 +355,7 @@ def parallel_campaign(
                 runner=ahead.draw,
                 variant=variant,
                 invariants=invariants,
+                design=design,
             )
         ahead.finish()
     finally:
@@ -382,6 +387,7 @@ def parallel_campaign(
         runner=replay,
         variant=variant,
         invariants=invariants,
+        design=design,
     )
 
 

@@ -29,15 +29,19 @@ from hypothesis.database import ExampleDatabase
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from semsim.check.checker import MAX_CHECKERS
-from semsim.check.coverage import coverage, missing
+from semsim.check.coverage import EXPECTED, coverage, missing
+from semsim.check.design_coverage import DESIGN_EXPECTED, design_coverage, design_missing
 from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
+from semsim.explore.design_strategies import design_cases
 from semsim.explore.strategies import Case, cases
+from semsim.harness.designs import DesignRun, run_design
 from semsim.harness.invariants import find_invariants
 from semsim.harness.run import WorldConfig, WorldRun, check_plan, check_tolerated, run_world
 from semsim.harness.variants import find_variant
 from semsim.inputs.files import InputError, parse_json, read_from, read_text, write_text_whole
 from semsim.inputs.validation import check_seed
 from semsim.runtime.kernel import SCHEDULE
+from semsim.world.design import DESIGNS, DesignName
 from semsim.world.faults import FaultPlan
 
 #: Where failing cases are written unless told otherwise.
@@ -83,7 +87,7 @@ class RunReport:
 
 def run_case(
     case: Case, tolerated: frozenset[str], full_checks: bool = False
-) -> tuple[RunReport, WorldRun | None]:
+) -> tuple[RunReport, WorldRun | DesignRun | None]:
     """Run one case; an exception out of the model (an internal assertion) is a ``crash``.
 
     ``full_checks``: the checker's debug mode (``run_world``'s), same verdict. A seed or
@@ -93,7 +97,13 @@ def run_case(
     check_tolerated(tolerated)
     variant = find_variant(case.variant)  # VariantLookupError: the caller's to report, not a crash
     checkers = find_invariants(case.invariants)  # InvariantLookupError: the same
+    if case.config.design.name != "semaphore":
+        # The gate's and the leased worker's: no holder to vary or judge, no known findings.
+        check_design_case(case, tolerated, full_checks)
     try:
+        if case.config.design.name != "semaphore":
+            measured = run_design(case.config, case.faults, case.seed)
+            return design_report_of(case, measured), measured
         run = run_world(
             case.config,
             case.faults,
@@ -142,6 +152,40 @@ def report_of(case: Case, run: WorldRun) -> RunReport:
     )
 
 
+def design_report_of(case: Case, run: DesignRun) -> RunReport:
+    """What a gate's or leased worker's ``run`` (of ``case``) broke and reached."""
+    return RunReport(
+        case=case,
+        outcome=run.result.outcome,
+        invariant=run.result.invariant,
+        finding=None,
+        detail=run.result.detail,
+        sim_ms=run.result.end_ms,
+        findings=Counter(),
+        documented=Counter(),
+        coverage=design_coverage(run.trace.events(), run.design, case.config.latency_ms),
+        events=len(run.trace),
+    )
+
+
+def check_design_case(case: Case, tolerated: frozenset[str], full_checks: bool) -> None:
+    """A case of the gate or the leased worker names no holder variant, invariant of the semaphore's
+    or finding, and is not replayed in the checker's debug mode: refused (``ValueError``), not run."""
+    design = case.config.design.name
+    given = [
+        name
+        for name, value in (
+            ("a holder variant", case.variant != "reference"),
+            ("invariants of the semaphore's", case.invariants),
+            ("known findings", tolerated),
+            ("the checker's full checks", full_checks),
+        )
+        if value
+    ]
+    if given:
+        raise ValueError(f"a case of the {design} design takes no {', '.join(given)}: it has no holder")
+
+
 def case_length(case: Case) -> int:
     """A counterexample's length in plan steps: each fault kind switched on, each scheduled action.
 
@@ -160,6 +204,7 @@ def case_length(case: Case) -> int:
             faults.release_loss,
             faults.forged_reports,
             faults.evict_holders_every_ms,
+            faults.gate_error,
         )
         if value
     )
@@ -169,6 +214,8 @@ def case_length(case: Case) -> int:
         + len(faults.evictions)
         + len(faults.limit_changes)
         + len(faults.group_limit_changes)
+        + len(faults.pauses)
+        + len(faults.shutdowns)
     )
     return rates + scheduled + len(case.config.workload.script)
 
@@ -332,6 +379,8 @@ class Campaign:
     shrink_cut_short: bool = False
     #: The campaign was stopped before its runs were done (Ctrl-C): what it saw is partial.
     interrupted: bool = False
+    #: The design its drawn runs ran (``semsim fuzz --design``).
+    design: DesignName = "semaphore"
 
     def add(self, report: RunReport) -> None:
         self.runs += 1
@@ -341,7 +390,13 @@ class Campaign:
         self.coverage += report.coverage
 
     def missing_coverage(self) -> list[str]:
+        if self.design != "semaphore":
+            return design_missing(self.coverage, self.design)
         return missing(self.coverage)
+
+    def expected_coverage(self) -> tuple[str, ...]:
+        """The counters its design's runs are expected to reach, in report order."""
+        return EXPECTED if self.design == "semaphore" else DESIGN_EXPECTED[self.design]
 
 
 class _Failed(Exception):
@@ -459,8 +514,14 @@ def campaign(
     runner: Runner | None = None,
     variant: str = "reference",
     invariants: tuple[str, ...] = (),
+    design: DesignName = "semaphore",
 ) -> Campaign:
     """Up to ``runs`` cases drawn from ``seed``; stops at the first unexpected failure and shrinks it.
+
+    ``design``: the design every drawn case runs (``semsim fuzz --design``): the semaphore's
+    cases come from :func:`semsim.explore.strategies.cases`, the gate's and the leased
+    worker's from :func:`semsim.explore.design_strategies.design_cases`, and take no
+    ``fixes``, ``variant``, ``invariants`` or ``tolerated`` findings (``ValueError``).
 
     ``variant``: the holder variant every drawn case runs, by the name
     :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own);
@@ -485,6 +546,13 @@ def campaign(
     assert runs >= 1, runs
     assert shrink_budget_events >= 0, shrink_budget_events
     check_seed(seed)
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}: the designs are {', '.join(DESIGNS)}")
+    if design != "semaphore" and (fixes or variant != "reference" or invariants or tolerated):
+        raise ValueError(
+            f"fixes, a variant, invariants and tolerated findings are the semaphore's; the {design} "
+            "design has no holder"
+        )
     chosen = find_variant(variant)  # one that cannot be loaded is the caller's error, now
     fixes = chosen.with_fixes(fixes)  # its fixes are the campaign's: drawn into its cases, not tolerated
     find_invariants(invariants)
@@ -493,9 +561,12 @@ def campaign(
     allowed = tolerated_for(fixes) if tolerated is None else tolerated
     # A finding the variant's own fixes correct is never tolerated, whatever the caller passed.
     allowed &= tolerated_for(tuple(chosen.fixes))
+    if design != "semaphore":
+        allowed = frozenset()  # the findings are the semaphore's
     run = runner if runner is not None else _run_here
-    result = Campaign()
+    result = Campaign(design=design)
     failed: dict[Case, RunReport] = {}
+    drawn = cases(fixes, variant, tuple(invariants)) if design == "semaphore" else design_cases(design)
 
     @settings(
         max_examples=runs,
@@ -509,7 +580,7 @@ def campaign(
         suppress_health_check=list(HealthCheck),
     )
     @hypothesis_seed(seed)
-    @given(cases(fixes, variant, tuple(invariants)))
+    @given(drawn)
     def one(case: Case) -> None:
         known = failed.get(case)
         if known is not None:
