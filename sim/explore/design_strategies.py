@@ -18,9 +18,10 @@ kinds its design meets, and draws each one's sizes and times.
 A world is drawn too: the cap, one to four clients, steady or bursty
 arrivals of items of up to 45 s (below the fetch layer's 60 s cap) at half,
 once or twice what the cap can run, an API that deduplicates or not, and
-each design's settings within what its seed allows (the gate's ``STALE_MS`` stays its seed's 120 s, "generously
-above the fetch layer's caps": a shorter one breaks ``gate_exact`` by
-construction, not by a fault).
+each design's settings within what its seed allows (the gate's
+``STALE_MS`` stays its seed's 120 s, "generously above the fetch layer's
+caps": a shorter one breaks ``gate_exact`` by construction, not by a
+fault).
 
 Every strategy is built once, as :mod:`semsim.explore.strategies`' are.
 """
