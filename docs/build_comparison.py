@@ -30,7 +30,7 @@ DOCS = Path(__file__).resolve().parent
 
 
 def build(seeds: int, workers: int | None) -> int:
-    argv = ["compare", "--seeds", str(seeds), "--json", "--plot", str(DOCS / "comparison.png")]
+    argv = ["compare", "--seeds", str(seeds), "--json", "--no-db", "--plot", str(DOCS / "comparison.png")]
     if workers is not None:
         argv += ["--workers", str(workers)]
     out = io.StringIO()

@@ -142,6 +142,7 @@ def test_compare_prints_the_table_and_json_and_writes_the_plot(
         "--markdown",
         str(table),
         "--quiet",
+        "--no-db",
     ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
@@ -169,7 +170,7 @@ def test_compare_prints_the_table_and_json_and_writes_the_plot(
 def test_compare_refuses_bad_input_before_running(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["compare", "--seeds", "1", *argv]) == 2
+    assert main(["compare", "--seeds", "1", "--no-db", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -196,7 +197,7 @@ def test_compare_exits_1_when_a_run_breaks_an_invariant(
     monkeypatch.setattr(designs, "unfinished", lambda storage: 1)  # a planted bug: items never end
     monkeypatch.setattr(designs, "MAX_SETTLE_MS", 30_000)
     argv = ["compare", "--config", str(config_file), "--designs", "gate", "--plans", "calm"]
-    assert main([*argv, "--seeds", "1", "--workers", "1", "--quiet"]) == 1
+    assert main([*argv, "--seeds", "1", "--workers", "1", "--quiet", "--no-db"]) == 1
     out = capsys.readouterr().out
     assert "gate under calm, seed 1: violation (items_end)" in out
     assert "| gate | calm | 0/1 |" in out

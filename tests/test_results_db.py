@@ -456,8 +456,8 @@ def test_a_schema_1_database_reads_as_it_is_and_merges_into_a_new_one(
     assert old.read_bytes() == before
     new = tmp_path / "new.sqlite"
     with closing(open_db(new)) as db:
-        assert merge(db, [old]) == 1
-        assert merge(db, [old]) == 0  # the same campaign, by its identity
+        assert merge(db, [old]).campaigns == 1
+        assert merge(db, [old]).campaigns == 0  # the same campaign, by its identity
 
 
 def test_a_schema_1_database_is_migrated_keeping_its_campaigns_and_their_identity(tmp_path: Path) -> None:
@@ -487,3 +487,140 @@ def hashlib_of(db: sqlite3.Connection) -> str:
         " shrink_runs, shrink_events, shrink_cut_short FROM campaigns WHERE id = 1"
     ).fetchone()
     return hashlib.sha256(json.dumps([list(fields), [], []]).encode()).hexdigest()
+
+
+# --- schema 3: the design a campaign fuzzed, and the comparisons --------------------------------
+
+
+def _schema_2_file(db: Path, design: str | None) -> None:
+    """A schema 2 file holding one campaign whose one run's case is of ``design`` (None: no run)."""
+    from semsim.explore.results import MIGRATIONS
+
+    with closing(sqlite3.connect(db)) as old:
+        old.executescript(MIGRATIONS[1] + ";" + MIGRATIONS[2])
+        old.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        old.execute("PRAGMA user_version = 2")
+        old.execute(
+            "INSERT INTO campaigns (uid, seed, runs_asked, examples, fixes, tolerated, executor, workers,"
+            " semsim_version, host, status, variant, invariants) VALUES ('u', 4, 3, 0, '[]', '[]',"
+            " 'serial', 1, '0.1.0', 'h', 'passed', 'reference', '[]')"
+        )
+        if design is not None:
+            config = {} if design == "semaphore" else {"design": {"name": design}}
+            old.execute(
+                "INSERT INTO runs VALUES (1, 0, ?, 'completed', NULL, NULL, '', 1, 1, '{}', '{}', '{}')",
+                (json.dumps({"config": config}),),
+            )
+        old.commit()
+
+
+@pytest.mark.parametrize(("design", "recorded"), [("gate", "gate"), ("semaphore", "semaphore"), (None, None)])
+def test_a_schema_2_database_is_migrated_with_the_design_its_runs_name(
+    tmp_path: Path, design: str | None, recorded: str | None
+) -> None:
+    from semsim.explore.results import digest
+
+    db = tmp_path / "old.sqlite"
+    _schema_2_file(db, design)
+    with closing(open_db(db)) as migrated:
+        assert migrated.execute("PRAGMA user_version").fetchone() == (3,)
+        assert migrated.execute("SELECT design FROM campaigns").fetchall() == [(recorded,)]
+        assert migrated.execute("SELECT COUNT(*) FROM comparisons").fetchone() == (0,)
+        identity = digest(migrated, "main", 1)
+        migrated.execute("UPDATE campaigns SET design = 'semaphore'")
+        # A campaign of the semaphore keeps its identity; one of another design is another campaign.
+        assert (digest(migrated, "main", 1) == identity) == (recorded in (None, "semaphore"))
+
+
+def test_a_design_campaign_records_its_design_and_the_report_reads_its_coverage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    assert _fuzz(db, "--design", "gate", "--workers", "1") == EXIT_OK
+    capsys.readouterr()
+    assert _rows(db, "SELECT design FROM campaigns") == [("gate",)]
+    assert main(["report", str(db)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "design gate; serial" in out
+    assert "gate:shed" in out
+    assert "not an expected counter" not in out
+    assert "blocked:limit" not in out  # the semaphore's counters are not the gate's to reach
+
+
+def _compare(db: Path, *extra: str) -> int:
+    argv = ["compare", "--designs", "gate,leased-worker", "--plans", "calm", "--seeds", "1", "--quiet"]
+    return main([*argv, "--workers", "1", "--db", str(db), *extra])
+
+
+def test_compare_records_each_cell_and_report_prints_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    assert _compare(db, "--json") == EXIT_OK
+    result = json.loads(capsys.readouterr().out)
+    assert result["db"] == str(db)
+    cells = _rows(db, "SELECT idx, design, plan, seed, outcome, trade_offs FROM cells ORDER BY idx")
+    assert [row[:5] for row in cells] == [
+        (0, "gate", "calm", 1, "completed"),
+        (1, "leased-worker", "calm", 1, "completed"),
+    ]
+    assert [json.loads(row[5]) for row in cells] == [cell["trade_offs"] for cell in result["cells"]]
+    assert main(["report", str(db)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "comparisons: 1" in out
+    assert "#1 gate, leased-worker under 1 fault plan, 1 seed each: passed, 2 of 2 runs judged; serial" in out
+    assert "| gate | calm | 1/1 |" in out
+    assert main(["report", str(db), "--json"]) == EXIT_OK
+    (comparison,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert comparison["summary"] == result["summary"]
+    assert (comparison["designs"], comparison["status"]) == (["gate", "leased-worker"], "passed")
+
+
+def test_a_comparison_merges_once_whatever_its_cpu_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ours, theirs = tmp_path / "ours.sqlite", tmp_path / "theirs.sqlite"
+    assert _compare(ours) == EXIT_OK
+    assert _compare(theirs) == EXIT_OK  # the same comparison on another machine: other CPU seconds
+    capsys.readouterr()
+    assert main(["report", str(ours), "--merge", str(theirs)]) == EXIT_OK
+    assert "merged 0 campaigns from 1 file" in capsys.readouterr().err
+    other = tmp_path / "other.sqlite"
+    assert (
+        main(
+            [
+                "compare",
+                "--designs",
+                "gate",
+                "--plans",
+                "lossy",
+                "--seeds",
+                "1",
+                "--quiet",
+                "--workers",
+                "1",
+                "--db",
+                str(other),
+            ]
+        )
+        == EXIT_OK
+    )
+    capsys.readouterr()
+    assert main(["report", str(ours), "--merge", str(other)]) == EXIT_OK
+    assert "merged 0 campaigns and 1 comparison from 1 file" in capsys.readouterr().err
+    assert _rows(ours, "SELECT COUNT(*) FROM comparisons") == [(2,)]
+
+
+def test_compare_refuses_a_bad_database_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = tmp_path / "foreign.sqlite"
+    _foreign(foreign)
+    before = foreign.read_bytes()
+    assert _compare(foreign) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "a SQLite database of another application" in captured.err
+    assert "comparing" not in captured.out  # refused before the first run
+    assert foreign.read_bytes() == before
+    assert _compare(tmp_path / "x.sqlite", "--no-db") == EXIT_USAGE
+    assert "--db does not go with --no-db" in capsys.readouterr().err

@@ -9,6 +9,11 @@ and the result is the same whichever ran them: cells come back in matrix
 order. Exit 0 when every run was judged and held, 1 when one broke an
 invariant (the reference's known findings are tolerated in the semaphore's
 runs and named in the table), 2 on bad input.
+
+The comparison is recorded in the results database (``--db``, default
+``semsim-results.sqlite``, as ``semsim fuzz``'s campaigns; ``--no-db``
+records nothing), checked before the first run and written whole, in one
+transaction, once every cell is in; ``semsim report`` prints it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -31,6 +36,7 @@ from semsim.explore.compare import (
     matrix,
     summarise,
 )
+from semsim.explore.results import DEFAULT_DB, ResultsError, check_db, open_db, record_comparison
 from semsim.harness.run import WorldConfig
 from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, json_result, output_file, plural
 from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
@@ -71,22 +77,37 @@ def _config(path: Path | None) -> WorldConfig:
 
 
 @contextmanager
-def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
+def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, str, int]]:
+    """Where the runs go: ``(executor or None, "serial" | "local" | "dask", workers)``."""
     if args.scheduler is not None:
         if args.workers is not None:
             raise UsageError("--workers and --scheduler: a comparison runs on one or the other")
         try:
-            with dask_pool(args.scheduler) as (executor, _):
-                yield executor
+            with dask_pool(args.scheduler) as (executor, workers):
+                yield executor, "dask", workers
         except ClusterError as error:
             raise UsageError(str(error)) from None
         return
     workers = default_workers() if args.workers is None else args.workers
     if workers == 1:
-        yield None
+        yield None, "serial", 1
         return
     with local_pool(workers) as pool:
-        yield pool
+        yield pool, "local", workers
+
+
+def _db(args: argparse.Namespace) -> Path | None:
+    """The results database to record the comparison in (checked now), or None (``--no-db``)."""
+    if args.no_db:
+        if args.db is not None:
+            raise UsageError("--db does not go with --no-db")
+        return None
+    path: Path = DEFAULT_DB if args.db is None else args.db
+    try:
+        check_db(path)
+    except ResultsError as error:
+        raise UsageError(str(error)) from None
+    return path
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -101,6 +122,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     markdown_path = None if args.markdown is None else output_file(args.markdown, "--markdown")
     plot_path = None if args.plot is None else output_file(args.plot, "--plot", image=True)
+    db_path = _db(args)
     total = len(matrix(designs, plans, seeds))
     with json_result(args.json) as result:
         print(
@@ -109,7 +131,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             flush=True,
         )
         done = 0
-        with Progress("compare", total, "runs", quiet=args.quiet) as progress, _executor(args) as executor:
+        with (
+            Progress("compare", total, "runs", quiet=args.quiet) as progress,
+            _executor(args) as (executor, kind, workers),
+        ):
 
             def heard(cell: Cell) -> None:
                 nonlocal done
@@ -117,6 +142,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 progress.update(done, f"{cell.design} {cell.plan} seed {cell.seed}: {cell.outcome}")
 
             cells = compare(config, designs, plans, seeds, executor, heard)
+        if db_path is not None:
+            # Recorded before anything is printed: a reader that goes away must not cost the record.
+            try:
+                with closing(open_db(db_path)) as db:
+                    record_comparison(
+                        db,
+                        db_path,
+                        config=config.to_dict(),
+                        designs=designs,
+                        plans=plans,
+                        seeds=seeds,
+                        cells=[cell.to_dict() for cell in cells],
+                        executor=kind,
+                        workers=workers,
+                    )
+            except ResultsError as error:  # a full disk, a locked file
+                raise UsageError(str(error)) from None
         summaries = summarise(cells)
         table = markdown(summaries)
         print(table, end="")
@@ -128,6 +170,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         cpu_s = sum(cell.cpu_s for cell in cells)
         print(f"{plural(total, 'run')}, {cpu_s:.1f} CPU s in the runs")
+        if db_path is not None:
+            print(f"recorded in {db_path}")
         if markdown_path is not None:
             write_text_whole(markdown_path, table)
         if plot_path is not None:
@@ -144,6 +188,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     "summary": [summary.to_dict() for summary in summaries],
                     "cells": [cell.to_dict() for cell in cells],
                     "verdict": "violation" if failed else "ok",
+                    "db": None if db_path is None else str(db_path),
                 }
             )
     return EXIT_VIOLATION if failed else EXIT_OK

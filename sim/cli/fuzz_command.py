@@ -200,6 +200,7 @@ def _campaign(
                 workers=workers,
                 variant=variant_name,
                 invariants=invariants,
+                design=design,
             )
             on_run = _both(progress, recorder)
         holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"

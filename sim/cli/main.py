@@ -126,6 +126,17 @@ def _judging_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--invariant", action="append", metavar="I", help=INVARIANT_HELP)
 
 
+def _db_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """What ``fuzz`` and ``compare`` share: where the result is recorded, or that it is not."""
+    parser.add_argument(
+        "--db",
+        type=_path,
+        metavar="F.sqlite",
+        help=f"record the {what} in this results database (default semsim-results.sqlite)",
+    )
+    parser.add_argument("--no-db", action="store_true", help="record nothing")
+
+
 class Parsers(NamedTuple):
     """semsim's parser and each command's own, by name (argparse keeps no public list of them)."""
 
@@ -241,13 +252,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         help="run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786) instead of local "
         "processes; needs the dask extra",
     )
-    fuzz.add_argument(
-        "--db",
-        type=_path,
-        metavar="F.sqlite",
-        help="record the campaign in this results database (default semsim-results.sqlite)",
-    )
-    fuzz.add_argument("--no-db", action="store_true", help="record nothing")
+    _db_options(fuzz, "campaign")
 
     compare = command(
         "compare",
@@ -280,6 +285,7 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
     compare.add_argument(
         "--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS"
     )
+    _db_options(compare, "comparison")
 
     mutants = command(
         "mutants",

@@ -5,7 +5,8 @@ sorted, coverage counters in ``semsim.check.coverage.EXPECTED`` order): the
 campaigns, the runs and simulated hours, violations by invariant (and
 finding), tolerated findings, documented behaviour, every coverage counter
 with the expected ones never reached, and the failures' cases with the
-commands that replay them. ``--json`` prints the same as one JSON object.
+commands that replay them, then the comparisons ``semsim compare`` recorded,
+each with its table. ``--json`` prints the same as one JSON object.
 ``--cases DIR`` writes each failure's shrunk case into DIR (the case file
 may not exist on this machine: the database holds its text); DIR is checked
 first and made only when there is a case to write.
@@ -24,6 +25,8 @@ import json
 import shlex
 import sqlite3
 import sys
+import textwrap
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,7 +34,9 @@ from typing import Any, TextIO
 import attrs
 
 from semsim.check.coverage import EXPECTED
-from semsim.explore.results import ResultsError, Summary, merge, open_db, read_db, summary
+from semsim.check.design_coverage import DESIGN_EXPECTED
+from semsim.explore.compare import cell_of, markdown, summarise
+from semsim.explore.results import ComparisonRow, ResultsError, Summary, merge, open_db, read_db, summary
 from semsim.inputs.commands import EXIT_OK, UsageError, output_dir, plural
 from semsim.inputs.files import write_text_whole
 
@@ -47,8 +52,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                 read_db(path, "DB" if path == db_path else "--merge").close()
             with closing(open_db(db_path, "DB")) as db:
                 copied = merge(db, args.merge)
+            compared = f" and {plural(copied.comparisons, 'comparison')}" if copied.comparisons else ""
             print(
-                f"merged {plural(copied, 'campaign')} from {plural(len(args.merge), 'file')} into {db_path}",
+                f"merged {plural(copied.campaigns, 'campaign')}{compared} from "
+                f"{plural(len(args.merge), 'file')} into {db_path}",
                 file=sys.stderr,
             )
         with closing(read_db(db_path)) as db:
@@ -91,7 +98,9 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     )
     for row in found.campaigns:
         fixes = "fixes: " + ", ".join(row.fixes) if row.fixes else "the faithful reference"
-        if row.variant is None:
+        if row.design not in (None, "semaphore"):
+            fixes = f"design {row.design}"
+        elif row.variant is None:
             fixes = f"variant not recorded (results schema 1), {fixes}"
         elif row.variant != "reference":
             fixes = f"variant {row.variant}, {fixes}"
@@ -115,13 +124,14 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
     print("known findings (tolerated):", _counts(found.findings) or "none", file=out)
     print("documented behaviour:", _counts(found.documented) or "none", file=out)
     print("coverage:", file=out)
-    width = max(len(name) for name in EXPECTED)
-    for name in EXPECTED:
+    expected = _expected(found)
+    width = max((len(name) for name in (*expected, *found.coverage)), default=0)
+    for name in expected:
         print(f"  {name:<{width}}  {found.coverage.get(name, 0)}", file=out)
-    others = sorted(set(found.coverage) - set(EXPECTED))
+    others = sorted(set(found.coverage) - set(expected))
     for name in others:
         print(f"  {name:<{width}}  {found.coverage[name]} (not an expected counter)", file=out)
-    never = [name for name in EXPECTED if not found.coverage.get(name)]
+    never = [name for name in expected if not found.coverage.get(name)]
     if never:
         print(f"never reached ({len(never)}): {', '.join(never)}", file=out)
     if found.failures:
@@ -135,10 +145,43 @@ def print_report(found: Summary, written: dict[int, Path], out: TextIO | None = 
             print(f"    {_replay(failure.replay, written.get(failure.campaign_id))}", file=out)
     else:
         print("cases to replay: none", file=out)
+    _print_comparisons(found.comparisons, out)
+
+
+def _expected(found: Summary) -> tuple[str, ...]:
+    """The coverage counters the recorded campaigns' designs are expected to reach, in report
+    order: the semaphore's (also for a file with no campaign), then each other design's."""
+    designs = {row.design or "semaphore" for row in found.campaigns}
+    expected = list(EXPECTED) if "semaphore" in designs or not designs else []
+    for design in sorted(designs - {"semaphore"}):
+        expected += [name for name in DESIGN_EXPECTED.get(design, ()) if name not in expected]
+    return tuple(expected)
+
+
+def _print_comparisons(comparisons: Sequence[ComparisonRow], out: TextIO) -> None:
+    """Each comparison: what it ran, where, its verdict, and its table (``semsim compare``'s)."""
+    if not comparisons:
+        return
+    print(f"comparisons: {len(comparisons)}", file=out)
+    for row in comparisons:
+        where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
+        judged = sum(1 for cell in row.cells if cell["outcome"] == "completed" and cell["trade_offs"])
+        print(
+            f"  #{row.id} {', '.join(row.designs)} under {plural(len(row.plans), 'fault plan')}, "
+            f"{plural(len(row.seeds), 'seed')} each: {row.status}, {judged} of "
+            f"{plural(len(row.cells), 'run')} judged; {where}, semsim {row.semsim_version} on {row.host}",
+            file=out,
+        )
+        print(
+            textwrap.indent(markdown(summarise([cell_of(cell) for cell in row.cells])), "    "),
+            file=out,
+            end="",
+        )
 
 
 def _as_json(found: Summary, written: dict[int, Path]) -> dict[str, Any]:
-    never = [name for name in EXPECTED if not found.coverage.get(name)]
+    expected = _expected(found)
+    never = [name for name in expected if not found.coverage.get(name)]
     return {
         "campaigns": [attrs.asdict(row) for row in found.campaigns],
         "runs": found.runs,
@@ -146,8 +189,8 @@ def _as_json(found: Summary, written: dict[int, Path]) -> dict[str, Any]:
         "violations": found.violations,
         "findings": found.findings,
         "documented": found.documented,
-        "coverage": {name: found.coverage.get(name, 0) for name in EXPECTED}
-        | {name: found.coverage[name] for name in sorted(set(found.coverage) - set(EXPECTED))},
+        "coverage": {name: found.coverage.get(name, 0) for name in expected}
+        | {name: found.coverage[name] for name in sorted(set(found.coverage) - set(expected))},
         "never_reached": never,
         "failures": [
             {
@@ -160,6 +203,14 @@ def _as_json(found: Summary, written: dict[int, Path]) -> dict[str, Any]:
                 "case": json.loads(failure.case_text),
             }
             for failure in found.failures
+        ],
+        "comparisons": [
+            {
+                **{key: value for key, value in attrs.asdict(row).items() if key != "cells"},
+                "summary": [summary.to_dict() for summary in summarise([cell_of(c) for c in row.cells])],
+                "cells": row.cells,
+            }
+            for row in found.comparisons
         ],
     }
 

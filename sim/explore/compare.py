@@ -141,6 +141,22 @@ class Cell:
         return self.outcome == "completed" and self.trade_offs is not None
 
 
+def cell_of(recorded: dict[str, Any]) -> Cell:
+    """A cell back from ``Cell.to_dict()`` (as the results database keeps it)."""
+    figures = recorded["trade_offs"]
+    return Cell(
+        design=recorded["design"],
+        plan=recorded["plan"],
+        seed=recorded["seed"],
+        outcome=recorded["outcome"],
+        invariant=recorded["invariant"],
+        detail=recorded["detail"],
+        findings=tuple(recorded["findings"]),
+        trade_offs=None if figures is None else TradeOffs(**figures),
+        cpu_s=recorded["cpu_s"],
+    )
+
+
 def run_cell(config: dict[str, Any], design: DesignName, plan: str, seed: int) -> Cell:
     """One cell, from the config as recorded (what a worker process is sent)."""
     started = time.process_time()

@@ -13,7 +13,7 @@ one transaction); a newer version, another application's SQLite database,
 or a file that is not SQLite at all is refused (:class:`ResultsError`) and
 left as it was.
 
-Tables (schema 2):
+Tables (schema 3):
 
 - ``campaigns``: one row a campaign: ``uid`` (its identity across merged
   files: a digest of what was asked and what every run gave, written when
@@ -21,7 +21,8 @@ Tables (schema 2):
   campaign, and merging a file twice adds nothing), what was asked (seed,
   runs, named scenarios run first, fixes, tolerated findings, the holder
   ``variant`` by the name it was found by, and the user's ``invariants``
-  as the JSON list of their references: both added in schema 2), how it ran
+  as the JSON list of their references: both added in schema 2; the
+  ``design`` it fuzzed, added in schema 3), how it ran
   (``executor``: serial, local or dask, and ``workers``), semsim's version
   and the host's name (metadata only), and what it saw (``status``:
   running, passed, failed or interrupted; runs, simulated ms, shrink runs
@@ -33,6 +34,11 @@ Tables (schema 2):
 - ``failures``: a failed campaign's shrunk counterexample: the case file's
   text (``semsim fuzz --replay`` reads it), its plan steps, and the command
   that replays it.
+- ``comparisons`` and ``cells`` (schema 3): what ``semsim compare`` ran (the
+  world, designs, plans, seeds), where, its verdict, and one row a cell:
+  design, plan, seed, outcome, invariant, detail, the findings it met, its
+  trade-off figures (JSON, null for a run that did not complete) and the CPU
+  seconds it took (metadata, not part of its identity).
 
 Nothing in the file depends on the wall clock or on chance: the same
 campaign records the same rows (but for ``host``, ``executor`` and ``workers``). Rows are written by the
@@ -52,7 +58,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -62,7 +68,7 @@ from semsim.inputs.files import InputError, check_output_file, same_file
 
 #: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
 APPLICATION_ID: Final = 0x53656D53
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 DEFAULT_DB: Final = Path("semsim-results.sqlite")
 #: Runs written per transaction by :class:`Recorder`.
 RUNS_PER_TRANSACTION: Final = 16
@@ -124,11 +130,49 @@ ALTER TABLE campaigns ADD COLUMN variant TEXT;
 ALTER TABLE campaigns ADD COLUMN invariants TEXT
 """
 
+#: Version 3: the design each campaign fuzzed (issue 26), and the comparisons ``semsim compare``
+#: ran, each cell with its figures. A campaign recorded before gets the design its runs' cases
+#: name (NULL if it recorded no run).
+_SCHEMA_3: Final = """
+ALTER TABLE campaigns ADD COLUMN design TEXT;
+UPDATE campaigns SET design = (
+    SELECT COALESCE(json_extract(r.case_json, '$.config.design.name'), 'semaphore')
+    FROM runs r WHERE r.campaign_id = campaigns.id ORDER BY r.idx LIMIT 1
+);
+CREATE TABLE comparisons (
+    id INTEGER PRIMARY KEY,
+    uid TEXT,
+    config TEXT NOT NULL,
+    designs TEXT NOT NULL,
+    plans TEXT NOT NULL,
+    seeds TEXT NOT NULL,
+    executor TEXT NOT NULL,
+    workers INTEGER NOT NULL,
+    semsim_version TEXT NOT NULL,
+    host TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('passed', 'failed'))
+);
+CREATE TABLE cells (
+    comparison_id INTEGER NOT NULL REFERENCES comparisons(id),
+    idx INTEGER NOT NULL,
+    design TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    invariant TEXT,
+    detail TEXT NOT NULL,
+    findings TEXT NOT NULL,
+    trade_offs TEXT,
+    cpu_s REAL NOT NULL,
+    PRIMARY KEY (comparison_id, idx)
+) WITHOUT ROWID
+"""
+
 #: Schema version -> the statements that bring the version before it up to it.
-MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1, 2: _SCHEMA_2}
+MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1, 2: _SCHEMA_2, 3: _SCHEMA_3}
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
 
-_TABLES: Final = ("campaigns", "failures", "runs")
+_TABLES: Final = ("campaigns", "cells", "comparisons", "failures", "runs")
 
 
 class ResultsError(Exception):
@@ -323,12 +367,13 @@ class Recorder:
         workers: int,
         variant: str = "reference",
         invariants: Sequence[str] = (),
+        design: str = "semaphore",
     ) -> Recorder:
         with _recording(path), _transaction(db):
             cursor = db.execute(
                 "INSERT INTO campaigns (seed, runs_asked, examples, fixes, tolerated, executor, workers,"
-                " semsim_version, host, status, variant, invariants)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                " semsim_version, host, status, variant, invariants, design)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                 (
                     seed,
                     runs,
@@ -341,6 +386,7 @@ class Recorder:
                     socket.gethostname(),
                     variant,
                     json.dumps(list(invariants)),
+                    design,
                 ),
             )
         assert cursor.lastrowid is not None
@@ -430,11 +476,83 @@ def _recording(path: Path) -> Iterator[None]:
         raise ResultsError(f"the results database {path}: cannot record the campaign: {error}") from None
 
 
+def record_comparison(
+    db: sqlite3.Connection,
+    path: Path,
+    *,
+    config: Mapping[str, Any],
+    designs: Sequence[str],
+    plans: Sequence[str],
+    seeds: Sequence[int],
+    cells: Sequence[Mapping[str, Any]],
+    executor: str,
+    workers: int,
+) -> int:
+    """One comparison (``semsim compare``) and its cells (each ``Cell.to_dict()``), in one transaction.
+
+    Its ``uid`` is a digest of what was asked and what every cell gave, not of where, how or how
+    fast it ran (the cells' CPU seconds are kept, as metadata): recorded twice, merged twice, it
+    is one comparison. Returns its row id.
+    """
+    status = "passed" if all(_judged(cell) for cell in cells) else "failed"
+    rows = [
+        (
+            index,
+            cell["design"],
+            cell["plan"],
+            cell["seed"],
+            cell["outcome"],
+            cell["invariant"],
+            cell["detail"],
+            json.dumps(list(cell["findings"])),
+            None if cell["trade_offs"] is None else json.dumps(cell["trade_offs"], sort_keys=True),
+            float(cell["cpu_s"]),
+        )
+        for index, cell in enumerate(cells)
+    ]
+    asked = [json.dumps(dict(config), sort_keys=True), json.dumps(list(designs)), json.dumps(list(plans))]
+    uid = hashlib.sha256(
+        json.dumps([*asked, list(seeds), [list(row[:-1]) for row in rows]]).encode()
+    ).hexdigest()
+    with _recording(path), _transaction(db):
+        cursor = db.execute(
+            "INSERT INTO comparisons (uid, config, designs, plans, seeds, executor, workers, semsim_version,"
+            " host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                uid,
+                *asked,
+                json.dumps(list(seeds)),
+                executor,
+                workers,
+                __version__,
+                socket.gethostname(),
+                status,
+            ),
+        )
+        assert cursor.lastrowid is not None
+        db.executemany(
+            "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(cursor.lastrowid, *row) for row in rows],
+        )
+    return cursor.lastrowid
+
+
+def _judged(cell: Mapping[str, Any]) -> bool:
+    return cell["outcome"] == "completed" and cell["trade_offs"] is not None
+
+
 # --- merging ----------------------------------------------------------------------------------------
 
 
-def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
-    """Copy every campaign of ``others`` that ``db`` lacks (by ``uid``) into it; how many were copied.
+class Merged(NamedTuple):
+    """What a merge copied: campaigns, and comparisons (``semsim compare``)."""
+
+    campaigns: int
+    comparisons: int
+
+
+def merge(db: sqlite3.Connection, others: Sequence[Path]) -> Merged:
+    """Copy every campaign and comparison of ``others`` that ``db`` lacks (by ``uid``) into it.
 
     All files are checked before anything is written (each must be another file than
     ``db``'s and than the others: :func:`check_distinct`), and each file is copied in
@@ -444,7 +562,7 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
         read_db(other, "--merge").close()
     main_file = next(row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main")
     check_distinct(Path(main_file) if main_file else None, others)
-    copied = 0
+    copied = compared = 0
     for other in others:
         # Attached (and detached) outside the transaction, as SQLite requires; one file at a
         # time, as SQLite attaches at most ten.
@@ -453,11 +571,13 @@ def merge(db: sqlite3.Connection, others: Sequence[Path]) -> int:
             try:
                 with _transaction(db):
                     copied += _copy_campaigns(db, "other")
+                    if "comparisons" in _tables(db, "other"):
+                        compared += _copy_comparisons(db)
             finally:
                 db.execute("DETACH DATABASE other")
         except sqlite3.Error as error:
             raise ResultsError(f"DB {main_file}: cannot merge {other} into it: {error}") from None
-    return copied
+    return Merged(copied, compared)
 
 
 def check_distinct(target: Path | None, others: Sequence[Path]) -> None:
@@ -517,7 +637,40 @@ def digest(db: sqlite3.Connection, schema: str, campaign_id: int) -> str:
     if (variant or "reference", invariants or "[]") != ("reference", "[]"):
         # Only then: a campaign of the reference keeps the identity it had before version 2.
         content.append([variant, json.loads(invariants or "[]")])
+    if "design" in _columns(db, schema, "campaigns"):
+        (design,) = db.execute(
+            f"SELECT design FROM {schema}.campaigns WHERE id = ?", (campaign_id,)
+        ).fetchone()
+        if design not in (None, "semaphore"):  # likewise: the semaphore's keep theirs
+            content.append(["design", design])
     return hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+
+def _tables(db: sqlite3.Connection, schema: str) -> set[str]:
+    assert schema in ("main", "other"), schema
+    return {row[0] for row in db.execute(f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
+
+
+def _copy_comparisons(db: sqlite3.Connection) -> int:
+    """Copy the comparisons of ``other`` that ``main`` lacks (by ``uid``), with their cells."""
+    known = {row[0] for row in db.execute("SELECT uid FROM main.comparisons")}
+    columns = "uid, config, designs, plans, seeds, executor, workers, semsim_version, host, status"
+    copied = 0
+    for old_id, uid in db.execute("SELECT id, uid FROM other.comparisons ORDER BY id").fetchall():
+        if uid in known:
+            continue
+        known.add(uid)
+        cursor = db.execute(
+            f"INSERT INTO main.comparisons ({columns}) SELECT {columns} FROM other.comparisons WHERE id = ?",
+            (old_id,),
+        )
+        db.execute(
+            "INSERT INTO main.cells SELECT ?, idx, design, plan, seed, outcome, invariant, detail, findings,"
+            " trade_offs, cpu_s FROM other.cells WHERE comparison_id = ?",
+            (cursor.lastrowid, old_id),
+        )
+        copied += 1
+    return copied
 
 
 def _copy_campaigns(db: sqlite3.Connection, alias: str) -> int:
@@ -580,6 +733,8 @@ class CampaignRow:
     #: (None: not recorded, a campaign recorded under results schema 1).
     variant: str | None = "reference"
     invariants: list[str] | None = attrs.Factory(list)
+    #: The design it fuzzed (None: not recorded, a campaign of schema 2 or before that recorded no run).
+    design: str | None = "semaphore"
 
 
 @attrs.frozen
@@ -607,11 +762,33 @@ class Summary:
     documented: dict[str, int]
     coverage: dict[str, int]
     failures: list[FailureRow]
+    #: The comparisons ``semsim compare`` recorded, in the order they were.
+    comparisons: list[ComparisonRow] = attrs.Factory(list)
+
+
+@attrs.frozen
+class ComparisonRow:
+    """A comparison as ``semsim report`` shows it: what it ran, where, its verdict and its cells
+    (each as ``Cell.to_dict()`` gives it)."""
+
+    id: int
+    uid: str
+    designs: list[str]
+    plans: list[str]
+    seeds: list[int]
+    executor: str
+    workers: int
+    semsim_version: str
+    host: str
+    status: str
+    cells: list[dict[str, Any]]
 
 
 def summary(db: sqlite3.Connection) -> Summary:
-    has_variant = "variant" in _columns(db, "main", "campaigns")
-    recorded = "c.variant, c.invariants" if has_variant else "NULL, NULL"  # schema 1: not recorded
+    columns = _columns(db, "main", "campaigns")
+    recorded = "c.variant, c.invariants" if "variant" in columns else "NULL, NULL"  # schema 1: not recorded
+    # Schema 2 and before: only the semaphore was fuzzed, but for the runs' cases to say otherwise.
+    recorded += ", c.design" if "design" in columns else ", NULL"
     campaigns = [
         CampaignRow(
             id=row[0],
@@ -629,6 +806,7 @@ def summary(db: sqlite3.Connection) -> Summary:
             semsim_version=row[12],
             variant=row[13],
             invariants=None if row[14] is None else json.loads(row[14]),
+            design=row[15],
         )
         for row in db.execute(
             # A campaign still running, or stopped hard, has no verdict yet: its runs so far are in `runs`.
@@ -664,7 +842,53 @@ def summary(db: sqlite3.Connection) -> Summary:
         documented=_summed(db, "documented"),
         coverage=_summed(db, "coverage"),
         failures=failures,
+        comparisons=_comparisons(db),
     )
+
+
+def _comparisons(db: sqlite3.Connection) -> list[ComparisonRow]:
+    """Every comparison with its cells (none in a file of schema 2 or before)."""
+    if "comparisons" not in _tables(db, "main"):
+        return []
+    found = []
+    for row in db.execute(
+        "SELECT id, uid, designs, plans, seeds, executor, workers, semsim_version, host, status"
+        " FROM comparisons ORDER BY id"
+    ).fetchall():
+        cells = [
+            {
+                "design": design,
+                "plan": plan,
+                "seed": seed,
+                "outcome": outcome,
+                "invariant": invariant,
+                "detail": detail,
+                "findings": json.loads(findings),
+                "trade_offs": None if trade_offs is None else json.loads(trade_offs),
+                "cpu_s": cpu_s,
+            }
+            for design, plan, seed, outcome, invariant, detail, findings, trade_offs, cpu_s in db.execute(
+                "SELECT design, plan, seed, outcome, invariant, detail, findings, trade_offs, cpu_s"
+                " FROM cells WHERE comparison_id = ? ORDER BY idx",
+                (row[0],),
+            )
+        ]
+        found.append(
+            ComparisonRow(
+                id=row[0],
+                uid=row[1],
+                designs=json.loads(row[2]),
+                plans=json.loads(row[3]),
+                seeds=json.loads(row[4]),
+                executor=row[5],
+                workers=row[6],
+                semsim_version=row[7],
+                host=row[8],
+                status=row[9],
+                cells=cells,
+            )
+        )
+    return found
 
 
 def _summed(db: sqlite3.Connection, column: str) -> dict[str, int]:
