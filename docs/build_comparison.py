@@ -23,7 +23,7 @@ from typing import Any
 
 from semsim.cli.main import main
 from semsim.explore.compare_plot import plot_comparison
-from semsim.explore.comparison_page import render_page, summary_of
+from semsim.explore.comparison_page import render_page, summary_of, with_readme_block
 from semsim.inputs.files import write_text_whole
 
 DOCS = Path(__file__).resolve().parent
@@ -45,8 +45,10 @@ def build(seeds: int, workers: int | None) -> int:
 
 
 def render(result: dict[str, Any]) -> None:
-    """The page and the plot, from a comparison's JSON result."""
+    """The page, the README's block and the plot, from a comparison's JSON result."""
     write_text_whole(DOCS / "COMPARISON.md", render_page(result))
+    readme = DOCS.parent / "README.md"
+    write_text_whole(readme, with_readme_block(readme.read_text(encoding="utf-8"), result))
     plot_comparison([summary_of(row) for row in result["summary"]], DOCS / "comparison.png")
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from semsim.explore.compare import Summary
-from semsim.explore.comparison_page import paragraph, render_page
+from semsim.explore.comparison_page import paragraph, readme_block, render_page, with_readme_block
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -14,6 +14,11 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def test_the_page_is_its_json_rendered() -> None:
     result = json.loads((DOCS / "comparison.json").read_text())
     assert (DOCS / "COMPARISON.md").read_text() == render_page(result)
+    # The README's tour shows the same table and plot.
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    assert with_readme_block(readme, result) == readme
+    assert readme_block(result) in readme
+    assert "![The trade-offs, per fault plan](docs/comparison.png)" in readme
     assert {cell["design"] for cell in result["cells"]} == {"semaphore", "gate", "leased-worker"}
 
 

@@ -132,3 +132,37 @@ def render_page(result: Mapping[str, Any]) -> str:
     for design in dict.fromkeys(s.design for s in summaries):
         lines += [f"## {design}", "", paragraph(design, summaries), ""]
     return "\n".join(lines)
+
+
+#: The README's comparison block lies between these lines (docs/build_comparison.py rewrites it).
+README_START: Final = "<!-- comparison: written by docs/build_comparison.py from docs/comparison.json -->"
+README_END: Final = "<!-- comparison: end -->"
+
+
+def readme_block(result: Mapping[str, Any]) -> str:
+    """The README's tour of the comparison: the table and the plot (links relative to the repository)."""
+    summaries = [summary_of(row) for row in result["summary"]]
+    seeds = result["seeds"]
+    return "\n".join(
+        [
+            README_START,
+            "",
+            f"`semsim compare`: {len(seeds)} seeds per design and fault plan ({len(result['cells'])} runs), "
+            f"cap {result['config']['holder']['limit']}; what each figure means and a paragraph per design "
+            "are in [docs/COMPARISON.md](docs/COMPARISON.md).",
+            "",
+            markdown(summaries).rstrip("\n"),
+            "",
+            "![The trade-offs, per fault plan](docs/comparison.png)",
+            "",
+            README_END,
+        ]
+    )
+
+
+def with_readme_block(readme: str, result: Mapping[str, Any]) -> str:
+    """``readme`` with its comparison block rendered from ``result``; ValueError if it has none."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError("the README has no comparison block (its start and end markers)")
+    return readme[:start] + readme_block(result) + readme[end + len(README_END) :]
