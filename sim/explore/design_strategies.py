@@ -26,8 +26,8 @@ fault).
 Every strategy is built once, as :mod:`semsim.explore.strategies`' are.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: Hypothesis's composite strategies keep their
+# annotations, which the API reference (pdoc) then resolves (as semsim.explore.strategies does).
 import functools
 from typing import Any, Final, Literal
 
