@@ -194,6 +194,47 @@ def gate_leaked_slot_heals() -> Scenario:
     )
 
 
+def gate_call_outlives_its_fetch() -> Scenario:
+    """Seed 003: "Leaked slots ... self-heal after STALE_MS (120s, generously above the fetch
+    layer's caps); release is idempotent, finally on every path." The fetch layer caps how long a
+    caller waits, not how long the API works: finding F6 (docs/FINDINGS.md).
+
+    Cap 1. Item A's call takes 90 s; the caller's fetch gives up at 60 s and its ``finally``
+    releases the slot while the call runs on. Item B, shed since 10 s, is admitted at its next
+    try: two calls at the API against a cap of 1 while the gate lives, for the 10 s or so until
+    A's call ends. ``gate_exact`` breaks, explained by F6, which this story tolerates.
+    """
+    config = _world(
+        "gate", Arrival(0, 0, duration_ms=90_000), Arrival(10_000, 0, duration_ms=10_000), limit=1
+    )
+
+    def judge(run: DesignRun, expect: Expect) -> None:
+        done = {e["item"]: e["outcome"] for e in events(run, "item_done")}
+        expect.that(done.get("client-0/item-1") == "timeout", "item A's fetch gave up on its call", done)
+        broke = [(e["invariant"], e["finding"]) for e in events(run, "violation")]
+        expect.that(
+            bool(broke) and set(broke) == {("gate_exact", "F6")},
+            "the gate's count broke while it lived, explained by F6",
+            broke,
+        )
+        figures = run.trade_offs
+        expect.that(
+            figures is not None and figures.peak_over_admission == 1,
+            "one call over the cap at the API",
+            None if figures is None else figures.peak_over_admission,
+        )
+
+    return Scenario(
+        name="gate-call-outlives-its-fetch",
+        description="a call outlives its fetch: the gate frees its slot and admits past the cap (F6)",
+        seed=1,
+        config=config,
+        faults=FaultPlan(),
+        check=Check(judge),
+        tolerated=frozenset({"F6"}),
+    )
+
+
 # --- the leased worker (seed 004) -------------------------------------------------------------
 
 
@@ -291,6 +332,51 @@ def leased_dead_worker_holds_lease() -> Scenario:
     )
 
 
+def leased_call_outlives_its_fetch() -> Scenario:
+    """Seed 004: the per-workflow concurrency ``limits`` are applied at claim time, to instances
+    under live leases; an execution's ``write`` records its end and gives its lease back. A
+    failed fetch ends the execution, not its call: finding F7 (docs/FINDINGS.md).
+
+    Cap 1, one worker. Item A's call takes 90 s; the execution's fetch gives up at 60 s, it
+    writes ``failed`` and the lease goes back while the call runs on. Item B is claimed at the
+    next poll: two calls at the API against a limit of 1. ``lease_ceiling`` breaks, explained by
+    F7, which this story tolerates.
+    """
+    config = _world(
+        "leased-worker", Arrival(0, 0, duration_ms=90_000), Arrival(10_000, 0, duration_ms=10_000), limit=1
+    )
+
+    def judge(run: DesignRun, expect: Expect) -> None:
+        writes = [(e["id"], e["status"]) for e in events(run, "lease_write", ok=True)]
+        expect.that(
+            ("client-0/item-1", "failed") in writes,
+            "item A's execution gave up on its call and gave its lease back",
+            writes,
+        )
+        broke = [(e["invariant"], e["finding"]) for e in events(run, "violation")]
+        expect.that(
+            bool(broke) and set(broke) == {("lease_ceiling", "F7")},
+            "the workflow's limit broke at the API, explained by F7",
+            broke,
+        )
+        figures = run.trade_offs
+        expect.that(
+            figures is not None and figures.peak_over_admission == 1,
+            "one call over the cap at the API",
+            None if figures is None else figures.peak_over_admission,
+        )
+
+    return Scenario(
+        name="leased-call-outlives-its-fetch",
+        description="a call outlives its fetch: its lease goes back and another runs past the cap (F7)",
+        seed=1,
+        config=config,
+        faults=FaultPlan(),
+        check=Check(judge),
+        tolerated=frozenset({"F7"}),
+    )
+
+
 # --- the semaphore (seed 001), measured the same way ---------------------------------------------
 
 GRANT_TIMEOUT_MS = 10_000
@@ -357,7 +443,9 @@ ALL = (
     gate_evicted_over_admits,
     gate_fails_open,
     gate_leaked_slot_heals,
+    gate_call_outlives_its_fetch,
     leased_lost_lease_runs_twice,
     leased_dead_worker_holds_lease,
+    leased_call_outlives_its_fetch,
     semaphore_holds_lost_capacity,
 )

@@ -44,7 +44,8 @@ def test_a_gate_campaign_finds_a_planted_early_heal_and_replays_it(
     assert "design gate (judged by: items_end, gate_exact)" in out
     (saved,) = tmp_path.glob("case-1-gate_exact.json")
     case, tolerated = load_case(saved)
-    assert (case.config.design.name, tolerated) == ("gate", frozenset())
+    # The gate's known finding is tolerated, and the planted bug is not it.
+    assert (case.config.design.name, tolerated) == ("gate", frozenset({"F6"}))
     assert main(["fuzz", "--replay", str(saved), "--json"]) == 1
     replayed = json.loads(capsys.readouterr().out)
     assert (replayed["design"], replayed["failure"]["invariant"]) == ("gate", "gate_exact")
@@ -108,8 +109,8 @@ def test_design_cases_meet_only_their_designs_faults() -> None:
             "--design: unknown design 'nope'; the designs are semaphore, gate, leased-worker",
         ),
         (
-            ["--design", "gate", "--fixes", "all"],
-            "--fixes is the semaphore's holder's; --design gate has no holder",
+            ["--design", "gate", "--fixes", "claims-respect-the-limit"],
+            "unknown fix 'claims-respect-the-limit' of design gate",
         ),
         (["--design", "leased-worker", "--variant", "reference"], "--variant is the semaphore's holder's"),
         (["--replay", "x.json", "--design", "gate"], "--design does not go with --replay"),
@@ -134,7 +135,16 @@ def test_a_design_case_replays_but_not_with_the_semaphores_options(
     assert main(["fuzz", "--replay", str(path), "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "design leased-worker, outcome completed" in out
-    assert read_trace(trace)[0]["judges"] == ["items_end", "single_lease", "fenced_write", "lease_limit"]
-    for option in (["--full-checks"], ["--fixes", "all"]):
-        assert main(["fuzz", "--replay", str(path), *option]) == 2
-        assert "runs the leased-worker design" in capsys.readouterr().err
+    assert read_trace(trace)[0]["judges"] == [
+        "items_end",
+        "lease_ceiling",
+        "single_lease",
+        "fenced_write",
+        "lease_limit",
+    ]
+    assert main(["fuzz", "--replay", str(path), "--full-checks"]) == 2
+    assert "runs the leased-worker design" in capsys.readouterr().err
+    assert main(["fuzz", "--replay", str(path), "--fixes", "claims-respect-the-limit"]) == 2
+    assert "unknown fix 'claims-respect-the-limit' of design leased-worker" in capsys.readouterr().err
+    assert main(["fuzz", "--replay", str(path), "--fixes", "all"]) == 0
+    assert "design leased-worker, fixes: calls-end-with-their-fetch" in capsys.readouterr().out

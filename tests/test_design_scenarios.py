@@ -14,7 +14,7 @@ import pytest
 
 from semaphore_core.leased import Lease, LeaseStore
 from semaphore_core.leased.store import Status
-from semsim.check.design_promises import FENCED_WRITE, GATE_EXACT, LEASE_LIMIT, SINGLE_LEASE
+from semsim.check.design_promises import FENCED_WRITE, GATE_EXACT, LEASE_CEILING, LEASE_LIMIT, SINGLE_LEASE
 from semsim.cli.main import main
 from semsim.harness import designs
 from semsim.harness.designs import run_design
@@ -38,12 +38,55 @@ def test_each_design_story_holds_as_told(name: str) -> None:
     assert all(outcome.held for outcome in result.expectations)
 
 
+#: The stories of a known finding: told without a fault, and wrong with the finding's fix on.
+FINDING_STORIES = {"gate-call-outlives-its-fetch", "leased-call-outlives-its-fetch"}
+
+
+def _fixed(config: WorldConfig) -> WorldConfig:
+    design = config.design
+    on = ("calls-end-with-their-fetch",)
+    if design.name == "gate":
+        return attrs.evolve(config, design=attrs.evolve(design, gate=attrs.evolve(design.gate, fixes=on)))
+    return attrs.evolve(config, design=attrs.evolve(design, leased=attrs.evolve(design.leased, fixes=on)))
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_each_design_story_fails_without_the_fault_that_tells_it(name: str) -> None:
+def test_each_design_story_fails_on_the_wrong_story(name: str) -> None:
+    # Without the fault that tells it; a finding's story with the finding's fix on.
     scenario = SCENARIOS[name]
-    calm = run_design(scenario.config, FaultPlan(), scenario.seed)
-    assert calm.result.outcome == "completed", calm.result
-    assert scenario.check(calm), f"{name}'s check passed a run without its fault"
+    if name in FINDING_STORIES:
+        wrong = run_design(_fixed(scenario.config), scenario.faults, scenario.seed)
+    else:
+        wrong = run_design(scenario.config, FaultPlan(), scenario.seed)
+    assert wrong.result.outcome == "completed", wrong.result
+    assert scenario.check(wrong), f"{name}'s check passed the wrong story"
+
+
+@pytest.mark.parametrize(
+    ("name", "invariant", "finding"),
+    [
+        ("gate-call-outlives-its-fetch", GATE_EXACT, "F6"),
+        ("leased-call-outlives-its-fetch", LEASE_CEILING, "F7"),
+    ],
+)
+def test_f6_and_f7_break_their_promise_on_the_reference_and_hold_with_the_fix(
+    name: str, invariant: str, finding: str
+) -> None:
+    scenario = SCENARIOS[name]
+    reference = run_design(scenario.config, scenario.faults, scenario.seed)
+    assert (reference.result.outcome, reference.result.invariant, reference.result.finding) == (
+        "violation",
+        invariant,
+        finding,
+    )
+    fixed = run_design(_fixed(scenario.config), scenario.faults, scenario.seed)
+    assert fixed.result.outcome == "completed", fixed.result
+    assert not fixed.trace.of_kind("violation")
+    assert fixed.trade_offs is not None
+    assert fixed.trade_offs.peak_over_admission == 0
+    # The cost: the call that outlived its fetch is cut at the fetch's deadline, without effect.
+    assert fixed.trade_offs.completed == 1
+    assert next(e["outcome"] for e in fixed.trace.of_kind("api_end")) == "deadline"
 
 
 def test_the_leaked_slot_story_fails_if_the_slot_heals_before_stale_ms() -> None:
@@ -144,7 +187,7 @@ def test_fenced_write_holds_where_the_store_refuses_a_stale_token() -> None:
     run = run_design(story, FaultPlan(drops=(Drop("request", 0, 42_000, method="renew"),)), seed=1)
     assert run.result.outcome == "completed", run.result
     assert [e for e in run.trace.of_kind("lease_write") if not e["ok"]], "no stale write was tried"
-    assert run.trace.header["judges"] == ["items_end", SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
+    assert run.trace.header["judges"] == ["items_end", LEASE_CEILING, SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
 
 
 # --- semsim run NAME -----------------------------------------------------------------------------
@@ -165,7 +208,7 @@ def test_semsim_run_json_of_a_design_story(capsys: pytest.CaptureFixture[str]) -
     assert result["design"] == "leased-worker"
     assert result["variant"] is None
     assert result["trade_offs"]["completed"] == 1
-    assert result["judges"] == ["items_end", SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
+    assert result["judges"] == ["items_end", LEASE_CEILING, SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
 
 
 def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(

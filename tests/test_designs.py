@@ -352,9 +352,18 @@ def test_a_config_records_its_design_and_reads_it_back() -> None:
         "leased-worker", Arrival(0, 0), leased=LeasedSpec(lease_ms=9_000, heartbeat_interval_ms=3_000)
     )
     recorded = story.to_dict()
-    assert recorded["design"] == {"name": "leased-worker", "leased": attrs.asdict(story.design.leased)}
+    settings = {k: v for k, v in attrs.asdict(story.design.leased).items() if k != "fixes"}
+    assert recorded["design"] == {"name": "leased-worker", "leased": settings}  # no fixes: none written
     assert recorded["workload"]["paced_by_intake"] is False
     assert WorldConfig.from_dict(recorded) == story
+    fixed = attrs.evolve(
+        story,
+        design=attrs.evolve(
+            story.design, leased=attrs.evolve(story.design.leased, fixes=("calls-end-with-their-fetch",))
+        ),
+    )
+    assert fixed.to_dict()["design"]["leased"]["fixes"] == ["calls-end-with-their-fetch"]
+    assert WorldConfig.from_dict(fixed.to_dict()) == fixed
     # The semaphore's configs keep their bytes: no design, no pacing, unless set.
     assert "design" not in WorldConfig().to_dict()
     assert "paced_by_intake" not in WorldConfig().to_dict()["workload"]

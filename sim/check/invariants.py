@@ -108,9 +108,17 @@ LIVENESS: Final = names("liveness")
 #: Who gets permits, and when (sim/check/allocation_checks.py's rules): at every round and request.
 INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 assert names("allocation") == ALLOCATION, "semsim.check.builtin lists the allocation checks in their order"
-#: The reference's known findings (docs/FINDINGS.md): what a violation may be attributed to, and
-#: what a run may tolerate (``run_world``'s ``tolerated``, a case file's ``tolerated``).
-KNOWN_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
+#: The semaphore reference's known findings (docs/FINDINGS.md): what a violation may be attributed
+#: to, and what a run may tolerate (``run_world``'s ``tolerated``, a case file's ``tolerated``).
+SEMAPHORE_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
+#: Each design's known findings: the semaphore's, the gate's (F6) and the leased worker's (F7).
+DESIGN_FINDINGS: Final[Mapping[str, frozenset[str]]] = {
+    "semaphore": SEMAPHORE_FINDINGS,
+    "gate": frozenset({"F6"}),
+    "leased-worker": frozenset({"F7"}),
+}
+#: Every known finding, of any design.
+KNOWN_FINDINGS: Final = frozenset().union(*DESIGN_FINDINGS.values())
 
 
 class InvariantViolation(StopRun):

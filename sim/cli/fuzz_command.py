@@ -29,7 +29,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager, suppress
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final, TextIO, cast
@@ -53,6 +53,8 @@ from semsim.explore.fuzz import (
     case_length,
     case_schedule,
     case_text,
+    design_fixes_arg,
+    design_tolerated_for,
     fixes_arg,
     load_case,
     run_case,
@@ -95,24 +97,33 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     return status
 
 
-def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
+def _fixes_for(design: str, text: str | None) -> tuple[str, ...]:
+    """``--fixes`` as ``design`` knows its fixes (the semaphore's holder's, or the design's own)."""
     try:
-        fixes = fixes_arg(args.fixes or "")
+        fixes = fixes_arg(text or "") if design == "semaphore" else design_fixes_arg(text or "", design)
     except ValueError as error:
         raise UsageError(f"--fixes: {error}") from None
-    if args.fixes is not None and not fixes:
+    if text is not None and not fixes:
         raise UsageError("--fixes names no fix: give all or A,B, or leave it out for the faithful reference")
+    return fixes
+
+
+def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     design = args.design or "semaphore"
     if design not in DESIGNS:
         raise UsageError(f"--design: unknown design {design!r}; the designs are {', '.join(DESIGNS)}")
+    if args.replay is not None:
+        if args.fixes is not None:  # a name no design knows is refused before the case is read
+            with suppress(UsageError):
+                _fixes_for("gate", args.fixes)
+                return _replay(args, out)
+        _fixes_for("semaphore", args.fixes)
+        return _replay(args, out)
+    fixes = _fixes_for(design, args.fixes)
     if design != "semaphore":
         given = [
             option
-            for option, value in (
-                ("--fixes", args.fixes),
-                ("--variant", args.variant),
-                ("--invariant", args.invariant),
-            )
+            for option, value in (("--variant", args.variant), ("--invariant", args.invariant))
             if value is not None
         ]
         if given:
@@ -120,8 +131,6 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
                 f"{given[0]} is the semaphore's holder's; --design {design} has no holder (its runs are "
                 "judged by what its seed promises: docs/DESIGNS.md)"
             )
-    if args.replay is not None:
-        return _replay(args, fixes, out)
     if args.trace is not None:
         raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
     if args.full_checks:
@@ -145,7 +154,7 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     fixes = (
         load_variant(args.variant or REFERENCE.name, "--variant").with_fixes(fixes) if args.variant else fixes
     )
-    tolerated = tolerated_for(fixes) if design == "semaphore" else frozenset()
+    tolerated = tolerated_for(fixes) if design == "semaphore" else design_tolerated_for(design, fixes)
     try:
         return _campaign(args, runs, seed, fixes, tolerated, out_dir, db_path, out)
     except ResultsError as error:  # the results file failed: a full disk, a locked file
@@ -206,6 +215,7 @@ def _campaign(
         holder = "fixes: " + ", ".join(fixes) if fixes else "the faithful reference"
         if design != "semaphore":
             holder = f"design {design} (judged by: {', '.join(('items_end', *judges_for(design)))})"
+            holder += ", fixes: " + ", ".join(fixes) if fixes else ", as its seed has it"
         if variant != REFERENCE:
             holder = f"variant {variant_name} (judged by: {', '.join(variant.judges())}), " + holder
         if checkers:
@@ -497,7 +507,7 @@ def _report_json(report: RunReport) -> dict[str, Any]:
     }
 
 
-def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any] | None = None) -> int:
+def _replay(args: argparse.Namespace, out: dict[str, Any] | None = None) -> int:
     """``semsim fuzz --replay CASE [--fixes A,B] [--trace F.jsonl]``: one case, exactly.
 
     ``--fixes`` turns those fixes on in the replayed case (does the fix fix
@@ -545,21 +555,22 @@ def _replay(args: argparse.Namespace, fixes: tuple[str, ...], out: dict[str, Any
             f"invariants ({', '.join(case.invariants) or 'none named'}) define: add the reference "
             f'that finds it to the case\'s "invariants" list'
         )
-    if fixes:
-        case, tolerated = with_fixes(case, tolerated, fixes)
     design = case.config.design.name
+    fixes = _fixes_for(design, args.fixes)
+    if fixes and design == "semaphore":
+        case, tolerated = with_fixes(case, tolerated, fixes)
     if design != "semaphore":
-        if fixes:
-            raise UsageError(f"--fixes is the semaphore's holder's; {args.replay} runs the {design} design")
         if args.full_checks:
             raise UsageError(
                 f"--full-checks debugs the semaphore's checker; {args.replay} runs the {design} design"
             )
-        tolerated = frozenset()  # a case of another design tolerates no finding of the semaphore's
+        if fixes:
+            case, tolerated = with_design_fixes(case, tolerated, fixes)
     report, run = run_case(case, tolerated, full_checks=bool(args.full_checks))
     on = f", fixes: {', '.join(case.config.holder.fixes)}" if case.config.holder.fixes else ""
     if design != "semaphore":
-        on += f", design {design}"
+        spec = case.config.design.gate if design == "gate" else case.config.design.leased
+        on = f", design {design}" + (f", fixes: {', '.join(spec.fixes)}" if spec.fixes else "")
     if variant != REFERENCE:
         on += f", variant {case.variant} (judged by: {', '.join(variant.judges())})"
     if checkers:
@@ -608,3 +619,21 @@ def with_fixes(case: Case, tolerated: frozenset[str], fixes: tuple[str, ...]) ->
     on = tuple(sorted(set(holder.fixes) | set(fixes)))
     fixed = attrs.evolve(case, config=attrs.evolve(case.config, holder=attrs.evolve(holder, fixes=on)))
     return fixed, tolerated & tolerated_for(on)
+
+
+def with_design_fixes(
+    case: Case, tolerated: frozenset[str], fixes: tuple[str, ...]
+) -> tuple[Case, frozenset[str]]:
+    """A gate's or leased worker's ``case`` with its design's ``fixes`` also on, tolerating no finding
+    they correct."""
+    design = case.config.design
+    if design.name == "gate":
+        on = tuple(sorted(set(design.gate.fixes) | set(fixes)))
+        fixed = attrs.evolve(design, gate=attrs.evolve(design.gate, fixes=on))
+    else:
+        on = tuple(sorted(set(design.leased.fixes) | set(fixes)))
+        fixed = attrs.evolve(design, leased=attrs.evolve(design.leased, fixes=on))
+    return (
+        attrs.evolve(case, config=attrs.evolve(case.config, design=fixed)),
+        tolerated & design_tolerated_for(design.name, on),
+    )

@@ -234,7 +234,7 @@ def _run_json(
         "end_ms": run.result.end_ms,
         "failures": list(result.failures),
         "documented": {} if world is None else dict(sorted(_documented(world).items())),
-        "tolerated": {} if world is None else dict(sorted(_tolerated(world).items())),
+        "tolerated": dict(sorted(_tolerated_in(run, world).items())),
         "trade_offs": None if figures is None else figures.to_dict(),
         "trace": None if trace is None else str(trace),
         "plot": None if plot is None else str(plot),
@@ -274,6 +274,9 @@ def print_report(result: ScenarioResult) -> None:
         if tolerated:
             names = ", ".join(sorted({f"{v.name} ({v.finding})" for v in tolerated}))
             print(f"  known findings tolerated by this scenario: {names}")
+    if world is None and isinstance(run, DesignRun) and run.findings:
+        counted = ", ".join(f"{name} x{count}" for name, count in sorted(run.findings.items()))
+        print(f"  known findings tolerated by this scenario: {counted}")
     if isinstance(run, DesignRun) and run.trade_offs is not None:
         print("\nwhat it traded, at the external API:")
         for field, value in run.trade_offs.to_dict().items():
@@ -284,6 +287,13 @@ def _documented(world: WorldRun) -> Counter[str]:
     """Documented behaviour the run showed. Counter addition sums a name counted in both and drops
     the names counted zero times: a report is for behaviour that happened."""
     return world.monitor.leaks + world.monitor.documented
+
+
+def _tolerated_in(run: WorldRun | DesignRun, world: WorldRun | None) -> Counter[str]:
+    """The known findings a run tolerated, by name: the semaphore's monitor's, or the design's judges'."""
+    if world is not None:
+        return _tolerated(world)
+    return run.findings if isinstance(run, DesignRun) else Counter()
 
 
 def _tolerated(world: WorldRun) -> Counter[str]:

@@ -80,6 +80,7 @@ from semsim.explore.fuzz import (
     Campaign,
     RunReport,
     campaign,
+    design_tolerated_for,
     run_case,
     tolerated_for,
 )
@@ -330,9 +331,10 @@ def parallel_campaign(
     """
     assert runs >= 1, runs
     assert workers >= 1, workers
-    allowed = tolerated_for(fixes) if tolerated is None else tolerated
-    if design != "semaphore":
-        allowed = frozenset()  # the findings are the semaphore's
+    if design == "semaphore":
+        allowed = tolerated_for(fixes) if tolerated is None else tolerated
+    else:
+        allowed = design_tolerated_for(design, fixes) if tolerated is None else tolerated
     asked = stop if stop is not None else (lambda: False)
     shown = Campaign(design=design)
 

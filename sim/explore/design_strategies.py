@@ -90,8 +90,8 @@ _SEEDS: Final = st.integers(0, 2**16)
 
 
 @st.composite
-def design_configs(draw: st.DrawFn, design: DesignName) -> WorldConfig:
-    """A world of ``design`` (module docstring)."""
+def design_configs(draw: st.DrawFn, design: DesignName, fixes: tuple[str, ...] = ()) -> WorldConfig:
+    """A world of ``design`` (module docstring), with the design's ``fixes`` on."""
     assert design in OTHER_DESIGNS, design
     phase_ms = draw(_PHASES_MS)
     clients = draw(_CLIENTS)
@@ -101,7 +101,7 @@ def design_configs(draw: st.DrawFn, design: DesignName) -> WorldConfig:
     # over. An overloaded world's backlog then drains within a few minutes of its phase.
     per_minute = draw(_LOADS) * limit * 60_000 / ((500 + longest_ms) / 2)
     if design == "gate":
-        spec = DesignSpec(name="gate", gate=GateSpec(retry_after_s=draw(_RETRY_AFTER_S)))
+        spec = DesignSpec(name="gate", gate=GateSpec(retry_after_s=draw(_RETRY_AFTER_S), fixes=fixes))
     else:
         lease_ms = draw(_LEASES_MS)
         spec = DesignSpec(
@@ -111,6 +111,7 @@ def design_configs(draw: st.DrawFn, design: DesignName) -> WorldConfig:
                 lease_ms=lease_ms,
                 heartbeat_interval_ms=lease_ms // 3,
                 rate_limit=draw(_RATE_LIMITS),
+                fixes=fixes,
             ),
         )
     return WorldConfig(
@@ -203,8 +204,8 @@ def design_fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
 
 
 @st.composite
-def design_cases(draw: st.DrawFn, design: DesignName) -> Case:
-    """A case of ``design``: its world, a swarm of its faults, a seed."""
-    config = draw(design_configs(design))
+def design_cases(draw: st.DrawFn, design: DesignName, fixes: tuple[str, ...] = ()) -> Case:
+    """A case of ``design``: its world (with its ``fixes`` on), a swarm of its faults, a seed."""
+    config = draw(design_configs(design, fixes))
     faults = draw(design_fault_plans(config))
     return Case(config=config, faults=faults, seed=draw(_SEEDS))

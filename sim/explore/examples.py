@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import attrs
 
 from semsim.explore.strategies import Case
+from semsim.harness.run import WorldConfig
 from semsim.scenarios import SCENARIOS, Scenario
 from semsim.world.design import DesignName
 
@@ -20,8 +21,8 @@ def fuzz_examples(
     scenarios: Mapping[str, Scenario] = SCENARIOS,
     design: DesignName = "semaphore",
 ) -> list[Case]:
-    """Every scenario's world, fault plan and seed of ``design`` as a fuzz case (with ``fixes``, for
-    the semaphore), in order.
+    """Every scenario's world, fault plan and seed of ``design`` as a fuzz case, with ``fixes`` (the
+    holder's for the semaphore, the design's own for the others), in order.
 
     ``scenarios``: semsim's own by default; ``semsim fuzz`` passes the installed
     ones too (:func:`semsim.scenarios.registry.every_scenario`). The
@@ -29,11 +30,18 @@ def fuzz_examples(
     is tolerated by name, and with every fix they hold (docs/FINDINGS.md, F5).
     """
     return [
-        Case(
-            config=attrs.evolve(s.config, holder=attrs.evolve(s.config.holder, fixes=fixes)),
-            faults=s.faults,
-            seed=s.seed,
-        )
+        Case(config=_with_fixes(s.config, fixes), faults=s.faults, seed=s.seed)
         for s in scenarios.values()
         if s.config.design.name == design
     ]
+
+
+def _with_fixes(config: WorldConfig, fixes: tuple[str, ...]) -> WorldConfig:
+    """``config`` with ``fixes`` on: the holder's for the semaphore, the design's own otherwise."""
+    design = config.design
+    if design.name == "gate":
+        return attrs.evolve(config, design=attrs.evolve(design, gate=attrs.evolve(design.gate, fixes=fixes)))
+    if design.name == "leased-worker":
+        leased = attrs.evolve(design.leased, fixes=fixes)
+        return attrs.evolve(config, design=attrs.evolve(design, leased=leased))
+    return attrs.evolve(config, holder=attrs.evolve(config.holder, fixes=fixes))

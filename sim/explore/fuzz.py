@@ -31,6 +31,7 @@ from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from semsim.check.checker import MAX_CHECKERS
 from semsim.check.coverage import EXPECTED, coverage, missing
 from semsim.check.design_coverage import DESIGN_EXPECTED, design_coverage, design_missing
+from semsim.check.invariants import DESIGN_FINDINGS, SEMAPHORE_FINDINGS
 from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
 from semsim.explore.design_strategies import design_cases
 from semsim.explore.strategies import Case, cases
@@ -41,7 +42,7 @@ from semsim.harness.variants import find_variant
 from semsim.inputs.files import InputError, parse_json, read_from, read_text, write_text_whole
 from semsim.inputs.validation import check_seed
 from semsim.runtime.kernel import SCHEDULE
-from semsim.world.design import DESIGNS, DesignName
+from semsim.world.design import CALLS_END_WITH_THEIR_FETCH, DESIGN_FIXES, DESIGNS, DesignName
 from semsim.world.faults import FaultPlan
 
 #: Where failing cases are written unless told otherwise.
@@ -102,7 +103,7 @@ def run_case(
         check_design_case(case, tolerated, full_checks)
     try:
         if case.config.design.name != "semaphore":
-            measured = run_design(case.config, case.faults, case.seed)
+            measured = run_design(case.config, case.faults, case.seed, tolerated=tolerated)
             return design_report_of(case, measured), measured
         run = run_world(
             case.config,
@@ -158,10 +159,10 @@ def design_report_of(case: Case, run: DesignRun) -> RunReport:
         case=case,
         outcome=run.result.outcome,
         invariant=run.result.invariant,
-        finding=None,
+        finding=run.result.finding,
         detail=run.result.detail,
         sim_ms=run.result.end_ms,
-        findings=Counter(),
+        findings=Counter(run.findings),
         documented=Counter(),
         coverage=design_coverage(run.trace.events(), run.design, case.config.latency_ms),
         events=len(run.trace),
@@ -169,21 +170,36 @@ def design_report_of(case: Case, run: DesignRun) -> RunReport:
 
 
 def check_design_case(case: Case, tolerated: frozenset[str], full_checks: bool) -> None:
-    """A case of the gate or the leased worker names no holder variant, invariant of the semaphore's
-    or finding, and is not replayed in the checker's debug mode: refused (``ValueError``), not run."""
+    """A case of the gate or the leased worker names no holder variant or invariant of the semaphore's,
+    tolerates only its design's findings, and is not replayed in the checker's debug mode: else
+    refused (``ValueError``), not run."""
     design = case.config.design.name
     given = [
         name
         for name, value in (
             ("a holder variant", case.variant != "reference"),
             ("invariants of the semaphore's", case.invariants),
-            ("known findings", tolerated),
             ("the checker's full checks", full_checks),
         )
         if value
     ]
     if given:
         raise ValueError(f"a case of the {design} design takes no {', '.join(given)}: it has no holder")
+    theirs = DESIGN_FINDINGS[design]
+    if not tolerated <= theirs:
+        raise ValueError(
+            f"a case of the {design} design tolerates only its own findings ({', '.join(sorted(theirs))}), "
+            f"not {sorted(tolerated - theirs)[0]}"
+        )
+
+
+def design_tolerated_for(design: str, fixes: tuple[str, ...]) -> frozenset[str]:
+    """``design``'s known findings, less those its fixes correct (both of its findings are corrected
+    by the one fix, ``calls-end-with-their-fetch``). An unknown fix is ``ValueError``."""
+    unknown = [name for name in fixes if name not in DESIGN_FIXES]
+    if unknown:
+        raise ValueError(f"unknown fix {unknown[0]!r} of design {design}; known: {', '.join(DESIGN_FIXES)}")
+    return frozenset() if CALLS_END_WITH_THEIR_FETCH in fixes else DESIGN_FINDINGS[design]
 
 
 def case_length(case: Case) -> int:
@@ -432,8 +448,21 @@ def fixes_arg(text: str) -> tuple[str, ...]:
     return names
 
 
+def design_fixes_arg(text: str, design: str) -> tuple[str, ...]:
+    """``--fixes`` for the gate or the leased worker: 'all', or names from ``DESIGN_FIXES``."""
+    names = tuple(name for name in (part.strip() for part in text.split(",")) if name)
+    if names == ("all",):
+        return DESIGN_FIXES
+    unknown = [name for name in names if name not in DESIGN_FIXES]
+    if unknown:
+        raise ValueError(
+            f"unknown fix {unknown[0]!r} of design {design}; known: {', '.join(DESIGN_FIXES)}, or all"
+        )
+    return names
+
+
 def tolerated_for(fixes: tuple[str, ...]) -> frozenset[str]:
-    """The reference's known findings, less those the chosen fixes correct.
+    """The semaphore reference's known findings, less those the chosen fixes correct.
 
     A name that is not a fix is the caller's error, said as ``--fixes`` says it (``fixes_arg``).
     """
@@ -441,7 +470,7 @@ def tolerated_for(fixes: tuple[str, ...]) -> frozenset[str]:
     if unknown:
         raise ValueError(f"unknown fix {unknown[0]!r}; known: {', '.join(KNOWN_FIXES)}")
     fixed = {KNOWN_FIXES[name].split(":")[0] for name in fixes}
-    return frozenset(KNOWN_FINDINGS - fixed)
+    return frozenset(SEMAPHORE_FINDINGS - fixed)
 
 
 class _Stopped(BaseException):
@@ -520,8 +549,9 @@ def campaign(
 
     ``design``: the design every drawn case runs (``semsim fuzz --design``): the semaphore's
     cases come from :func:`semsim.explore.strategies.cases`, the gate's and the leased
-    worker's from :func:`semsim.explore.design_strategies.design_cases`, and take no
-    ``fixes``, ``variant``, ``invariants`` or ``tolerated`` findings (``ValueError``).
+    worker's from :func:`semsim.explore.design_strategies.design_cases`; their ``fixes``
+    are their design's (``semsim.world.design.DESIGN_FIXES``), they tolerate their design's
+    findings (F6, F7) unless fixed, and take no ``variant`` or ``invariants`` (``ValueError``).
 
     ``variant``: the holder variant every drawn case runs, by the name
     :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own);
@@ -548,25 +578,28 @@ def campaign(
     check_seed(seed)
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}: the designs are {', '.join(DESIGNS)}")
-    if design != "semaphore" and (fixes or variant != "reference" or invariants or tolerated):
+    if design != "semaphore" and (variant != "reference" or invariants):
         raise ValueError(
-            f"fixes, a variant, invariants and tolerated findings are the semaphore's; the {design} "
-            "design has no holder"
+            f"a variant and invariants are the semaphore's holder's; the {design} design has none"
         )
-    chosen = find_variant(variant)  # one that cannot be loaded is the caller's error, now
-    fixes = chosen.with_fixes(fixes)  # its fixes are the campaign's: drawn into its cases, not tolerated
-    find_invariants(invariants)
     if tolerated is not None:
         check_tolerated(tolerated)
-    allowed = tolerated_for(fixes) if tolerated is None else tolerated
-    # A finding the variant's own fixes correct is never tolerated, whatever the caller passed.
-    allowed &= tolerated_for(tuple(chosen.fixes))
-    if design != "semaphore":
-        allowed = frozenset()  # the findings are the semaphore's
+    if design == "semaphore":
+        chosen = find_variant(variant)  # one that cannot be loaded is the caller's error, now
+        fixes = chosen.with_fixes(fixes)  # its fixes are the campaign's: drawn into its cases, not tolerated
+        find_invariants(invariants)
+        allowed = tolerated_for(fixes) if tolerated is None else tolerated
+        # A finding the variant's own fixes correct is never tolerated, whatever the caller passed.
+        allowed &= tolerated_for(tuple(chosen.fixes))
+        drawn = cases(fixes, variant, tuple(invariants))
+    else:
+        # The design's own fixes (semsim.world.design.DESIGN_FIXES), drawn into its worlds.
+        allowed = design_tolerated_for(design, fixes) if tolerated is None else tolerated
+        allowed &= design_tolerated_for(design, fixes)
+        drawn = design_cases(design, fixes)
     run = runner if runner is not None else _run_here
     result = Campaign(design=design)
     failed: dict[Case, RunReport] = {}
-    drawn = cases(fixes, variant, tuple(invariants)) if design == "semaphore" else design_cases(design)
 
     @settings(
         max_examples=runs,

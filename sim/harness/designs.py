@@ -12,8 +12,8 @@ objects (:mod:`semsim.world.gate_object`, :mod:`semsim.world.gate_caller`,
 on the same runtime and network, with the same workload and API.
 
 Their runs are judged by their seeds' promises as they go
-(:mod:`semsim.check.design_promises`: ``gate_exact``; ``single_lease``,
-``fenced_write``, ``lease_limit``), and at the end by ``items_end``: once
+(:mod:`semsim.check.design_promises`: ``gate_exact``; ``lease_ceiling``,
+``single_lease``, ``fenced_write``, ``lease_limit``), and at the end by ``items_end``: once
 the faults have stopped, every submitted item's work ends (a gate caller's
 handler ran to its end; a leased instance is completed or failed) and no
 call is left running at the API. The run goes on past ``duration_ms`` until
@@ -24,6 +24,7 @@ that holds, and fails ``items_end`` if it does not within
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -33,9 +34,9 @@ import trio
 from semaphore_core.leased import RateLimitRule, RateWindow
 from semsim import __version__
 from semsim.check.checker import Checker
-from semsim.check.design_promises import GateExact, JudgedStore, judges_for
+from semsim.check.design_promises import GateExact, JudgedStore, LeaseCeiling, Verdicts, judges_for
 from semsim.check.holder_reads import accounted
-from semsim.check.invariants import InvariantViolation
+from semsim.check.invariants import DESIGN_FINDINGS, InvariantViolation
 from semsim.check.trade_offs import TradeOffMeter, TradeOffs
 from semsim.harness.run import (
     MAX_SETTLE_MS,
@@ -79,6 +80,8 @@ class DesignRun:
     trade_offs: TradeOffs | None
     #: The semaphore's world run (its monitor, variant and judges); None for the other designs.
     world: WorldRun | None = None
+    #: The known findings the run met and tolerated, by name (the semaphore's: its monitor's).
+    findings: Counter[str] = attrs.field(factory=Counter)
 
     def judges(self) -> tuple[str, ...]:
         """Who judged the run: the semaphore's variant and the user's invariants, or the design's
@@ -109,10 +112,16 @@ def run_design(
     """
     check_run(config, faults, seed, tolerated)
     if config.design.name != "semaphore":
+        theirs = DESIGN_FINDINGS[config.design.name]
+        if not tolerated <= theirs:
+            strange = sorted(tolerated - theirs)[0]
+            raise ValueError(
+                f"tolerated names {strange!r}, not a finding of design {config.design.name!r} "
+                f"({', '.join(sorted(theirs))})"
+            )
         given = [
             name
             for name, value in (
-                ("tolerated", tolerated),
                 ("full_checks", full_checks),
                 ("variant", variant != REFERENCE),
                 ("checkers", checkers),
@@ -122,7 +131,7 @@ def run_design(
         if given:
             raise ValueError(
                 f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} the semaphore's; "
-                f"design {config.design.name!r} has no holder and no known findings"
+                f"design {config.design.name!r} has no holder"
             )
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
@@ -130,7 +139,7 @@ def run_design(
         return _run_semaphore(
             config, faults, seed, limits, progress, tolerated, full_checks, variant, checkers
         )
-    return _run_other(config, faults, seed, limits, progress)
+    return _run_other(config, faults, seed, limits, progress, tolerated)
 
 
 def _run_semaphore(
@@ -177,7 +186,8 @@ def _run_semaphore(
         progress=progress,
         observe=observe,
     )
-    return DesignRun("semaphore", done.trace, done.result, measured[0] if measured else None, done)
+    findings = Counter(v.finding for v in done.monitor.violations if v.finding is not None)
+    return DesignRun("semaphore", done.trace, done.result, measured[0] if measured else None, done, findings)
 
 
 def _run_other(
@@ -186,6 +196,7 @@ def _run_other(
     seed: int,
     limits: Limits | None,
     progress: Callable[[int], None] | None,
+    tolerated: frozenset[str],
 ) -> DesignRun:
     design = config.design.name
     trace = Trace(seed, config.to_dict(), faults.to_dict())
@@ -196,8 +207,11 @@ def _run_other(
     if faults.faults_until_ms is None:
         faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
     measured: list[TradeOffs] = []
+    found: list[Verdicts] = []
 
     async def main(sim: Sim) -> None:
+        verdicts = Verdicts(sim, tolerated)
+        found.append(verdicts)
         async with trio.open_nursery() as nursery:
             network = Network(sim, faults, nursery, config.latency_ms)
             idempotent = config.operations is None or config.operations.idempotent_api
@@ -235,9 +249,10 @@ def _run_other(
                 callers = [objects[name] for name in clients]
                 gates = {name: objects[name] for name in coordinators("gate", config.workload.keys)}
                 GateExact(
-                    sim,
+                    verdicts,
                     api,
                     cap,
+                    spec.stale_ms,
                     {account: objects[f"gate:{account}"] for account in config.workload.keys},
                     callers,
                 )
@@ -260,7 +275,8 @@ def _run_other(
                 store = LeaseStoreObject(
                     sim, config.workload.keys, cap, _rate_limits(leased, config.workload.keys)
                 )
-                judged = JudgedStore(sim, store, {account: cap for account in config.workload.keys})
+                limits_of = {account: cap for account in config.workload.keys}
+                judged = JudgedStore(sim, verdicts, store, limits_of)
                 network.register(STORE, judged, duplicates=False)
                 for name in clients:
                     objects[name] = DurableObject(
@@ -279,6 +295,7 @@ def _run_other(
                     return store.created(), store.unfinished()
 
                 workers = [objects[name] for name in clients]
+                LeaseCeiling(verdicts, api, judged, limits_of, workers)
 
                 def orphaned(now_ms: int) -> int:
                     return _orphaned_leases(store, workers, now_ms)
@@ -298,7 +315,8 @@ def _run_other(
 
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
     result = run(seed, main, trace, bound, progress)
-    return DesignRun(design, trace, result, measured[0] if measured else None)
+    findings = found[0].findings if found else Counter[str]()
+    return DesignRun(design, trace, result, measured[0] if measured else None, findings=findings)
 
 
 def _boot(obj: DurableObject) -> None:

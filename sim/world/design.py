@@ -20,13 +20,43 @@ from typing import Any, Final, Literal, TypeAlias
 import attrs
 
 from semaphore_core.gate import RETRY_AFTER_S, STALE_MS
-from semsim.inputs.validation import boolean, instance, integer, js_int, one_of, optional
+from semsim.inputs.validation import boolean, instance, integer, js_int, list_as_tuple, one_of, optional
 
 DesignName: TypeAlias = Literal["semaphore", "gate", "leased-worker"]
 #: The designs a world can run, in the order listings show them.
 DESIGNS: Final[tuple[DesignName, ...]] = ("semaphore", "gate", "leased-worker")
 #: The longest any of the designs' periods may be (an hour): a limit on everything.
 MAX_PERIOD_MS: Final = 3_600_000
+
+
+#: The opt-in fix of findings F6 and F7 (docs/FINDINGS.md): each call to the API carries its
+#: fetch's deadline (``deadlineAt``), so it ends when its caller stops waiting for it, and a
+#: slot or lease given back after a timeout is not still running at the API.
+CALLS_END_WITH_THEIR_FETCH: Final = "calls-end-with-their-fetch"
+#: The fixes the gate and the leased worker know, by name.
+DESIGN_FIXES: Final = (CALLS_END_WITH_THEIR_FETCH,)
+
+
+def _fixes(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(name, str) for name in value):
+        raise TypeError(f"{attribute.name} must be a list of fix names, got {value!r}")
+    unknown = [name for name in value if name not in DESIGN_FIXES]
+    if unknown:
+        raise ValueError(
+            f"{attribute.name}: unknown fix {unknown[0]!r}; the fixes are {', '.join(DESIGN_FIXES)}"
+        )
+    if len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} names a fix twice: {list(value)!r}")
+
+
+def _recorded(spec: Any) -> dict[str, Any]:
+    """A design's settings as recorded: without ``fixes`` when it has none (older traces' bytes)."""
+    recorded = attrs.asdict(spec)
+    if not recorded["fixes"]:
+        del recorded["fixes"]
+    else:
+        recorded["fixes"] = list(recorded["fixes"])
+    return recorded
 
 
 @attrs.frozen
@@ -43,6 +73,8 @@ class GateSpec:
     #: How soon a caller that died is running again, to take up its unfinished items (a modelling
     #: choice: the seed's callers are request handlers, restarted by whoever sent the request).
     restart_ms: int = attrs.field(default=5_000, converter=js_int, validator=integer(1, MAX_PERIOD_MS))
+    #: Opt-in fixes of the gate's findings (:data:`DESIGN_FIXES`); none: the seed's gate.
+    fixes: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=_fixes)
 
 
 @attrs.frozen
@@ -80,6 +112,8 @@ class LeasedSpec:
     #: How soon a worker that died or shut down runs again (a process supervisor's restart).
     restart_ms: int = attrs.field(default=5_000, converter=js_int, validator=integer(1, MAX_PERIOD_MS))
     rate_limit: RateLimitSpec | None = attrs.field(default=None, validator=optional(instance(RateLimitSpec)))
+    #: Opt-in fixes of the leased worker's findings (:data:`DESIGN_FIXES`); none: the seed's worker.
+    fixes: tuple[str, ...] = attrs.field(default=(), converter=list_as_tuple, validator=_fixes)
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_interval_ms >= self.lease_ms:
@@ -108,9 +142,9 @@ class DesignSpec:
         """As recorded: the name, and the settings of the design it names."""
         recorded: dict[str, Any] = {"name": self.name}
         if self.name == "gate":
-            recorded["gate"] = attrs.asdict(self.gate)
+            recorded["gate"] = _recorded(self.gate)
         elif self.name == "leased-worker":
-            recorded["leased"] = attrs.asdict(self.leased)
+            recorded["leased"] = _recorded(self.leased)
         return recorded
 
 

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import Network, RemoteError, RpcError
-from semsim.world.design import GateSpec
+from semsim.world.design import CALLS_END_WITH_THEIR_FETCH, GateSpec
 from semsim.world.external_api import NAME as API
 from semsim.world.faults import Pause
 from semsim.world.pauses import awake
@@ -82,6 +82,9 @@ class GateCaller:
         self._running: set[str] = set()
         #: The slot each item's handler holds here, by item id: acquired, not yet released or given up.
         self.slots: dict[str, str] = {}
+        #: The slots whose handler stopped waiting for its call (its fetch timed out): given back
+        #: while the call may run on.
+        self.gave_up: set[str] = set()
         ctx.storage.execute(_SCHEMA)
 
     @property
@@ -126,12 +129,16 @@ class GateCaller:
         token = await self._acquire(item)
         try:
             await awake(sim, self._pauses, name)
-            request = {"account": item.account, "key": item.id, "workMs": item.work_ms}
+            request: dict[str, Any] = {"account": item.account, "key": item.id, "workMs": item.work_ms}
+            if CALLS_END_WITH_THEIR_FETCH in self._spec.fixes:  # F6's fix: the call ends with its fetch
+                request["deadlineAt"] = sim.now() + self._fetch_timeout_ms
             try:
                 await self._network.call(name, API, "run", request, self._fetch_timeout_ms)
                 outcome = "ok"
             except RpcError as error:
                 outcome = error.kind if isinstance(error, RemoteError) else "timeout"
+                if token is not None and outcome == "timeout":
+                    self.gave_up.add(token)
         finally:
             # A caller that died (evicted) runs no more code: its slot leaks, as the seed's
             # "a worker that died between acquire and release" does.

@@ -52,7 +52,7 @@ import attrs
 
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import Network, RemoteError, RpcError
-from semsim.world.design import LeasedSpec
+from semsim.world.design import CALLS_END_WITH_THEIR_FETCH, LeasedSpec
 from semsim.world.external_api import NAME as API
 from semsim.world.faults import Pause
 from semsim.world.lease_store_object import NAME as STORE
@@ -102,6 +102,9 @@ class LeasedWorkerObject:
         self._network = network
         self._pauses = tuple(pause for pause in pauses if pause.target == ctx.name)
         self._fetch_timeout_ms = fetch_timeout_ms
+        #: The executions whose call to the API is out: (instance id, lease token). One worker may
+        #: run two of one instance: its lease ran out, and the worker claimed it again.
+        self.calling: set[tuple[str, str]] = set()
         #: Executions running here, by (instance id, token).
         self.running: dict[tuple[str, str], Execution] = {}
         self._started = False
@@ -250,12 +253,21 @@ class LeasedWorkerObject:
         sim, name = self.ctx.sim, self.ctx.name
         try:
             await awake(sim, self._pauses, name)
-            request = {"account": execution.account, "key": execution.id, "workMs": execution.work_ms}
+            request: dict[str, Any] = {
+                "account": execution.account,
+                "key": execution.id,
+                "workMs": execution.work_ms,
+            }
+            if CALLS_END_WITH_THEIR_FETCH in self._spec.fixes:  # F7's fix: the call ends with its fetch
+                request["deadlineAt"] = sim.now() + self._fetch_timeout_ms
+            self.calling.add((execution.id, execution.token))
             try:
                 await self._network.call(name, API, "run", request, self._fetch_timeout_ms)
                 status = "completed"
             except RpcError:
                 status = "failed"
+            finally:
+                self.calling.discard((execution.id, execution.token))
             await awake(sim, self._pauses, name)
             if execution.lease_lost:
                 sim.event("write_skipped", worker=name, id=execution.id, reason="lease lost")
