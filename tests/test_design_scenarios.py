@@ -222,11 +222,13 @@ def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(
     assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
 
 
-@pytest.mark.parametrize("option", [["--variant", "reference"], ["--full-checks"], ["--invariant", "x:y"]])
+@pytest.mark.parametrize(
+    "option", [["--variant", "reference"], ["--full-checks"], ["--invariant", "x:y"], ["--per-group"]]
+)
 def test_semsim_run_refuses_holder_options_for_another_design(
     option: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["run", "gate-fails-open", *option]) == 2
     err = capsys.readouterr().err
-    assert "judge the semaphore's holder; scenario gate-fails-open runs the gate design" in err
+    assert "concern the semaphore's holder; scenario gate-fails-open runs the gate design" in err
     assert "Traceback" not in err

@@ -146,13 +146,15 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
                 ("--variant", args.variant),
                 ("--invariant", args.invariant),
                 ("--full-checks", args.full_checks),
+                ("--per-group", args.per_group),
             )
             if value
         ]
         if given:
             raise UsageError(
-                f"{' and '.join(given)} judge the semaphore's holder; scenario {scenario.name} runs the "
-                f"{design} design, judged by its own promises (docs/DESIGNS.md)"
+                f"{' and '.join(given)} concern the semaphore's holder; scenario {scenario.name} runs "
+                f"the {design} design, judged by its own promises and plotted without groups "
+                "(docs/DESIGNS.md)"
             )
     variant = REFERENCE if args.variant is None else load_variant(args.variant, "--variant")
     checkers = load_invariants(args.invariant or (), "--invariant")

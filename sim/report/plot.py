@@ -53,7 +53,7 @@ import argparse
 import io
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -61,31 +61,18 @@ import attrs
 
 from semaphore_core.config import Over, Provisioning, Ratio, Strict, Under, budgets
 from semsim.inputs.files import read_from, write_whole, written_to
+from semsim.report.steps import VIOLATION_MARGIN as VIOLATION_MARGIN
+from semsim.report.steps import Mark as Mark
+from semsim.report.steps import PlotError as PlotError
+from semsim.report.steps import Steps as Steps
+from semsim.report.steps import stacked_axes, write_header
+from semsim.report.steps import step_xy as step_xy
+from semsim.report.steps import value_at as value_at
 
 if TYPE_CHECKING:  # matplotlib is slow to import: only when drawing
     from matplotlib.figure import Figure
 
 HOLDER_PREFIX: Final = "holder:"
-#: A step series: ``(t_ms, value)`` points; each value holds until the next point.
-Steps = tuple[tuple[int, int], ...]
-
-
-class PlotError(ValueError):
-    """A trace parses but cannot be plotted (a field the plot needs is missing or malformed)."""
-
-
-@attrs.frozen
-class Mark:
-    """Something that happened at one instant, drawn as a tick: ``kind`` names its row.
-
-    A violation's ``label`` names what broke, ``invariant (finding)``, and its
-    ``detail`` is the monitor's text.
-    """
-
-    t_ms: int
-    kind: str
-    detail: str = ""
-    label: str = ""
 
 
 @attrs.frozen
@@ -676,16 +663,6 @@ def _leaked(s: _KeyState) -> Steps:
     return leaked.steps()
 
 
-def value_at(steps: Iterable[tuple[int, int | None]], t_ms: int) -> int | None:
-    """The value of a step series at ``t_ms`` (after every change at that instant)."""
-    value: int | None = None
-    for at, v in steps:
-        if at > t_ms:
-            break
-        value = v
-    return value
-
-
 # --- drawing ----------------------------------------------------------------------------
 
 #: Rows of the event strip, top to bottom, with their marker style.
@@ -715,8 +692,6 @@ _OPERATION_MARKS: Final = {
 }
 #: Violations: a row of the strip per kind (after the rows above), a red star, a red line.
 _VIOLATION = "#e60000"
-#: How far (a fraction of the run) the time axis extends past a violation, so it lies inside.
-VIOLATION_MARGIN: Final = 0.04
 #: Violation kinds named in the accounting panel, top down; more are counted in one line.
 _VIOLATION_LABELS: Final = 4
 #: Height of the figure's header band (title and explanation), in inches.
@@ -729,14 +704,6 @@ _LEASED = "#f5b041"
 _IN_USE = "#1e8449"
 _API = "#c2185b"
 _WAITING = "#7d3c98"
-
-
-def _xy(steps: Iterable[tuple[int, int | None]], end_ms: int) -> tuple[list[float], list[float]]:
-    """Seconds and values for ``step(where="post")``, held to the end of the run."""
-    points = list(steps)
-    xs = [t / 1000 for t, _ in points] + [end_ms / 1000]
-    ys = [float("nan") if v is None else float(v) for _, v in points]
-    return xs, [*ys, ys[-1]]
 
 
 def x_limits(data: PlotData) -> tuple[float, float]:
@@ -798,6 +765,15 @@ def build_figure(
     The figure is not attached to pyplot (nothing global changes, nothing to
     close); its layout is constrained, so every label stays inside it once drawn.
     """
+    # A gate's or leased worker's run has no holder to draw: its own plot (imported here, as it
+    # imports this module's pieces).
+    from semsim.report.design_plot import DESIGNS, design_figure, design_of, design_series
+
+    design = design_of(header)
+    if design in DESIGNS:
+        if per_group:
+            raise PlotError(f"per-group panels show the semaphore's groups; a {design} run has none")
+        return design_figure(design_series(header, events), title=title)
     return figure(series(header, events), title=title, per_group=per_group)
 
 
@@ -819,9 +795,6 @@ def figure(
 ) -> Figure:
     """:func:`build_figure` of series already extracted (``semsim demo`` builds its own):
     ``explanation`` is the line under the title, ``heading`` replaces the title line."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
@@ -836,18 +809,9 @@ def figure(
             layout += [("group", key, group) for group in key.groups]
     heights = {"usage": 3.2, "waiting": 1.3, "marks": 1.6, "group": 2.0}
     ratios = [heights[kind] for kind, _, _ in layout]
-    height_in = _HEADER_IN + 0.3 + sum(ratios)
-    # The header (title and explanation) is placed by hand in the top band; the
-    # constrained layout fits the panels, their titles, labels and legends below it.
-    fig = Figure(
-        figsize=(13, height_in),
-        dpi=90,
-        layout=ConstrainedLayoutEngine(rect=(0, 0, 1, 1 - _HEADER_IN / height_in), h_pad=0.06),
-    )
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(layout), 1, sharex=True, gridspec_kw={"height_ratios": ratios}, squeeze=False)
+    fig, axes = stacked_axes(ratios, _HEADER_IN)
     xlim = x_limits(data)
-    for (kind, key, group), ax in zip(layout, axes[:, 0], strict=True):
+    for (kind, key, group), ax in zip(layout, axes, strict=True):
         ax.set_xlim(*xlim)
         ax.grid(True, axis="y", alpha=0.3)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -867,7 +831,7 @@ def figure(
             _draw_usage(ax, key, data, prefix, xlim)
         elif kind == "waiting":
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-            xs, ys = _xy(key.waiting, data.end_ms)
+            xs, ys = step_xy(key.waiting, data.end_ms)
             ax.fill_between(xs, ys, step="post", color=_WAITING, alpha=0.25, lw=0)
             ax.step(xs, ys, where="post", color=_WAITING, lw=1.2, label="items waiting")
             ax.set_ylabel("items")
@@ -880,19 +844,11 @@ def figure(
         else:
             assert group is not None
             _draw_group(ax, group, data, prefix, MaxNLocator)
-    axes[-1, 0].set_xlabel("simulated time (s)")
+    axes[-1].set_xlabel("simulated time (s)")
     scenario = f"{title} — " if title else ""
-    fig.text(
-        0.01,
-        1 - 0.12 / height_in,
+    write_header(
+        fig,
         heading or f"semsim: {scenario}seed {data.seed}   ({_mode_label(data.mode)})",
-        va="top",
-        fontsize=12,
-        fontweight="bold",
-    )
-    fig.text(
-        0.01,
-        1 - 0.40 / height_in,
         explanation
         + (
             "\nDashed line: calls in flight at the external API (the ground truth), which should stay "
@@ -900,9 +856,6 @@ def figure(
             if any(key.api_calls is not None for key in data.keys)
             else ""
         ),
-        va="top",
-        fontsize=8.5,
-        color="#444444",
     )
     _fit_labels(fig)
     return fig
@@ -947,8 +900,8 @@ def _mode_label(mode: str) -> str:
 def _stack_charged(ax: Any, granted: Steps, leased: Steps, end: int) -> tuple[list[float], list[float]]:
     """Granted permits and lease footprint stacked, on every instant at which either changes."""
     base = _merge(granted, leased)
-    bx, by_granted = _xy(tuple((t, g) for t, g, _ in base), end)
-    _, by_leased = _xy(tuple((t, footprint) for t, _, footprint in base), end)
+    bx, by_granted = step_xy(tuple((t, g) for t, g, _ in base), end)
+    _, by_leased = step_xy(tuple((t, footprint) for t, _, footprint in base), end)
     ax.stackplot(
         bx,
         by_granted,
@@ -970,7 +923,7 @@ def _draw_leaked(ax: Any, key: KeySeries, end: int, by_granted: list[float], acc
     if not any(permits for _, permits in key.leaked):
         return
     base = _merge(key.granted, key.leased)
-    xs, _ = _xy(tuple((t, g) for t, g, _ in base), end)
+    xs, _ = step_xy(tuple((t, g) for t, g, _ in base), end)
     at = [value_at(key.leaked, t) or 0 for t, _, _ in base]
     leaked = [*at, at[-1]]  # held to the end, as _xy holds the stack
     bottom = [max(g, top - n) for g, top, n in zip(by_granted, accounted, leaked, strict=True)]
@@ -1004,26 +957,26 @@ def _draw_leaked(ax: Any, key: KeySeries, end: int, by_granted: list[float], acc
 def _draw_usage(ax: Any, key: KeySeries, data: PlotData, prefix: str, xlim: tuple[float, float]) -> None:
     end = data.end_ms
     by_granted, by_leased = _stack_charged(ax, key.granted, key.leased, end)
-    lx, ly = _xy(key.limit, end)
+    lx, ly = step_xy(key.limit, end)
     ax.step(lx, ly, where="post", color="black", lw=2.2, label="limit")
     top = max(ly)
     if key.ceiling is not None:
-        cx, cy = _xy(key.ceiling, end)
+        cx, cy = step_xy(key.ceiling, end)
         ax.step(cx, cy, where="post", color="black", lw=1.4, ls="--", label="ceiling (limit + extra)")
         top = max(top, *cy)
     if key.grant_pool is not None:
-        px, py = _xy(key.grant_pool, end)
+        px, py = step_xy(key.grant_pool, end)
         ax.step(px, py, where="post", color="black", lw=1.0, ls=":", label="grant pool (limit − reserve)")
     uy: list[float] = []
     if key.clients_known:
-        ux, uy = _xy(key.in_use, end)
+        ux, uy = step_xy(key.in_use, end)
         label = "in use by clients\n(admitted, not released)"
         ax.step(ux, uy, where="post", color=_IN_USE, lw=1.6, label=label)
     accounted = [g + leased_ for g, leased_ in zip(by_granted, by_leased, strict=True)]
     _draw_leaked(ax, key, end, by_granted, accounted)
     top = max(top, *accounted, *uy)
     if key.api_calls is not None:
-        ax_, ay = _xy(key.api_calls, end)
+        ax_, ay = step_xy(key.api_calls, end)
         ax.step(
             ax_,
             ay,
@@ -1210,11 +1163,11 @@ def _count(key: KeySeries, kind: str) -> int:
 def _draw_group(ax: Any, group: GroupSeries, data: PlotData, prefix: str, integer_ticks: Any) -> None:
     end = data.end_ms
     by_granted, by_leased = _stack_charged(ax, group.granted, group.leased, end)
-    ux, uy = _xy(group.in_use, end)
+    ux, uy = step_xy(group.in_use, end)
     ax.step(ux, uy, where="post", color=_IN_USE, lw=1.4, label="in use by clients")
     top = max([*uy, *(g + leased for g, leased in zip(by_granted, by_leased, strict=True)), 1])
     if any(v is not None for _, v in group.limit):
-        gx, gy = _xy(group.limit, end)
+        gx, gy = step_xy(group.limit, end)
         ax.step(gx, gy, where="post", color="black", lw=1.6, label="group limit")
         top = max(top, *(v for v in gy if v == v))  # v == v: not NaN (no limit then)
     ax.set_ylim(0, top * 1.15 + 0.5)
@@ -1222,7 +1175,7 @@ def _draw_group(ax: Any, group: GroupSeries, data: PlotData, prefix: str, intege
     ax.set_title(f"{prefix}group '{group.group}'", loc="left", fontsize=10)
     # Waiting items can outnumber permits by far: their own scale, on the right.
     twin = ax.twinx()
-    wx, wy = _xy(group.waiting, end)
+    wx, wy = step_xy(group.waiting, end)
     twin.step(wx, wy, where="post", color=_WAITING, lw=1.0, ls="--", label="items waiting (right axis)")
     twin.set_ylim(0, max(wy) * 1.15 + 0.5)
     twin.set_ylabel("items waiting", color=_WAITING, fontsize=8)

@@ -81,7 +81,7 @@ class LeaseStoreObject:
             if not (isinstance(id, str) and isinstance(token, str)) or not _ints(until) or until <= now:
                 raise RemoteError("protocol", f"{NAME}: malformed renew {payload!r}")
             ok = self.store.renew(id, token, now, until)
-            sim.event("lease_renew", id=id, token=token, ok=ok)
+            sim.event("lease_renew", id=id, token=token, until=until, ok=ok)
             return {"ok": ok}
         if method in ("write", "handBack"):
             names = ("id", "token", "status") if method == "write" else ("id", "token")
