@@ -95,6 +95,11 @@ _SCHEMA: Final = (
         count      INTEGER NOT NULL,
         PRIMARY KEY (workflow, key)
     )""",
+    # Neither index is in the seed, which shows no SQL; they change no answer, only what a claim
+    # reads: the due instances in claim order, and the live leases alone for the per-workflow
+    # counts (a claim once read every instance, twice).
+    "CREATE INDEX IF NOT EXISTS workflow_instances_due ON workflow_instances (wake_at, created_at, seq)",
+    "CREATE INDEX IF NOT EXISTS workflow_instances_leased ON workflow_instances (lease_until)",
 )
 
 
@@ -201,13 +206,20 @@ class LeaseStore:
                     (now,),
                 ).fetchall()
             )
+            # Read lazily, in claim order, only the workflows that may take one more (the loop
+            # below skips the rest anyway, as it skips those it fills): the first ``limit`` taken
+            # end it. A claim once read every due instance.
+            open_workflows = sorted(
+                {w for w in workflows if limits.get(w) is None or live.get(w, 0) < limits[w]}
+            )
             candidates = self.conn.execute(
                 f"SELECT {_COLUMNS} FROM workflow_instances"
                 " WHERE status IN ('pending', 'running', 'suspended') AND wake_at <= ?"
                 " AND (lease_until IS NULL OR lease_until <= ?)"
+                f" AND workflow IN ({', '.join('?' * len(open_workflows))})"
                 " ORDER BY wake_at, created_at, seq",
-                (now, now),
-            ).fetchall()
+                (now, now, *open_workflows),
+            )
             picked: list[Instance] = []
             for row in candidates:
                 if len(picked) >= limit:
@@ -220,6 +232,7 @@ class LeaseStore:
                     continue
                 live[instance.workflow] = live.get(instance.workflow, 0) + 1
                 picked.append(instance)
+            candidates.close()  # before the writes below
             granted_ids = self._rate_windows(now, rate_limits, picked)
             claimed: list[Instance] = []
             for instance in picked:
