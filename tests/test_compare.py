@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import attrs
 import pytest
 
+from semsim.check.invariants import DESIGN_FINDINGS
 from semsim.check.trade_offs import TradeOffs
 from semsim.cli.main import main
 from semsim.explore.campaigns import local_pool
@@ -16,6 +19,7 @@ from semsim.explore.compare import (
     Cell,
     check_matrix,
     compare,
+    contender,
     default_config,
     markdown,
     plan_for,
@@ -23,9 +27,10 @@ from semsim.explore.compare import (
 )
 from semsim.harness import designs
 from semsim.harness.run import WorldConfig
-from semsim.world.design import DESIGNS
+from semsim.world.design import DESIGN_FIXES, DESIGNS
 from semsim.world.faults import Window
 from semsim.world.lease_store_object import NAME as STORE
+from semsim.world.variant import REFERENCE
 from semsim.world.workload import Workload
 
 
@@ -60,12 +65,12 @@ def test_each_design_meets_a_plan_in_its_own_form() -> None:
 
 def test_the_cells_are_the_same_whoever_runs_them() -> None:
     world, chosen = small(), ["gate", "leased-worker"]
-    here = compare(world, chosen, ["calm", "workers-die"], [1, 2])  # type: ignore[arg-type]
+    here = compare(world, chosen, ["calm", "workers-die"], [1, 2])
     with local_pool(2) as pool:
         heard: list[Cell] = []
         there = compare(
             world,
-            chosen,  # type: ignore[arg-type]
+            chosen,
             ["calm", "workers-die"],
             [1, 2],
             executor=pool,
@@ -201,3 +206,100 @@ def test_compare_exits_1_when_a_run_breaks_an_invariant(
     out = capsys.readouterr().out
     assert "gate under calm, seed 1: violation (items_end)" in out
     assert "| gate | calm | 0/1 |" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "label", "fixes"),
+    [
+        ("semaphore", "semaphore", ()),
+        ("semaphore@reference", "semaphore", ()),
+        ("semaphore@every-fix", "semaphore@every-fix", ()),
+        ("semaphore@mine:VARIANT", "semaphore@mine:VARIANT", ()),
+        ("gate@every-fix", "gate@every-fix", DESIGN_FIXES),
+        (
+            "leased-worker@calls-end-with-their-fetch",
+            "leased-worker@calls-end-with-their-fetch",
+            DESIGN_FIXES,
+        ),
+    ],
+)
+def test_a_row_is_a_design_or_a_variant_of_one(text: str, label: str, fixes: tuple[str, ...]) -> None:
+    row = contender(text)
+    assert row.label == label
+    assert row.fixes() == fixes
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("mutex@every-fix", "unknown design 'mutex'"),
+        ("gate@", "name a variant after '@'"),
+        ("semaphore@ every-fix", "without spaces"),
+        ("gate@fix/lease-expiry", "a variant of the gate design is one of its fixes or every-fix"),
+    ],
+)
+def test_a_row_that_names_no_variant_of_its_design_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        contender(text)
+
+
+def test_a_variant_row_runs_with_its_fixes_and_no_longer_tolerates_what_they_fix() -> None:
+    config = default_config()
+    world, variant, tolerated = contender("gate@every-fix").world(config)
+    assert world.design.gate.fixes == DESIGN_FIXES
+    assert (variant, tolerated) == (REFERENCE, frozenset())
+    assert contender("gate").world(config)[2] == DESIGN_FINDINGS["gate"]
+    world, variant, tolerated = contender("semaphore@every-fix").world(config)
+    assert (world.design.name, variant.name, tolerated) == ("semaphore", "every-fix", frozenset())
+    assert contender("semaphore").world(config)[2] == DESIGN_FINDINGS["semaphore"]
+
+
+def test_compare_runs_variants_beside_the_reference_under_the_same_faults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Seed 1 of api-slow meets F6 on the reference gate (docs/comparison.json): its row names F6, and
+    # the fixed gate's row meets nothing. Were the variant ignored, F6 would be a violation there.
+    argv = ["compare", "--designs", "gate,gate@every-fix", "--plans", "api-slow", "--seeds", "1"]
+    assert main([*argv, "--workers", "1", "--quiet", "--no-db", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(row["design"], row["findings"]) for row in out["summary"]] == [
+        ("gate", ["F6"]),
+        ("gate@every-fix", []),
+    ]
+    assert out["designs"] == ["gate", "gate@every-fix"]
+
+
+def test_compare_runs_a_users_own_holder_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "team_holder.py").write_text(
+        "import attrs\n"
+        "from semsim.harness.variants import builtin\n"
+        "VARIANT = attrs.evolve(builtin()['every-fix'], name='team-holder')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    argv = ["compare", "--designs", "semaphore@team_holder:VARIANT", "--plans", "calm", "--seeds", "1"]
+    assert main([*argv, "--seed", "2", "--workers", "1", "--quiet", "--no-db"]) == 0
+    out = capsys.readouterr().out
+    assert "| semaphore@team_holder:VARIANT | calm | 1/1 |" in out
+    assert out.splitlines()[0].startswith("comparing semaphore@team_holder:VARIANT under 1 fault plan")
+
+
+@pytest.mark.parametrize(
+    ("designs", "message"),
+    [
+        ("semaphore@no_such_module:X", "--designs semaphore@no_such_module:X: "),
+        ("semaphore@mutant/no-such-mutant", "--designs semaphore@mutant/no-such-mutant: "),
+        ("gate@bogus", "a variant of the gate design is one of its fixes or every-fix"),
+        ("semaphore,semaphore@reference", "names one twice"),
+    ],
+)
+def test_compare_refuses_a_variant_it_cannot_run_before_running(
+    designs: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", "--designs", designs, "--seeds", "1", "--no-db"]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err

@@ -1,14 +1,15 @@
 """``semsim compare``: the designs × fault plans × seeds matrix, as a table, JSON and a plot.
 
 Everything asked for is checked before the first run: the designs and plans
-by name, the config file (a world's ``config`` object; it may not name a
+by name (a design may be a variant of one, ``DESIGN@VARIANT``, loaded now:
+``semsim.explore.compare.Contender``), the config file (a world's ``config`` object; it may not name a
 design, since the comparison runs each design itself), that each plan fits
 the config, and every output path. Runs go over local processes
 (``--workers``) or a Dask cluster (``--scheduler``), as ``semsim fuzz``'s do,
 and the result is the same whichever ran them: cells come back in matrix
 order. Exit 0 when every run was judged and held, 1 when one broke an
-invariant (the reference's known findings are tolerated in the semaphore's
-runs and named in the table), 2 on bad input.
+invariant (each design's known findings are tolerated, unless the row's
+variant fixes them, and named in the table), 2 on bad input.
 
 The comparison is recorded in the results database (``--db``, default
 ``semsim-results.sqlite``, as ``semsim fuzz``'s campaigns; ``--no-db``
@@ -25,12 +26,14 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Final
 
+from semsim.cli.loading import load_variant
 from semsim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool
 from semsim.explore.compare import (
     PLANS,
     Cell,
     check_matrix,
     compare,
+    contender,
     default_config,
     markdown,
     matrix,
@@ -41,7 +44,7 @@ from semsim.harness.run import WorldConfig
 from semsim.inputs.commands import EXIT_OK, EXIT_VIOLATION, UsageError, json_result, output_file, plural
 from semsim.inputs.files import InputError, parse_json, read_text, write_text_whole
 from semsim.inputs.progress import Progress
-from semsim.world.design import DESIGNS, DesignName
+from semsim.world.design import DESIGNS
 
 #: The most bytes a config file may hold.
 MAX_CONFIG_BYTES: Final = 1_000_000
@@ -110,8 +113,26 @@ def _db(args: argparse.Namespace) -> Path | None:
     return path
 
 
+def _designs(text: str | None) -> list[str]:
+    """The rows ``--designs`` names, each ``DESIGN`` or ``DESIGN@VARIANT``, as their labels."""
+    if text is None:
+        return list(DESIGNS)
+    labels = []
+    for name in (name.strip() for name in text.split(",")):
+        try:
+            row = contender(name)
+        except ValueError as error:
+            raise UsageError(f"--designs: {error}") from None
+        if row.variant is not None and row.design == "semaphore":
+            load_variant(row.variant, f"--designs {name}")  # said now, and found as python -m finds it
+        labels.append(row.label)
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"--designs: {text!r} names one twice")
+    return labels
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    designs: list[DesignName] = _names(args.designs, DESIGNS, "designs")  # type: ignore[assignment]
+    designs = _designs(args.designs)
     plans = _names(args.plans, PLANS, "plans")
     first = 1 if args.seed is None else args.seed
     seeds = list(range(first, first + (DEFAULT_SEEDS if args.seeds is None else args.seeds)))

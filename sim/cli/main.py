@@ -263,7 +263,12 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
             "Exit 1 if a run breaks an invariant."
         ),
     )
-    compare.add_argument("--designs", metavar="A,B", help="the designs to run (default: all three)")
+    compare.add_argument(
+        "--designs",
+        metavar="A,B",
+        help="the designs to run, each DESIGN or DESIGN@VARIANT: semaphore@every-fix, semaphore@module:attr, "
+        "gate@every-fix (default: all three as their seeds have them)",
+    )
     compare.add_argument("--plans", metavar="A,B", help="the fault plans to run (default: all six)")
     compare.add_argument("--seeds", type=runs_arg, metavar="N", help="seeds per design and plan (default 20)")
     compare.add_argument("--seed", type=seed_arg, help="the first seed (default 1)")

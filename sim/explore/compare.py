@@ -22,9 +22,17 @@ form of it (:func:`plan_for`), since the designs do not share objects:
   semaphore client cut off for as long (its clients have no pause);
 - ``api-slow``: 30% of the calls to the API take 4 times longer.
 
-Every semaphore run tolerates the reference's known findings
-(docs/FINDINGS.md): a comparison measures the design as it is, and says
-which findings its runs met.
+A row of the matrix is a design, or a variant of one, ``DESIGN@VARIANT``
+(:class:`Contender`): for the semaphore, any holder variant ``semsim run
+--variant`` takes (``every-fix``, ``fix/NAME``, ``mutant/NAME``, a registered
+name or the user's ``module:attribute``); for the gate and the leased
+worker, one of their fixes (``semsim.world.design.DESIGN_FIXES``) or
+``every-fix``. So a team compares its own holder with the reference and
+the other designs under the same faults.
+
+Every run tolerates the known findings (docs/FINDINGS.md) its variant does
+not fix: a comparison measures the design as it is, and says which
+findings its runs met; a finding a fix corrects is a violation again.
 """
 
 from __future__ import annotations
@@ -37,14 +45,16 @@ from typing import Any, Final
 
 import attrs
 
-from semsim.check.invariants import DESIGN_FINDINGS
 from semsim.check.trade_offs import TradeOffs
+from semsim.explore.fuzz import design_tolerated_for, tolerated_for
 from semsim.harness.designs import run_design
 from semsim.harness.run import HolderSpec, WorldConfig, check_plan
-from semsim.world.design import DESIGNS, DesignName, DesignSpec
+from semsim.harness.variants import VariantLookupError, find_variant
+from semsim.world.design import DESIGN_FIXES, DESIGNS, DesignName, DesignSpec
 from semsim.world.faults import Eviction, FaultPlan, Pause, Window
 from semsim.world.lease_store_object import NAME as STORE
 from semsim.world.operations import OperationsSpec
+from semsim.world.variant import REFERENCE, Variant
 from semsim.world.workload import Workload
 
 #: The fault plans, in the order tables show them (see the module docstring).
@@ -63,6 +73,69 @@ FIGURES: Final = (
 )
 #: The most cells one comparison may run (a limit on everything).
 MAX_CELLS: Final = 100_000
+#: Between a design and its variant in a row's name: ``semaphore@every-fix``.
+AT: Final = "@"
+#: The variant of the gate or the leased worker with every fix of its design on.
+EVERY_FIX: Final = "every-fix"
+
+
+@attrs.frozen
+class Contender:
+    """A row of the comparison: a design, and the variant of it that runs (None: as its seed has it)."""
+
+    design: DesignName
+    variant: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How tables, the plot and the results database name it: ``DESIGN`` or ``DESIGN@VARIANT``."""
+        return self.design if self.variant is None else f"{self.design}{AT}{self.variant}"
+
+    def fixes(self) -> tuple[str, ...]:
+        """The gate's or the leased worker's fixes this variant turns on (none for the semaphore,
+        whose variant is a holder variant with fixes of its own)."""
+        if self.variant is None or self.design == "semaphore":
+            return ()
+        return DESIGN_FIXES if self.variant == EVERY_FIX else (self.variant,)
+
+    def world(self, config: WorldConfig) -> tuple[WorldConfig, Variant, frozenset[str]]:
+        """``config`` running this row, the holder variant and the findings tolerated.
+
+        A semaphore variant that cannot be loaded is :class:`VariantLookupError`.
+        """
+        if self.design == "semaphore":
+            variant = REFERENCE if self.variant is None else find_variant(self.variant)
+            world = attrs.evolve(config, design=DesignSpec())
+            return world, variant, tolerated_for(variant.with_fixes(config.holder.fixes))
+        fixes = self.fixes()
+        spec = DesignSpec(name=self.design)
+        if self.design == "gate":
+            spec = attrs.evolve(spec, gate=attrs.evolve(spec.gate, fixes=fixes))
+        else:
+            spec = attrs.evolve(spec, leased=attrs.evolve(spec.leased, fixes=fixes))
+        return attrs.evolve(config, design=spec), REFERENCE, design_tolerated_for(self.design, fixes)
+
+
+def contender(text: str) -> Contender:
+    """The row ``DESIGN`` or ``DESIGN@VARIANT`` names (module docstring); ValueError saying why not.
+
+    A semaphore variant is only named here; :meth:`Contender.world` loads it.
+    """
+    design, at, variant = text.partition(AT)
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r} in {text!r}: the designs are {', '.join(DESIGNS)}")
+    if not at:
+        return Contender(design)
+    if not variant.strip() or variant != variant.strip():
+        raise ValueError(f"{text!r}: name a variant after {AT!r}, without spaces around it")
+    if design != "semaphore" and variant != EVERY_FIX and variant not in DESIGN_FIXES:
+        raise ValueError(
+            f"{text!r}: a variant of the {design} design is one of its fixes or {EVERY_FIX}: "
+            f"{', '.join((*DESIGN_FIXES, EVERY_FIX))}"
+        )
+    if design == "semaphore" and variant == REFERENCE.name:
+        return Contender("semaphore")
+    return Contender(design, variant)
 
 
 def default_config() -> WorldConfig:
@@ -117,7 +190,8 @@ def plan_for(plan: str, design: DesignName, config: WorldConfig) -> FaultPlan:
 class Cell:
     """One run of the matrix: what it ran, its verdict, its figures (None unless it completed)."""
 
-    design: DesignName
+    #: The row: the design, or ``DESIGN@VARIANT`` (:attr:`Contender.label`).
+    design: str
     plan: str
     seed: int
     outcome: str
@@ -157,15 +231,16 @@ def cell_of(recorded: dict[str, Any]) -> Cell:
     )
 
 
-def run_cell(config: dict[str, Any], design: DesignName, plan: str, seed: int) -> Cell:
-    """One cell, from the config as recorded (what a worker process is sent)."""
+def run_cell(config: dict[str, Any], design: str, plan: str, seed: int) -> Cell:
+    """One cell, from the config as recorded and the row's label (what a worker process is sent)."""
     started = time.process_time()
-    world = attrs.evolve(WorldConfig.from_dict(config), design=DesignSpec(name=design))
+    world, variant, tolerated = contender(design).world(WorldConfig.from_dict(config))
     run = run_design(
         world,
-        plan_for(plan, design, world),
+        plan_for(plan, world.design.name, world),
         seed,
-        tolerated=DESIGN_FINDINGS[design],
+        tolerated=tolerated,
+        variant=variant,
     )
     findings = sorted({str(e["finding"]) for e in run.trace.of_kind("violation") if e.get("finding")})
     result = run.result
@@ -182,21 +257,28 @@ def run_cell(config: dict[str, Any], design: DesignName, plan: str, seed: int) -
     )
 
 
-def matrix(
-    designs: Sequence[DesignName], plans: Sequence[str], seeds: Sequence[int]
-) -> list[tuple[DesignName, str, int]]:
-    """The cells in matrix order: design, then plan, then seed."""
+def matrix(designs: Sequence[str], plans: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, str, int]]:
+    """The cells in matrix order: design (or ``DESIGN@VARIANT``), then plan, then seed."""
     return [(design, plan, seed) for design in designs for plan in plans for seed in seeds]
 
 
 def check_matrix(
     config: WorldConfig, designs: Sequence[str], plans: Sequence[str], seeds: Sequence[int]
 ) -> None:
-    """ValueError naming what is wrong, before anything runs: unknown names, an empty or oversized
-    matrix, a config the semaphore cannot be measured in, a plan that does not fit the config."""
-    for design in designs:
-        if design not in DESIGNS:
-            raise ValueError(f"unknown design {design!r}: the designs are {', '.join(DESIGNS)}")
+    """ValueError naming what is wrong, before anything runs: unknown names, a variant that cannot
+    be loaded, a row named twice, an empty or oversized matrix, a config the semaphore cannot be
+    measured in, a plan that does not fit the config."""
+    rows = [contender(design) for design in designs]
+    labels = [row.label for row in rows]
+    if len(set(labels)) != len(labels):
+        twice = next(label for label in labels if labels.count(label) > 1)
+        raise ValueError(f"{twice!r} is named twice")
+    worlds = []
+    for row in rows:
+        try:
+            worlds.append(row.world(config)[0])
+        except VariantLookupError as error:
+            raise ValueError(f"{row.label}: {error}") from None
     for plan in plans:
         if plan not in PLANS:
             raise ValueError(f"unknown plan {plan!r}: the plans are {', '.join(PLANS)}")
@@ -205,21 +287,20 @@ def check_matrix(
         raise ValueError("nothing to compare: name at least one design, one plan and one seed")
     if cells > MAX_CELLS:
         raise ValueError(f"{cells:,} runs is more than a comparison may ask for ({MAX_CELLS:,})")
-    if "semaphore" in designs and config.operations is None:
+    if any(row.design == "semaphore" for row in rows) and config.operations is None:
         raise ValueError("the semaphore is measured at the external API: the config needs operations")
-    for design in designs:
+    for row, world in zip(rows, worlds, strict=True):
         for plan in plans:
-            world = attrs.evolve(config, design=DesignSpec(name=design))  # type: ignore[arg-type]
             faults = plan_for(plan, world.design.name, world)
             try:  # the rules run_design applies
                 check_plan(world, faults)
             except ValueError as error:
-                raise ValueError(f"plan {plan!r} for design {design!r}: {error}") from None
+                raise ValueError(f"plan {plan!r} for design {row.label!r}: {error}") from None
 
 
 def compare(
     config: WorldConfig,
-    designs: Sequence[DesignName],
+    designs: Sequence[str],
     plans: Sequence[str],
     seeds: Sequence[int],
     executor: Executor | None = None,

@@ -57,9 +57,20 @@ def plot_comparison(summaries: Sequence[Summary], path: Path) -> None:
                     heights.append(value)
                 if name == "recovery_ms" and summary is not None and summary.not_recovered:
                     never.append(x)
-            ax.bar(xs, heights, width, color=COLOURS.get(design, "#999999"), label=design)
+            # A variant (DESIGN@VARIANT) takes its design's colour, hatched.
+            base, at, _ = design.partition("@")
+            ax.bar(
+                xs,
+                heights,
+                width,
+                color=COLOURS.get(base, "#999999"),
+                hatch="//" if at else None,
+                edgecolor="white" if at else None,
+                label=design,
+            )
             if never:
                 ax.plot(never, [0] * len(never), "x", color="#c0392b", markersize=9)
+        ax.set_ylim(bottom=0)  # every figure is a count, a duration or a rate: none is negative
         ax.set_title(headings[name])
         ax.set_xticks(range(len(plans)), plans, rotation=30, ha="right")
         ax.grid(True, axis="y", alpha=0.3)
