@@ -150,8 +150,9 @@ def run_scenario(
     was violated, or when the run did not complete (time or step limit,
     deadlock): a story that did not run to its end proves nothing. A story
     of the gate or the leased worker (or a ``measured`` one) runs through
-    ``run_design``, which refuses ``full_checks``, ``variant`` and ``checkers``
-    where there is no holder to judge (``ValueError``).
+    ``run_design``, which refuses ``full_checks`` and ``checkers`` where there
+    is no holder to judge, and a ``variant`` that changes a part its design
+    does not have (``ValueError``).
     """
     used = scenario.seed if seed is None else seed
     runner = run_design if scenario.by_design else run_world

@@ -123,8 +123,13 @@ def _designs(text: str | None) -> list[str]:
             row = contender(name)
         except ValueError as error:
             raise UsageError(f"--designs: {error}") from None
-        if row.variant is not None and row.design == "semaphore":
-            load_variant(row.variant, f"--designs {name}")  # said now, and found as python -m finds it
+        if row.loads() and row.variant is not None:
+            # Said now, and a module:attribute found as python -m finds it.
+            variant = load_variant(row.variant, f"--designs {name}")
+            try:
+                variant.check_design(row.design)
+            except ValueError as error:
+                raise UsageError(f"--designs {name}: {error}") from None
         labels.append(row.label)
     if len(set(labels)) != len(labels):
         raise UsageError(f"--designs: {text!r} names one twice")

@@ -78,7 +78,7 @@ from semsim.inputs.files import read_from, write_text_whole, written_to
 from semsim.inputs.progress import Progress
 from semsim.runtime.kernel import SCHEDULE
 from semsim.world.design import DESIGNS, DesignName
-from semsim.world.variant import REFERENCE
+from semsim.world.variant import REFERENCE, Variant
 
 #: What a case of the gate or the leased worker may break, beyond semsim's invariants.
 DESIGN_INVARIANTS: Final = frozenset({"items_end", *(name for names in PROMISES.values() for name in names)})
@@ -95,6 +95,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     with json_result(args.json) as out:
         status = _fuzz(args, out)
     return status
+
+
+def _fits(variant: Variant, design: str, where: str) -> None:
+    """A usage error if ``variant`` changes a part ``design`` does not have."""
+    try:
+        variant.check_design(design)
+    except ValueError as error:
+        raise UsageError(f"{where}: {error}") from None
 
 
 def _fixes_for(design: str, text: str | None) -> tuple[str, ...]:
@@ -120,17 +128,13 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         _fixes_for("semaphore", args.fixes)
         return _replay(args, out)
     fixes = _fixes_for(design, args.fixes)
-    if design != "semaphore":
-        given = [
-            option
-            for option, value in (("--variant", args.variant), ("--invariant", args.invariant))
-            if value is not None
-        ]
-        if given:
-            raise UsageError(
-                f"{given[0]} is the semaphore's holder's; --design {design} has no holder (its runs are "
-                "judged by what its seed promises: docs/DESIGNS.md)"
-            )
+    if design != "semaphore" and args.invariant is not None:
+        raise UsageError(
+            f"--invariant is the semaphore's holder's; --design {design} has no holder (its runs are "
+            "judged by what its seed promises: docs/DESIGNS.md)"
+        )
+    if args.variant is not None:
+        _fits(load_variant(args.variant, "--variant"), design, "--variant")
     if args.trace is not None:
         raise UsageError("--trace goes with --replay (a campaign saves its case; replay it for a trace)")
     if args.full_checks:
@@ -216,8 +220,10 @@ def _campaign(
         if design != "semaphore":
             holder = f"design {design} (judged by: {', '.join(('items_end', *judges_for(design)))})"
             holder += ", fixes: " + ", ".join(fixes) if fixes else ", as its seed has it"
-        if variant != REFERENCE:
+        if variant != REFERENCE and design == "semaphore":
             holder = f"variant {variant_name} (judged by: {', '.join(variant.judges())}), " + holder
+        elif variant != REFERENCE:  # judged by the design's promises, as the line says
+            holder = f"variant {variant_name} of the " + holder
         if checkers:
             holder += f", with invariants {', '.join(checker.name for checker in checkers)}"
         print(
@@ -556,6 +562,7 @@ def _replay(args: argparse.Namespace, out: dict[str, Any] | None = None) -> int:
             f'that finds it to the case\'s "invariants" list'
         )
     design = case.config.design.name
+    _fits(variant, design, str(args.replay))
     fixes = _fixes_for(design, args.fixes)
     if fixes and design == "semaphore":
         case, tolerated = with_fixes(case, tolerated, fixes)
@@ -571,8 +578,10 @@ def _replay(args: argparse.Namespace, out: dict[str, Any] | None = None) -> int:
     if design != "semaphore":
         spec = case.config.design.gate if design == "gate" else case.config.design.leased
         on = f", design {design}" + (f", fixes: {', '.join(spec.fixes)}" if spec.fixes else "")
-    if variant != REFERENCE:
+    if variant != REFERENCE and design == "semaphore":
         on += f", variant {case.variant} (judged by: {', '.join(variant.judges())})"
+    elif variant != REFERENCE:
+        on += f", variant {case.variant} (judged by: {', '.join(('items_end', *judges_for(design)))})"
     if checkers:
         on += f", with invariants {', '.join(checker.name for checker in checkers)}"
     print(

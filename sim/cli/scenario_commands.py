@@ -143,7 +143,6 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         given = [
             option
             for option, value in (
-                ("--variant", args.variant),
                 ("--invariant", args.invariant),
                 ("--full-checks", args.full_checks),
                 ("--per-group", args.per_group),
@@ -157,6 +156,10 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
                 "(docs/DESIGNS.md)"
             )
     variant = REFERENCE if args.variant is None else load_variant(args.variant, "--variant")
+    try:
+        variant.check_design(design)
+    except ValueError as error:
+        raise UsageError(f"--variant: {error}") from None
     checkers = load_invariants(args.invariant or (), "--invariant")
     duration_s = scenario.config.duration_ms / 1000
     with Progress(f"simulating {scenario.name}", duration_s, "simulated s") as progress:
@@ -171,7 +174,8 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
             ),
         )
     if design != "semaphore":
-        print(f"design {design}, judged by: {', '.join(result.run.judges())}")
+        named = "" if variant == REFERENCE else f", variant {args.variant or variant.name}"
+        print(f"design {design}{named}, judged by: {', '.join(result.run.judges())}")
     elif variant != REFERENCE or checkers:
         print(f"variant {args.variant or variant.name}, judged by: {', '.join(result.run.judges())}")
     print_report(result)

@@ -26,9 +26,10 @@ A row of the matrix is a design, or a variant of one, ``DESIGN@VARIANT``
 (:class:`Contender`): for the semaphore, any holder variant ``semsim run
 --variant`` takes (``every-fix``, ``fix/NAME``, ``mutant/NAME``, a registered
 name or the user's ``module:attribute``); for the gate and the leased
-worker, one of their fixes (``semsim.world.design.DESIGN_FIXES``) or
-``every-fix``. So a team compares its own holder with the reference and
-the other designs under the same faults.
+worker, one of their fixes (``semsim.world.design.DESIGN_FIXES``),
+``every-fix``, or a variant of their own part (a ledger, a store:
+:mod:`semsim.world.variant`). So a team compares its own change with the
+reference and the other designs under the same faults.
 
 Every run tolerates the known findings (docs/FINDINGS.md) its variant does
 not fix: a comparison measures the design as it is, and says which
@@ -93,18 +94,26 @@ class Contender:
 
     def fixes(self) -> tuple[str, ...]:
         """The gate's or the leased worker's fixes this variant turns on (none for the semaphore,
-        whose variant is a holder variant with fixes of its own)."""
+        whose variant is a holder variant with fixes of its own, or for a loaded variant)."""
         if self.variant is None or self.design == "semaphore":
             return ()
-        return DESIGN_FIXES if self.variant == EVERY_FIX else (self.variant,)
+        if self.variant == EVERY_FIX:
+            return DESIGN_FIXES
+        return (self.variant,) if self.variant in DESIGN_FIXES else ()
+
+    def loads(self) -> bool:
+        """Whether the variant is one :func:`find_variant` loads (not a design's fix)."""
+        return self.variant is not None and (self.design == "semaphore" or not self.fixes())
 
     def world(self, config: WorldConfig) -> tuple[WorldConfig, Variant, frozenset[str]]:
         """``config`` running this row, the holder variant and the findings tolerated.
 
-        A semaphore variant that cannot be loaded is :class:`VariantLookupError`.
+        A variant that cannot be loaded is :class:`VariantLookupError`; one that changes what the
+        design does not have, ``ValueError``.
         """
+        variant = find_variant(self.variant) if self.loads() and self.variant is not None else REFERENCE
+        variant.check_design(self.design)
         if self.design == "semaphore":
-            variant = REFERENCE if self.variant is None else find_variant(self.variant)
             world = attrs.evolve(config, design=DesignSpec())
             return world, variant, tolerated_for(variant.with_fixes(config.holder.fixes))
         fixes = self.fixes()
@@ -113,13 +122,13 @@ class Contender:
             spec = attrs.evolve(spec, gate=attrs.evolve(spec.gate, fixes=fixes))
         else:
             spec = attrs.evolve(spec, leased=attrs.evolve(spec.leased, fixes=fixes))
-        return attrs.evolve(config, design=spec), REFERENCE, design_tolerated_for(self.design, fixes)
+        return attrs.evolve(config, design=spec), variant, design_tolerated_for(self.design, fixes)
 
 
 def contender(text: str) -> Contender:
     """The row ``DESIGN`` or ``DESIGN@VARIANT`` names (module docstring); ValueError saying why not.
 
-    A semaphore variant is only named here; :meth:`Contender.world` loads it.
+    A variant is only named here; :meth:`Contender.world` loads it.
     """
     design, at, variant = text.partition(AT)
     if design not in DESIGNS:
@@ -128,11 +137,6 @@ def contender(text: str) -> Contender:
         return Contender(design)
     if not variant.strip() or variant != variant.strip():
         raise ValueError(f"{text!r}: name a variant after {AT!r}, without spaces around it")
-    if design != "semaphore" and variant != EVERY_FIX and variant not in DESIGN_FIXES:
-        raise ValueError(
-            f"{text!r}: a variant of the {design} design is one of its fixes or {EVERY_FIX}: "
-            f"{', '.join((*DESIGN_FIXES, EVERY_FIX))}"
-        )
     if design == "semaphore" and variant == REFERENCE.name:
         return Contender("semaphore")
     return Contender(design, variant)
@@ -277,7 +281,7 @@ def check_matrix(
     for row in rows:
         try:
             worlds.append(row.world(config)[0])
-        except VariantLookupError as error:
+        except (VariantLookupError, ValueError) as error:
             raise ValueError(f"{row.label}: {error}") from None
     for plan in plans:
         if plan not in PLANS:

@@ -99,11 +99,12 @@ def run_case(
     variant = find_variant(case.variant)  # VariantLookupError: the caller's to report, not a crash
     checkers = find_invariants(case.invariants)  # InvariantLookupError: the same
     if case.config.design.name != "semaphore":
-        # The gate's and the leased worker's: no holder to vary or judge, no known findings.
+        # The gate's and the leased worker's: their own findings, and a variant of their own part.
         check_design_case(case, tolerated, full_checks)
+        variant.check_design(case.config.design.name)
     try:
         if case.config.design.name != "semaphore":
-            measured = run_design(case.config, case.faults, case.seed, tolerated=tolerated)
+            measured = run_design(case.config, case.faults, case.seed, tolerated=tolerated, variant=variant)
             return design_report_of(case, measured), measured
         run = run_world(
             case.config,
@@ -170,14 +171,14 @@ def design_report_of(case: Case, run: DesignRun) -> RunReport:
 
 
 def check_design_case(case: Case, tolerated: frozenset[str], full_checks: bool) -> None:
-    """A case of the gate or the leased worker names no holder variant or invariant of the semaphore's,
-    tolerates only its design's findings, and is not replayed in the checker's debug mode: else
-    refused (``ValueError``), not run."""
+    """A case of the gate or the leased worker names no invariant of the semaphore's, tolerates only
+    its design's findings, and is not replayed in the checker's debug mode: else refused
+    (``ValueError``), not run. (Its variant, if any, is checked once loaded:
+    ``Variant.check_design``.)"""
     design = case.config.design.name
     given = [
         name
         for name, value in (
-            ("a holder variant", case.variant != "reference"),
             ("invariants of the semaphore's", case.invariants),
             ("the checker's full checks", full_checks),
         )
@@ -551,7 +552,8 @@ def campaign(
     cases come from :func:`semsim.explore.strategies.cases`, the gate's and the leased
     worker's from :func:`semsim.explore.design_strategies.design_cases`; their ``fixes``
     are their design's (``semsim.world.design.DESIGN_FIXES``), they tolerate their design's
-    findings (F6, F7) unless fixed, and take no ``variant`` or ``invariants`` (``ValueError``).
+    findings (F6, F7) unless fixed, take no ``invariants`` and only a ``variant`` of their own
+    part (``Variant.check_design``; else ``ValueError``).
 
     ``variant``: the holder variant every drawn case runs, by the name
     :func:`semsim.harness.variants.find_variant` finds it by (``examples`` carry their own);
@@ -578,14 +580,13 @@ def campaign(
     check_seed(seed)
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}: the designs are {', '.join(DESIGNS)}")
-    if design != "semaphore" and (variant != "reference" or invariants):
-        raise ValueError(
-            f"a variant and invariants are the semaphore's holder's; the {design} design has none"
-        )
+    if design != "semaphore" and invariants:
+        raise ValueError(f"invariants are the semaphore's holder's; the {design} design has none")
     if tolerated is not None:
         check_tolerated(tolerated)
     if design == "semaphore":
         chosen = find_variant(variant)  # one that cannot be loaded is the caller's error, now
+        chosen.check_design(design)
         fixes = chosen.with_fixes(fixes)  # its fixes are the campaign's: drawn into its cases, not tolerated
         find_invariants(invariants)
         allowed = tolerated_for(fixes) if tolerated is None else tolerated
@@ -596,7 +597,8 @@ def campaign(
         # The design's own fixes (semsim.world.design.DESIGN_FIXES), drawn into its worlds.
         allowed = design_tolerated_for(design, fixes) if tolerated is None else tolerated
         allowed &= design_tolerated_for(design, fixes)
-        drawn = design_cases(design, fixes)
+        find_variant(variant).check_design(design)  # one of the design's own part, or refused now
+        drawn = design_cases(design, fixes).map(lambda case: attrs.evolve(case, variant=variant))
     run = runner if runner is not None else _run_here
     result = Campaign(design=design)
     failed: dict[Case, RunReport] = {}

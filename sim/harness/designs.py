@@ -108,7 +108,9 @@ def run_design(
     faults must be ones the design meets (``semsim.world.design.FAULTS_FOR``). ``tolerated``,
     ``full_checks``, ``variant`` and ``checkers`` are the semaphore's (``run_world``'s: the
     known findings a run may meet, the checker's debug mode, the holder variant, the user's
-    invariants); the other designs have no holder and no known findings yet, and refuse them.
+    invariants). The other designs take a variant of their own part (a gate's ledger, the
+    leased workers' store: :meth:`Variant.check_design`) and their own findings, and refuse
+    the rest.
     """
     check_run(config, faults, seed, tolerated)
     if config.design.name != "semaphore":
@@ -123,7 +125,6 @@ def run_design(
             name
             for name, value in (
                 ("full_checks", full_checks),
-                ("variant", variant != REFERENCE),
                 ("checkers", checkers),
             )
             if value
@@ -133,13 +134,16 @@ def run_design(
                 f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} the semaphore's; "
                 f"design {config.design.name!r} has no holder"
             )
+        if not isinstance(variant, Variant):
+            raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
+        variant.check_design(config.design.name)
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
     if config.design.name == "semaphore":
         return _run_semaphore(
             config, faults, seed, limits, progress, tolerated, full_checks, variant, checkers
         )
-    return _run_other(config, faults, seed, limits, progress, tolerated)
+    return _run_other(config, faults, seed, limits, progress, tolerated, variant)
 
 
 def _run_semaphore(
@@ -197,12 +201,15 @@ def _run_other(
     limits: Limits | None,
     progress: Callable[[int], None] | None,
     tolerated: frozenset[str],
+    variant: Variant,
 ) -> DesignRun:
     design = config.design.name
     trace = Trace(seed, config.to_dict(), faults.to_dict())
     trace.header["semsim"] = __version__
     trace.header["schedule"] = SCHEDULE
     trace.header["judges"] = [ITEMS_END, *judges_for(design)]
+    if variant != REFERENCE:
+        trace.header["variant"] = {"name": variant.name, "judges": trace.header["judges"]}
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     if faults.faults_until_ms is None:
         faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
@@ -227,7 +234,7 @@ def _run_other(
                 gate_rng = sim.rng("gate")
                 for name in coordinators("gate", config.workload.keys):
                     objects[name] = DurableObject(
-                        sim, name, lambda ctx: GateObject(ctx, spec, cap, faults, gate_rng), nursery
+                        sim, name, lambda ctx: GateObject(ctx, spec, cap, faults, gate_rng, variant), nursery
                     )
                     # POST /acquire and /release over HTTP: delivered once or not at all, as the API.
                     network.register(name, objects[name], duplicates=False)
@@ -273,7 +280,7 @@ def _run_other(
             else:
                 leased = config.design.leased
                 store = LeaseStoreObject(
-                    sim, config.workload.keys, cap, _rate_limits(leased, config.workload.keys)
+                    sim, config.workload.keys, cap, _rate_limits(leased, config.workload.keys), variant
                 )
                 limits_of = {account: cap for account in config.workload.keys}
                 judged = JudgedStore(sim, verdicts, store, limits_of)
@@ -314,7 +321,8 @@ def _run_other(
             nursery.cancel_scope.cancel()
 
     bound = limits or Limits(time_limit_ms=config.duration_ms + MAX_SETTLE_MS + 1)
-    result = run(seed, main, trace, bound, progress)
+    with variant.applied():  # a patch, for this run only, whatever happens in it
+        result = run(seed, main, trace, bound, progress)
     findings = found[0].findings if found else Counter[str]()
     return DesignRun(design, trace, result, measured[0] if measured else None, findings=findings)
 

@@ -342,6 +342,7 @@ def run_world(
         raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
     if not isinstance(variant, Variant):
         raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
+    variant.check_design(config.design.name)  # a gate's ledger, say, would be ignored here
     checkers = check_checkers(checkers, RESERVED_NAMES)
     if not variant.fixes <= set(config.holder.fixes):
         # The variant's own fixes are the config's too, so the trace and the model say so.

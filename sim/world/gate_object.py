@@ -24,22 +24,31 @@ from __future__ import annotations
 from random import Random
 from typing import Any
 
-from semaphore_core.gate import ConcurrencySlots
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import RemoteError
 from semsim.world.design import GateSpec
 from semsim.world.faults import FaultPlan
+from semsim.world.variant import REFERENCE, Variant
 
 
 class GateObject:
     """One live instance of a gate: a fresh ledger, exact while the instance lives."""
 
-    def __init__(self, ctx: ObjectContext, spec: GateSpec, cap: int, faults: FaultPlan, rng: Random) -> None:
+    def __init__(
+        self,
+        ctx: ObjectContext,
+        spec: GateSpec,
+        cap: int,
+        faults: FaultPlan,
+        rng: Random,
+        variant: Variant = REFERENCE,
+    ) -> None:
         self.ctx = ctx
         self._spec = spec
         self._faults = faults
         self._rng = rng
-        self.ledger = ConcurrencySlots(
+        #: Seed 003's ``ConcurrencySlots``, or the variant's ledger (semsim.world.variant).
+        self.ledger = variant.build_ledger(
             lambda: ctx.sim.next_id("slot"), max_in_flight=cap, stale_ms=spec.stale_ms
         )
         #: Every token this instance handed out: what its count covers (a successor's starts empty).

@@ -31,6 +31,7 @@ from semaphore_core.numbers import MAX_SAFE_INTEGER
 from semsim.runtime.kernel import Sim
 from semsim.runtime.network import RemoteError
 from semsim.world.submitted import parse_items
+from semsim.world.variant import REFERENCE, Variant
 
 NAME: Final = "store"
 #: What a write may set: an execution's end (the worker's ``finish``), always releasing.
@@ -41,10 +42,17 @@ class LeaseStoreObject:
     """The store endpoint: one SQLite database and the inputs of its instances."""
 
     def __init__(
-        self, sim: Sim, accounts: Sequence[str], cap: int, rate_limits: Sequence[RateLimitRule] = ()
+        self,
+        sim: Sim,
+        accounts: Sequence[str],
+        cap: int,
+        rate_limits: Sequence[RateLimitRule] = (),
+        variant: Variant = REFERENCE,
     ) -> None:
         self._sim = sim
-        self.store = LeaseStore(sqlite3.connect(":memory:", isolation_level=None))
+        #: The modelled ``LeaseStore``, or the variant's (semsim.world.variant); what is judged and
+        #: measured reads its tables (``live_leases``, ``leased``, ...), not its methods.
+        self.store: LeaseStore = variant.build_store(sqlite3.connect(":memory:", isolation_level=None))
         self._workflows = tuple(accounts)
         self._limits = {account: cap for account in accounts}
         self._rate_limits = tuple(rate_limits)

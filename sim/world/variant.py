@@ -35,6 +35,24 @@ Two more fields make a variant of what is not a holder subclass:
   variants of this kind. A patch rebinds what every world in the process
   sees, so a process runs one patched variant at a time, which is how
   worlds run.
+
+The other two designs (:mod:`semsim.world.design`) have no holder; a
+variant of one changes the part the seed gives in full:
+
+- ``ledger``, for the gate: builds each gate instance's slot ledger as
+  ``ConcurrencySlots(new_token, max_in_flight=..., stale_ms=...)`` does (a
+  subclass of :class:`semaphore_core.gate.ConcurrencySlots`; ``slots()``
+  keeps its meaning, as the judges read it);
+- ``store``, for the leased worker: builds the store as
+  ``LeaseStore(conn)`` does (a subclass of
+  :class:`semaphore_core.leased.LeaseStore`, keeping its tables, as the
+  judges read them).
+
+Such a run is judged by its design's promises
+(:mod:`semsim.check.design_promises`), whatever ``model`` says, and a
+``patch`` applies to it as to any run. A variant that changes what the
+design it runs does not have (a holder or holder fixes for the gate, a
+ledger for the semaphore) is refused (:meth:`Variant.check_design`).
 """
 
 from __future__ import annotations
@@ -48,11 +66,18 @@ import attrs
 
 from semaphore_core import Holder, HolderConfig
 from semaphore_core.fixes import KNOWN_FIXES
+from semaphore_core.gate import ConcurrencySlots
+from semaphore_core.leased import LeaseStore
 
 #: Builds one holder instance: ``(storage, config, new_id) -> Holder``, as ``Holder`` itself does.
 HolderFactory: TypeAlias = Callable[[sqlite3.Connection, HolderConfig, Callable[[], str]], Holder]
 #: Builds one model instance as ``LiteralHolder(conn, options, new_id)`` does (semsim.check.literal_holder).
 ModelFactory: TypeAlias = Callable[[sqlite3.Connection, Any, Callable[[], str]], Any]
+
+#: Builds a gate's ledger as ``ConcurrencySlots(new_token, max_in_flight=, stale_ms=)`` does.
+LedgerFactory: TypeAlias = Callable[..., ConcurrencySlots]
+#: Builds the leased workers' store as ``LeaseStore(conn)`` does.
+StoreFactory: TypeAlias = Callable[[sqlite3.Connection], LeaseStore]
 
 #: Changes what every world in the process sees while it is entered (a variant's ``patch``).
 Patch: TypeAlias = Callable[[], contextlib.AbstractContextManager[None]]
@@ -94,6 +119,12 @@ def _check_fixes(instance: object, attribute: Any, value: Any) -> None:
         )
 
 
+def _check_factory(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None and not callable(value):
+        what = "a ConcurrencySlots subclass" if attribute.name == "ledger" else "a LeaseStore subclass"
+        raise TypeError(f"a variant's {attribute.name} builds one ({what}, say), or is None, got {value!r}")
+
+
 def _check_patch(instance: object, attribute: Any, value: Any) -> None:
     if value is not None and not callable(value):
         raise TypeError(
@@ -115,6 +146,49 @@ class Variant:
     fixes: frozenset[str] = attrs.field(default=frozenset(), converter=_as_fixes, validator=_check_fixes)
     #: Entered around each run, in the process that runs it (see the module docstring).
     patch: Patch | None = attrs.field(default=None, validator=_check_patch)
+    #: The gate's ledger (None: seed 003's ``ConcurrencySlots``).
+    ledger: LedgerFactory | None = attrs.field(default=None, validator=_check_factory)
+    #: The leased workers' store (None: seed 004's ``LeaseStore`` as modelled).
+    store: StoreFactory | None = attrs.field(default=None, validator=_check_factory)
+
+    def check_design(self, design: str) -> None:
+        """``ValueError`` if the variant changes a part ``design`` does not have: it would be ignored."""
+        changed = {
+            "a holder": self.holder is not Holder,
+            "holder fixes": bool(self.fixes),
+            "a ledger": self.ledger is not None,
+            "a store": self.store is not None,
+        }
+        theirs = _PARTS[design]
+        foreign = [part for part, is_changed in changed.items() if is_changed and part not in theirs]
+        if foreign:
+            raise ValueError(
+                f"variant {self.name!r} changes {' and '.join(foreign)}, which the {design} design does "
+                'not have (README, "Your own holder: variants")'
+            )
+
+    def build_ledger(
+        self, new_token: Callable[[], str], *, max_in_flight: int, stale_ms: int
+    ) -> ConcurrencySlots:
+        """One gate instance's ledger; anything but a ``ConcurrencySlots`` is refused, naming the variant."""
+        factory = ConcurrencySlots if self.ledger is None else self.ledger
+        ledger = factory(new_token, max_in_flight=max_in_flight, stale_ms=stale_ms)
+        if not isinstance(ledger, ConcurrencySlots):
+            raise TypeError(
+                f"variant {self.name!r} built a {type(ledger).__name__}, "
+                "not a semaphore_core.gate.ConcurrencySlots"
+            )
+        return ledger
+
+    def build_store(self, conn: sqlite3.Connection) -> LeaseStore:
+        """The leased workers' store; anything but a ``LeaseStore`` is refused, naming the variant."""
+        store = LeaseStore(conn) if self.store is None else self.store(conn)
+        if not isinstance(store, LeaseStore):
+            raise TypeError(
+                f"variant {self.name!r} built a {type(store).__name__}, "
+                "not a semaphore_core.leased.LeaseStore"
+            )
+        return store
 
     def judges(self) -> tuple[str, ...]:
         """Who judges its runs, in words a verdict can print."""
@@ -140,6 +214,14 @@ class Variant:
                 f"variant {self.name!r} built a {type(holder).__name__}, not a semaphore_core.Holder"
             )
         return holder
+
+
+#: What a variant may change in each design (:meth:`Variant.check_design`).
+_PARTS: Final[dict[str, tuple[str, ...]]] = {
+    "semaphore": ("a holder", "holder fixes"),
+    "gate": ("a ledger",),
+    "leased-worker": ("a store",),
+}
 
 
 def _name_of(factory: object) -> str:

@@ -1,0 +1,199 @@
+"""A team's own gate ledger or lease store, run and judged as a variant (semsim.world.variant).
+
+The gate and the leased worker have no holder; a variant of one changes the part its seed gives
+in full (``ledger``, ``store``), and every command that takes ``--variant`` runs it: ``run``,
+``fuzz --design`` (drawn runs and replay), ``compare --designs DESIGN@VARIANT``. A variant that
+changes a part its design does not have is refused, not ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from semaphore_core.gate import ConcurrencySlots
+from semaphore_core.leased import LeaseStore
+from semaphore_core.leased.store import Status
+from semsim.check.design_promises import FENCED_WRITE, GATE_EXACT
+from semsim.cli.main import main
+from semsim.explore.fuzz import campaign
+from semsim.harness.designs import run_design
+from semsim.scenarios import SCENARIOS, run_scenario
+from semsim.world.variant import REFERENCE, Variant
+
+
+def _one_too_many(new_token: Callable[[], str], *, max_in_flight: int, stale_ms: int) -> ConcurrencySlots:
+    return ConcurrencySlots(new_token, max_in_flight=max_in_flight + 1, stale_ms=stale_ms)
+
+
+class Unfenced(LeaseStore):
+    """Lands every write, whatever its token: the fence forgotten."""
+
+    def write(
+        self,
+        id: str,
+        token: str,
+        status: Status,
+        now_ms: int,
+        *,
+        release: bool = False,
+        wake_at_ms: int | None = None,
+    ) -> bool:
+        self.conn.execute("UPDATE workflow_instances SET lease_token = ? WHERE id = ?", (token, id))
+        return super().write(id, token, status, now_ms, release=release, wake_at_ms=wake_at_ms)
+
+
+OVER = Variant("gate-one-too-many", ledger=_one_too_many)
+UNFENCED = Variant("store-unfenced", store=Unfenced)
+
+TEAM_MODULE = """
+from semaphore_core.gate import ConcurrencySlots
+from semsim.world.variant import Variant
+
+
+def _one_too_many(new_token, *, max_in_flight, stale_ms):
+    return ConcurrencySlots(new_token, max_in_flight=max_in_flight + 1, stale_ms=stale_ms)
+
+
+OVER = Variant("gate-one-too-many", ledger=_one_too_many)
+"""
+
+
+@pytest.fixture
+def team_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``team_gate:OVER``, a module in the working directory, as a team's own would be."""
+    (tmp_path / "team_gate.py").write_text(TEAM_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "team_gate", raising=False)
+    return "team_gate:OVER"
+
+
+def test_a_ledger_that_admits_one_too_many_breaks_gate_exact() -> None:
+    story = SCENARIOS["gate-leaked-slot-heals"]  # a cap of 1, and a caller that shed for 2 minutes
+    assert run_scenario(story).passed
+    result = run_scenario(story, variant=OVER)
+    assert result.run.result.invariant == GATE_EXACT
+    assert result.run.trace.header["variant"]["name"] == "gate-one-too-many"
+
+
+def test_a_store_without_its_fence_breaks_fenced_write() -> None:
+    story = SCENARIOS["leased-lost-lease-runs-twice"]  # the stale worker writes after its lease is lost
+    assert run_scenario(story).passed
+    assert run_scenario(story, variant=UNFENCED).run.result.invariant == FENCED_WRITE
+
+
+def test_the_gates_drawn_runs_find_the_ledger_that_admits_one_too_many() -> None:
+    found = campaign(30, seed=1, design="gate", variant="tests.test_design_variants:OVER", examples=())
+    assert found.failure is not None
+    assert found.failure.invariant == GATE_EXACT
+    assert found.failure.case.variant == "tests.test_design_variants:OVER"
+
+
+@pytest.mark.parametrize(
+    ("variant", "design", "part"),
+    [
+        (Variant("mine", holder=lambda conn, config, new_id: None), "gate", "a holder"),  # type: ignore[arg-type,return-value]
+        (Variant("mine", fixes={"calls-end-within-their-permit"}), "leased-worker", "holder fixes"),
+        (OVER, "semaphore", "a ledger"),
+        (OVER, "leased-worker", "a ledger"),
+        (UNFENCED, "gate", "a store"),
+    ],
+)
+def test_a_variant_of_a_part_its_design_does_not_have_is_refused(
+    variant: Variant, design: str, part: str
+) -> None:
+    with pytest.raises(ValueError, match=f"changes {part}, which the {design} design does not have"):
+        variant.check_design(design)
+    config = SCENARIOS["gate-fails-open" if design == "gate" else "leased-lost-lease-runs-twice"].config
+    if design != "semaphore":
+        with pytest.raises(ValueError, match="does not have"):
+            run_design(
+                config,
+                SCENARIOS["gate-fails-open"].faults
+                if design == "gate"
+                else SCENARIOS["leased-lost-lease-runs-twice"].faults,
+                1,
+                variant=variant,
+            )
+
+
+def test_a_factory_that_builds_something_else_is_refused_naming_the_variant() -> None:
+    odd = Variant("odd", ledger=lambda new_token, **_: object(), store=lambda conn: object())  # type: ignore[arg-type,return-value]
+    with pytest.raises(
+        TypeError, match=re.escape("variant 'odd' built a object, not a semaphore_core.gate.ConcurrencySlots")
+    ):
+        odd.build_ledger(lambda: "t", max_in_flight=1, stale_ms=1)
+    with pytest.raises(
+        TypeError, match=re.escape("variant 'odd' built a object, not a semaphore_core.leased.LeaseStore")
+    ):
+        odd.build_store(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a variant's ledger builds one"):
+        Variant("bad", ledger=3)  # type: ignore[arg-type]
+
+
+def test_a_variants_patch_is_entered_around_a_design_run() -> None:
+    entered: list[str] = []
+
+    @contextlib.contextmanager
+    def patch() -> Iterator[None]:
+        entered.append("in")
+        try:
+            yield
+        finally:
+            entered.append("out")
+
+    story = SCENARIOS["gate-fails-open"]
+    run = run_design(story.config, story.faults, 1, variant=Variant("patched", patch=patch))
+    assert run.result.outcome == "completed"
+    assert entered == ["in", "out"]
+    REFERENCE.check_design("gate")  # the seed's gate: nothing foreign
+
+
+def test_semsim_run_takes_a_teams_gate_variant(team_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "gate-leaked-slot-heals", "--variant", team_module]) == 1
+    captured = capsys.readouterr()
+    assert "design gate, variant team_gate:OVER, judged by: items_end, gate_exact" in captured.out
+    assert f"invariant {GATE_EXACT} violated" in captured.out + captured.err
+    assert main(["run", "gate-fails-open", "--variant", "every-fix"]) == 2
+    err = capsys.readouterr().err
+    assert "--variant: variant 'every-fix' changes holder fixes, which the gate design does not have" in err
+
+
+def test_semsim_fuzz_finds_and_replays_a_teams_gate_variant(
+    team_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["fuzz", "--design", "gate", "--variant", team_module, "--runs", "2", "--workers", "1"]
+    assert main([*argv, "--no-db", "--quiet", "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    assert "variant team_gate:OVER of the design gate (judged by: items_end, gate_exact)" in out
+    (case,) = (tmp_path / "out").glob("case-*.json")
+    assert json.loads(case.read_text())["variant"] == "team_gate:OVER"
+    assert main(["fuzz", "--replay", str(case)]) == 1
+    assert (
+        "variant team_gate:OVER (judged by: items_end, gate_exact), outcome violation"
+        in capsys.readouterr().out
+    )
+    assert (
+        main(["fuzz", "--design", "leased-worker", "--variant", team_module, "--runs", "1", "--no-db"]) == 2
+    )
+    assert "changes a ledger, which the leased-worker design does not have" in capsys.readouterr().err
+    assert main(["fuzz", "--variant", team_module, "--runs", "1", "--no-db"]) == 2
+    assert "changes a ledger, which the semaphore design does not have" in capsys.readouterr().err
+
+
+def test_semsim_compare_runs_a_teams_gate_beside_the_seeds(
+    team_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["compare", "--designs", f"gate,gate@{team_module}", "--plans", "calm", "--seeds", "1"]
+    assert main([*argv, "--workers", "1", "--quiet", "--no-db"]) == 1
+    out = capsys.readouterr().out
+    assert "| gate | calm | 1/1 |" in out
+    assert "| gate@team_gate:OVER | calm | 0/1 |" in out
+    assert "gate@team_gate:OVER under calm, seed 1: violation (gate_exact)" in out
