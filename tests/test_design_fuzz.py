@@ -112,7 +112,6 @@ def test_design_cases_meet_only_their_designs_faults() -> None:
             ["--design", "gate", "--fixes", "claims-respect-the-limit"],
             "unknown fix 'claims-respect-the-limit' of design gate",
         ),
-        (["--design", "leased-worker", "--invariant", "x:y"], "--invariant is the semaphore's holder's"),
         (
             ["--design", "leased-worker", "--variant", "every-fix"],
             "changes holder fixes, which the leased-worker design does not have",

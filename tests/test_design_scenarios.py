@@ -222,7 +222,7 @@ def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(
     assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
 
 
-@pytest.mark.parametrize("option", [["--full-checks"], ["--invariant", "x:y"], ["--per-group"]])
+@pytest.mark.parametrize("option", [["--full-checks"], ["--per-group"]])
 def test_semsim_run_refuses_holder_options_for_another_design(
     option: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,4 +1,5 @@
-"""A team's own gate ledger or lease store, run and judged as a variant (semsim.world.variant).
+"""A team's own gate ledger or lease store, run and judged as a variant (semsim.world.variant), and
+a team's own invariants judged on those designs' runs (semsim.check.design_checkers).
 
 The gate and the leased worker have no holder; a variant of one changes the part its seed gives
 in full (``ledger``, ``store``), and every command that takes ``--variant`` runs it: ``run``,
@@ -14,13 +15,16 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from semaphore_core.gate import ConcurrencySlots
 from semaphore_core.leased import LeaseStore
 from semaphore_core.leased.store import Status
+from semsim.check.checker import CHECKER_FAILED, Checker
 from semsim.check.design_promises import FENCED_WRITE, GATE_EXACT
+from semsim.check.events import ApiCallChange, Finish
 from semsim.cli.main import main
 from semsim.explore.fuzz import campaign
 from semsim.harness.designs import run_design
@@ -197,3 +201,113 @@ def test_semsim_compare_runs_a_teams_gate_beside_the_seeds(
     assert "| gate | calm | 1/1 |" in out
     assert "| gate@team_gate:OVER | calm | 0/1 |" in out
     assert "gate@team_gate:OVER under calm, seed 1: violation (gate_exact)" in out
+
+
+# --- a team's own invariants on the other designs' runs (semsim.check.design_checkers) ---------
+
+TEAM_INVARIANTS = """
+from semsim.check.checker import Checker, Violated
+
+
+class NeverOverCap(Checker):
+    name = "never_over_cap"
+    description = "no account ever has more calls at the API than its cap"
+
+    def on_api(self, call):
+        if call.change == "start" and call.in_flight > call.limit:
+            raise Violated(f"{call.in_flight} calls for {call.account}, cap {call.limit}")
+
+
+class HearsRounds(Checker):
+    name = "hears_rounds"
+
+    def on_round(self, round):
+        pass
+"""
+
+
+class CountsCalls(Checker):
+    """Keeps what it heard, for the test to read (each run builds its own instance)."""
+
+    name = "counts_calls"
+    heard: ClassVar[list[tuple[str, int, int, int | None]]] = []
+    finished: ClassVar[list[dict[str, int]]] = []
+
+    def on_api(self, call: ApiCallChange) -> None:
+        CountsCalls.heard.append((call.change, call.in_flight, call.in_use, call.limit))
+
+    def on_finish(self, finish: Finish) -> None:
+        CountsCalls.finished.append(dict(finish.in_use))
+
+
+class Broken(Checker):
+    name = "broken"
+
+    def on_api(self, call: ApiCallChange) -> None:
+        raise RuntimeError("a bug of the checker's own")
+
+
+@pytest.fixture
+def team_invariants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "team_invariants.py").write_text(TEAM_INVARIANTS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "team_invariants", raising=False)
+    return "team_invariants"
+
+
+def test_a_checker_hears_every_api_change_and_the_end_of_a_gates_run() -> None:
+    CountsCalls.heard.clear()
+    CountsCalls.finished.clear()
+    story = SCENARIOS["gate-evicted-over-admits"]  # cap 2; the gate evicted at 10 s
+    result = run_scenario(story, checkers=[CountsCalls])
+    assert result.passed, result.failures
+    assert "counts_calls" in result.run.judges()
+    starts = [
+        (in_flight, in_use, limit)
+        for change, in_flight, in_use, limit in CountsCalls.heard
+        if change == "start"
+    ]
+    # Both slots are taken before either call starts; then the successor's two: four calls at
+    # the API while the design counts two.
+    assert starts == [(1, 2, 2), (2, 2, 2), (3, 2, 2), (4, 2, 2)]
+    assert CountsCalls.finished == [{"acct": 0}]
+
+
+def test_a_teams_invariant_breaks_where_the_gate_over_admits(
+    team_invariants: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    never_over = f"{team_invariants}:NeverOverCap"
+    assert main(["run", "gate-fails-open", "--invariant", never_over]) == 1
+    out = capsys.readouterr().out
+    assert "judged by: items_end, gate_exact, never_over_cap" in out
+    assert "invariant never_over_cap violated" in out
+    argv = ["fuzz", "--design", "gate", "--invariant", never_over, "--runs", "2", "--workers", "1"]
+    assert main([*argv, "--no-db", "--quiet", "--out", str(tmp_path / "out")]) == 1
+    (case,) = (tmp_path / "out").glob("case-*never_over_cap.json")
+    assert json.loads(case.read_text())["invariants"] == [never_over]
+    assert main(["fuzz", "--replay", str(case)]) == 1
+    assert "VIOLATED never_over_cap" in capsys.readouterr().out
+
+
+def test_a_checker_that_hears_what_the_design_never_calls_is_refused(
+    team_invariants: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deaf = f"{team_invariants}:HearsRounds"
+    assert main(["run", "gate-fails-open", "--invariant", deaf]) == 2
+    assert "hears on_round, which a run of the gate design never calls" in capsys.readouterr().err
+    assert main(["fuzz", "--design", "leased-worker", "--invariant", deaf, "--runs", "1", "--no-db"]) == 2
+    assert "hears on_round, which a run of the leased-worker design never calls" in capsys.readouterr().err
+    story = SCENARIOS["gate-fails-open"]
+    with pytest.raises(ValueError, match="hears on_round"):
+        run_design(story.config, story.faults, 1, checkers=[sys.modules["team_invariants"].HearsRounds])
+
+
+def test_a_checker_that_fails_for_its_own_reasons_is_the_checker_verdict() -> None:
+    story = SCENARIOS["leased-lost-lease-runs-twice"]
+    run = run_design(story.config, story.faults, 1, checkers=[Broken])
+    assert run.result.invariant == CHECKER_FAILED
+    assert (
+        "invariant broken (Broken.on_api) failed: RuntimeError: a bug of the checker's own"
+        in run.result.detail
+    )

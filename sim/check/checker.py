@@ -40,6 +40,10 @@ hears, synchronously and in the run's deterministic order:
   (where a liveness promise is judged). A run that stops early, on another
   invariant, never finishes.
 
+A run of the gate or the leased worker calls ``on_api`` and ``on_finish``
+alone, and refuses a checker that hears more
+(:mod:`semsim.check.design_checkers`).
+
 A hook reports a broken promise by raising :class:`Violated` (or a plain
 ``assert``: its message is the detail). The run stops there with the
 checker's ``name`` as the violated invariant, exactly as a built-in one

@@ -27,7 +27,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import ExitStack, closing, contextmanager, suppress
 from pathlib import Path
@@ -36,7 +36,8 @@ from typing import Any, Final, TextIO, cast
 
 import attrs
 
-from semsim.check.checker import CHECKER_FAILED
+from semsim.check.checker import CHECKER_FAILED, Checker
+from semsim.check.design_checkers import check_design_checkers
 from semsim.check.design_promises import PROMISES, judges_for
 from semsim.check.invariants import INVARIANTS
 from semsim.cli.loading import load_invariants, load_variant
@@ -105,6 +106,14 @@ def _fits(variant: Variant, design: str, where: str) -> None:
         raise UsageError(f"{where}: {error}") from None
 
 
+def _hear(checkers: Sequence[type[Checker]], design: str, where: str) -> None:
+    """A usage error if a checker hears what a run of ``design`` never calls."""
+    try:
+        check_design_checkers(checkers, design)
+    except ValueError as error:
+        raise UsageError(f"{where}: {error}") from None
+
+
 def _fixes_for(design: str, text: str | None) -> tuple[str, ...]:
     """``--fixes`` as ``design`` knows its fixes (the semaphore's holder's, or the design's own)."""
     try:
@@ -129,10 +138,7 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         return _replay(args, out)
     fixes = _fixes_for(design, args.fixes)
     if design != "semaphore" and args.invariant is not None:
-        raise UsageError(
-            f"--invariant is the semaphore's holder's; --design {design} has no holder (its runs are "
-            "judged by what its seed promises: docs/DESIGNS.md)"
-        )
+        _hear(load_invariants(args.invariant, "--invariant"), design, "--invariant")
     if args.variant is not None:
         _fits(load_variant(args.variant, "--variant"), design, "--variant")
     if args.trace is not None:
@@ -563,6 +569,8 @@ def _replay(args: argparse.Namespace, out: dict[str, Any] | None = None) -> int:
         )
     design = case.config.design.name
     _fits(variant, design, str(args.replay))
+    if design != "semaphore":
+        _hear(checkers, design, str(args.replay))
     fixes = _fixes_for(design, args.fixes)
     if fixes and design == "semaphore":
         case, tolerated = with_fixes(case, tolerated, fixes)

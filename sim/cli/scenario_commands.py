@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from semsim.check.builtin import BUILTIN
+from semsim.check.design_checkers import check_design_checkers
 from semsim.cli.loading import load_invariants, load_variant
 from semsim.harness.designs import DesignRun
 from semsim.harness.invariants import installed as installed_invariants
@@ -143,7 +144,6 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         given = [
             option
             for option, value in (
-                ("--invariant", args.invariant),
                 ("--full-checks", args.full_checks),
                 ("--per-group", args.per_group),
             )
@@ -161,6 +161,11 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     except ValueError as error:
         raise UsageError(f"--variant: {error}") from None
     checkers = load_invariants(args.invariant or (), "--invariant")
+    if design != "semaphore":
+        try:
+            check_design_checkers(checkers, design)
+        except ValueError as error:
+            raise UsageError(f"--invariant: {error}") from None
     duration_s = scenario.config.duration_ms / 1000
     with Progress(f"simulating {scenario.name}", duration_s, "simulated s") as progress:
         result = run_scenario(

@@ -30,6 +30,7 @@ from hypothesis.database import ExampleDatabase
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
 from semsim.check.checker import MAX_CHECKERS
 from semsim.check.coverage import EXPECTED, coverage, missing
+from semsim.check.design_checkers import check_design_checkers
 from semsim.check.design_coverage import DESIGN_EXPECTED, design_coverage, design_missing
 from semsim.check.invariants import DESIGN_FINDINGS, SEMAPHORE_FINDINGS
 from semsim.check.invariants import KNOWN_FINDINGS as KNOWN_FINDINGS  # what a campaign counts by name
@@ -102,9 +103,12 @@ def run_case(
         # The gate's and the leased worker's: their own findings, and a variant of their own part.
         check_design_case(case, tolerated, full_checks)
         variant.check_design(case.config.design.name)
+        check_design_checkers(checkers, case.config.design.name)
     try:
         if case.config.design.name != "semaphore":
-            measured = run_design(case.config, case.faults, case.seed, tolerated=tolerated, variant=variant)
+            measured = run_design(
+                case.config, case.faults, case.seed, tolerated=tolerated, variant=variant, checkers=checkers
+            )
             return design_report_of(case, measured), measured
         run = run_world(
             case.config,
@@ -171,21 +175,13 @@ def design_report_of(case: Case, run: DesignRun) -> RunReport:
 
 
 def check_design_case(case: Case, tolerated: frozenset[str], full_checks: bool) -> None:
-    """A case of the gate or the leased worker names no invariant of the semaphore's, tolerates only
-    its design's findings, and is not replayed in the checker's debug mode: else refused
-    (``ValueError``), not run. (Its variant, if any, is checked once loaded:
-    ``Variant.check_design``.)"""
+    """A case of the gate or the leased worker tolerates only its design's findings and is not
+    replayed in the checker's debug mode: else refused (``ValueError``), not run. (Its variant
+    and invariants are checked once loaded: ``Variant.check_design``,
+    ``check_design_checkers``.)"""
     design = case.config.design.name
-    given = [
-        name
-        for name, value in (
-            ("invariants of the semaphore's", case.invariants),
-            ("the checker's full checks", full_checks),
-        )
-        if value
-    ]
-    if given:
-        raise ValueError(f"a case of the {design} design takes no {', '.join(given)}: it has no holder")
+    if full_checks:
+        raise ValueError(f"a case of the {design} design takes no checker's full checks: it has no holder")
     theirs = DESIGN_FINDINGS[design]
     if not tolerated <= theirs:
         raise ValueError(
@@ -580,8 +576,8 @@ def campaign(
     check_seed(seed)
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}: the designs are {', '.join(DESIGNS)}")
-    if design != "semaphore" and invariants:
-        raise ValueError(f"invariants are the semaphore's holder's; the {design} design has none")
+    if design != "semaphore":  # checkers of what the design shares with the semaphore, or refused now
+        check_design_checkers(find_invariants(invariants), design)
     if tolerated is not None:
         check_tolerated(tolerated)
     if design == "semaphore":
@@ -598,7 +594,9 @@ def campaign(
         allowed = design_tolerated_for(design, fixes) if tolerated is None else tolerated
         allowed &= design_tolerated_for(design, fixes)
         find_variant(variant).check_design(design)  # one of the design's own part, or refused now
-        drawn = design_cases(design, fixes).map(lambda case: attrs.evolve(case, variant=variant))
+        drawn = design_cases(design, fixes).map(
+            lambda case: attrs.evolve(case, variant=variant, invariants=tuple(invariants))
+        )
     run = runner if runner is not None else _run_here
     result = Campaign(design=design)
     failed: dict[Case, RunReport] = {}

@@ -33,7 +33,8 @@ import trio
 
 from semaphore_core.leased import RateLimitRule, RateWindow
 from semsim import __version__
-from semsim.check.checker import Checker
+from semsim.check.checker import Checker, check_checkers
+from semsim.check.design_checkers import DesignCheckers, check_design_checkers
 from semsim.check.design_promises import GateExact, JudgedStore, LeaseCeiling, Verdicts, judges_for
 from semsim.check.holder_reads import accounted
 from semsim.check.invariants import DESIGN_FINDINGS, InvariantViolation
@@ -41,6 +42,7 @@ from semsim.check.trade_offs import TradeOffMeter, TradeOffs
 from semsim.harness.run import (
     MAX_SETTLE_MS,
     PROGRESS_SAMPLE_MS,
+    RESERVED_NAMES,
     World,
     WorldConfig,
     WorldRun,
@@ -85,10 +87,10 @@ class DesignRun:
 
     def judges(self) -> tuple[str, ...]:
         """Who judged the run: the semaphore's variant and the user's invariants, or the design's
-        promises (:mod:`semsim.check.design_promises`)."""
+        promises (:mod:`semsim.check.design_promises`) and the user's invariants by name."""
         if self.world is not None:
             return self.world.judges()
-        return tuple(self.trace.header["judges"])
+        return (*self.trace.header["judges"], *self.trace.header.get("invariants", ()))
 
 
 def run_design(
@@ -109,8 +111,9 @@ def run_design(
     ``full_checks``, ``variant`` and ``checkers`` are the semaphore's (``run_world``'s: the
     known findings a run may meet, the checker's debug mode, the holder variant, the user's
     invariants). The other designs take a variant of their own part (a gate's ledger, the
-    leased workers' store: :meth:`Variant.check_design`) and their own findings, and refuse
-    the rest.
+    leased workers' store: :meth:`Variant.check_design`), their own findings, and checkers
+    that hear only what they share with the semaphore (the API, the end of the run:
+    :mod:`semsim.check.design_checkers`), and refuse the rest.
     """
     check_run(config, faults, seed, tolerated)
     if config.design.name != "semaphore":
@@ -121,19 +124,10 @@ def run_design(
                 f"tolerated names {strange!r}, not a finding of design {config.design.name!r} "
                 f"({', '.join(sorted(theirs))})"
             )
-        given = [
-            name
-            for name, value in (
-                ("full_checks", full_checks),
-                ("checkers", checkers),
-            )
-            if value
-        ]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} the semaphore's; "
-                f"design {config.design.name!r} has no holder"
-            )
+        if full_checks:
+            raise ValueError(f"full_checks is the semaphore's; design {config.design.name!r} has no holder")
+        checkers = check_checkers(checkers, (*RESERVED_NAMES, ITEMS_END, *judges_for(config.design.name)))
+        check_design_checkers(checkers, config.design.name)
         if not isinstance(variant, Variant):
             raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
         variant.check_design(config.design.name)
@@ -143,7 +137,7 @@ def run_design(
         return _run_semaphore(
             config, faults, seed, limits, progress, tolerated, full_checks, variant, checkers
         )
-    return _run_other(config, faults, seed, limits, progress, tolerated, variant)
+    return _run_other(config, faults, seed, limits, progress, tolerated, variant, checkers)
 
 
 def _run_semaphore(
@@ -202,6 +196,7 @@ def _run_other(
     progress: Callable[[int], None] | None,
     tolerated: frozenset[str],
     variant: Variant,
+    checkers: Sequence[type[Checker]],
 ) -> DesignRun:
     design = config.design.name
     trace = Trace(seed, config.to_dict(), faults.to_dict())
@@ -210,6 +205,8 @@ def _run_other(
     trace.header["judges"] = [ITEMS_END, *judges_for(design)]
     if variant != REFERENCE:
         trace.header["variant"] = {"name": variant.name, "judges": trace.header["judges"]}
+    if checkers:
+        trace.header["invariants"] = [checker.name for checker in checkers]
     quiet_from_ms = faults.quiet_from_ms(config.duration_ms)
     if faults.faults_until_ms is None:
         faults = attrs.evolve(faults, faults_until_ms=quiet_from_ms)
@@ -308,6 +305,7 @@ def _run_other(
                     return _orphaned_leases(store, workers, now_ms)
 
             meter = TradeOffMeter(sim, api, design, cap, held, quiet_from_ms, orphaned)
+            theirs = DesignCheckers(sim, verdicts, api, cap, held, checkers)
             workload = attrs.evolve(
                 config.workload, until_ms=min(config.workload.until_ms, config.duration_ms)
             )
@@ -317,6 +315,7 @@ def _run_other(
                 )
             _schedule_faults(sim, config, faults, objects)
             await _items_end(sim, config, quiet_from_ms, meter, api, left)
+            theirs.finish(config.workload.keys)
             measured.append(meter.finish())
             nursery.cancel_scope.cancel()
 
