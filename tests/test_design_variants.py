@@ -69,13 +69,18 @@ OVER = Variant("gate-one-too-many", ledger=_one_too_many)
 """
 
 
-@pytest.fixture
-def team_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``team_gate:OVER``, a module in the working directory, as a team's own would be."""
-    (tmp_path / "team_gate.py").write_text(TEAM_MODULE)
+def _in_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, text: str) -> None:
+    """``module`` written in the working directory, as a team's own would be, found afresh."""
+    (tmp_path / f"{module}.py").write_text(text)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.delitem(sys.modules, "team_gate", raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+@pytest.fixture
+def team_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``team_gate:OVER``: a team's gate ledger that admits one too many."""
+    _in_working_directory(tmp_path, monkeypatch, "team_gate", TEAM_MODULE)
     return "team_gate:OVER"
 
 
@@ -249,10 +254,8 @@ class Broken(Checker):
 
 @pytest.fixture
 def team_invariants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "team_invariants.py").write_text(TEAM_INVARIANTS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.delitem(sys.modules, "team_invariants", raising=False)
+    """``team_invariants``: a module of a team's checkers."""
+    _in_working_directory(tmp_path, monkeypatch, "team_invariants", TEAM_INVARIANTS)
     return "team_invariants"
 
 
