@@ -97,6 +97,10 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("sweep.py", ["--runs", "0"], "--runs: must be between 1 and"),
         ("sweep.py", ["--seeds", "0"], "--seeds: must be between 1 and"),
         ("sweep.py", ["--first-seed", str(2**63 - 1), "--seeds", "2"], "go past the last seed"),
+        ("bench_time_to_bug.py", ["--seeds", "1,x"], "--seeds: integers separated by commas"),
+        ("bench_time_to_bug.py", ["--mode", "shrunk"], "--mode: drawn, scenarios"),
+        ("bench_time_to_bug.py", ["--only", "no-such-mutant"], "--only:"),
+        ("bench_time_to_bug.py", ["--runs", "0"], "--runs: must be between 1 and"),
     ],
 )
 def test_a_benchmarks_bad_arguments_are_one_line_before_it_runs_anything(
@@ -113,3 +117,26 @@ def test_a_benchmarks_bad_arguments_are_one_line_before_it_runs_anything(
     assert says in done.stderr, (args, done.stderr)
     assert "Traceback" not in done.stderr, (args, done.stderr)
     assert done.stdout == "", args
+
+
+def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summarises() -> None:
+    from benchmarks import bench_time_to_bug as ttb
+    killed = ttb.time_to_bug("limit-off-by-one", 1, "drawn", 5)
+    assert (killed.killed, killed.runs, killed.caught_by, killed.campaign) == (
+        True,
+        1,
+        "exact_accounting",
+        "reference",
+    )
+    assert killed.cpu_s > 0
+    # No run migrates the schema down: it survives both campaigns, one run each.
+    survived = ttb.time_to_bug("migration-down-keeps-claim-index", 1, "drawn", 1)
+    assert (survived.killed, survived.runs, survived.caught_by) == (False, 2, None)
+    cells = [
+        ttb.Cell("a", 1, "drawn", True, 3, 0.5, "ceiling", "reference"),
+        ttb.Cell("b", 1, "drawn", True, 9, 2.0, "progress", "every fix"),
+        ttb.Cell("c", 1, "drawn", False, 300, 40.0, None, None),
+    ]
+    lines = ttb.summary(cells, 150)
+    assert lines[1].split() == ["drawn", "1", "2/3", "67%", "1.25", "2.00"]
+    assert lines[-2:] == ["survived 150 runs per campaign (1 mutants):", "  c: drawn seed 1"]

@@ -1,0 +1,201 @@
+"""Time to bug: how fast the fuzzer's campaigns find each planted bug of the mutant catalog.
+
+    python benchmarks/bench_time_to_bug.py [--seeds 1,2,3] [--runs 150] [--mode drawn,scenarios]
+        [--only NAME,NAME] [--workers N] [--json F.json]
+
+For every catalog mutant (``semsim.world.mutant_catalog``), every campaign seed and every
+mode, it runs what ``semsim mutants`` runs for its fuzz column (the reference campaign, its
+known findings tolerated, then, if that found nothing, the every-fix campaign), without
+shrinking, and records whether a run broke an invariant, after how many runs and how many
+CPU seconds (this process's ``process_time()``, counted from the campaign's start to the end
+of the failing run: the machine is shared, so wall time is noise), and which invariant.
+
+- ``drawn``: drawn runs only (``examples=()``): what a user's change meets when no named
+  scenario tells the story it breaks (issue 27's measure);
+- ``scenarios``: the named scenarios' worlds first, then drawn runs, as ``semsim fuzz`` and
+  ``semsim mutants`` run them.
+
+Each (mutant, seed, mode) is a job of its own, spread over ``--workers`` processes
+(default: every core); a job's numbers are its own process's, whatever else runs. The
+summary says, per mode and seed, how many were killed within ``--runs`` runs per campaign,
+and the median and 90th percentile (nearest rank) of CPU seconds to a kill; then the
+survivors. ``--json`` writes every cell, whole or not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import as_completed
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from semaphore_core.fixes import ALL_FIXES
+from semsim.check.invariants import SEMAPHORE_FINDINGS
+from semsim.cli.main import runs_arg
+from semsim.explore.campaigns import default_workers, local_pool
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import Campaign, RunReport, campaign
+from semsim.inputs.commands import run_printing
+from semsim.inputs.files import write_text_whole
+from semsim.world.mutant_catalog import MUTANTS, mutant
+
+MODES = ("drawn", "scenarios")
+
+
+@attrs.frozen
+class Cell:
+    """One mutant under one seed and mode: killed or not, and what it took."""
+
+    mutant: str
+    seed: int
+    mode: str
+    killed: bool
+    #: Runs until the failing one, included (both campaigns'); all the runs made if none failed.
+    runs: int
+    #: CPU seconds until the end of the failing run (or of every run made).
+    cpu_s: float
+    #: The invariant (or outcome) of the failing run, and the campaign it was in.
+    caught_by: str | None
+    campaign: str | None
+
+
+def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
+    """One job: the mutant ``name``'s campaigns under ``seed`` in ``mode`` (module docstring)."""
+    planted = mutant(name).variant.name
+    started = time.process_time()
+    total = 0
+    for label, fixes, tolerated in (
+        ("reference", (), SEMAPHORE_FINDINGS),
+        ("every fix", tuple(sorted(ALL_FIXES)), frozenset[str]()),
+    ):
+        failed: list[tuple[int, float, str]] = []
+
+        def heard(
+            state: Campaign,
+            report: RunReport,
+            shrinking: bool,
+            failed: list[tuple[int, float, str]] = failed,
+        ) -> None:
+            if report.failed and not shrinking and not failed:
+                failed.append((state.runs, time.process_time() - started, report.failure_name))
+
+        examples = (
+            [attrs.evolve(example, variant=planted) for example in fuzz_examples(fixes)]
+            if mode == "scenarios"
+            else []
+        )
+        result = campaign(
+            runs,
+            seed,
+            fixes=fixes,
+            tolerated=tolerated,
+            on_run=heard,
+            shrink=False,
+            examples=examples,
+            variant=planted,
+        )
+        if failed:
+            (at, cpu_s, caught_by) = failed[0]
+            return Cell(name, seed, mode, True, total + at, round(cpu_s, 3), caught_by, label)
+        total += result.runs
+    return Cell(name, seed, mode, False, total, round(time.process_time() - started, 3), None, None)
+
+
+def nearest_rank(values: Sequence[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def summary(cells: Sequence[Cell], runs: int) -> list[str]:
+    lines = [f"{'mode':<10} {'seed':>6} {'killed':>9} {'share':>6} {'median CPU s':>13} {'p90 CPU s':>10}"]
+    for mode in dict.fromkeys(cell.mode for cell in cells):
+        for seed in dict.fromkeys(cell.seed for cell in cells):
+            mine = [cell for cell in cells if cell.mode == mode and cell.seed == seed]
+            kills = [cell.cpu_s for cell in mine if cell.killed]
+            median = statistics.median(kills) if kills else None
+            p90 = nearest_rank(kills, 0.9)
+            lines.append(
+                f"{mode:<10} {seed:>6} {len(kills):>4}/{len(mine):<4} {len(kills) / len(mine):>6.0%} "
+                f"{'-' if median is None else f'{median:.2f}':>13} {'-' if p90 is None else f'{p90:.2f}':>10}"
+            )
+    survivors: dict[str, list[str]] = {}
+    for cell in cells:
+        if not cell.killed:
+            survivors.setdefault(cell.mutant, []).append(f"{cell.mode} seed {cell.seed}")
+    lines.append(f"survived {runs} runs per campaign ({len(survivors)} mutants):")
+    lines += [f"  {name}: {', '.join(where)}" for name, where in survivors.items()]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1,2,3", help="campaign seeds, comma-separated (default 1,2,3)")
+    parser.add_argument("--runs", type=runs_arg, default=150, help="runs per campaign (default 150)")
+    parser.add_argument("--mode", default="drawn,scenarios", help="drawn, scenarios or both (default both)")
+    parser.add_argument("--only", help="these mutants only, comma-separated")
+    parser.add_argument("--workers", type=runs_arg, help="processes (default: every core)")
+    parser.add_argument("--json", type=Path, help="write every cell here")
+    args = parser.parse_args()
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: integers separated by commas, got {args.seeds!r}")
+    modes = [mode.strip() for mode in args.mode.split(",")]
+    if any(mode not in MODES for mode in modes):
+        parser.error(f"--mode: {', '.join(MODES)}, got {args.mode!r}")
+    names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
+    for name in names:
+        try:
+            mutant(name)
+        except (LookupError, ValueError):
+            parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
+    jobs = [(name, seed, mode) for mode in modes for seed in seeds for name in names]
+    workers = args.workers or default_workers()
+    print(
+        f"{len(jobs)} jobs ({len(names)} mutants x {len(seeds)} seeds x {len(modes)} modes) on {workers} "
+        f"processes, {args.runs} runs per campaign",
+        flush=True,
+    )
+    cells: dict[tuple[str, int, str], Cell] = {}
+    with local_pool(workers) as pool:
+        futures = {
+            pool.submit(time_to_bug, name, seed, mode, args.runs): (name, seed, mode)
+            for name, seed, mode in jobs
+        }
+        for done, future in enumerate(as_completed(futures), start=1):
+            cell = future.result()
+            cells[futures[future]] = cell
+            verdict = (
+                f"{cell.caught_by} at run {cell.runs}, {cell.cpu_s:.2f} CPU s" if cell.killed else "survived"
+            )
+            print(f"[{done}/{len(jobs)}] {cell.mutant} seed {cell.seed} {cell.mode}: {verdict}", flush=True)
+            if args.json is not None:  # as the cells come in: a long benchmark cut short keeps them
+                _write(args.json, args.runs, seeds, modes, [cells[job] for job in jobs if job in cells])
+    ordered = [cells[job] for job in jobs]
+    print("\n".join(summary(ordered, args.runs)))
+    if args.json is not None:
+        print(f"written to {args.json}", file=sys.stderr)
+
+
+def _write(path: Path, runs: int, seeds: list[int], modes: list[str], cells: list[Cell]) -> None:
+    record: dict[str, Any] = {
+        "runs": runs,
+        "seeds": seeds,
+        "modes": modes,
+        "cells": [attrs.asdict(cell) for cell in cells],
+    }
+    write_text_whole(path, json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    run_printing(main)
