@@ -2,6 +2,7 @@
 
     python benchmarks/bench_time_to_bug.py [--seeds 1,2,3] [--runs 150] [--mode drawn,scenarios]
         [--only NAME,NAME] [--workers N] [--json F.json]
+    python benchmarks/bench_time_to_bug.py --render docs/time_to_bug.json   # docs/MUTANTS.md's section
 
 For every catalog mutant (``semsim.world.mutant_catalog``), every campaign seed and every
 mode, it runs what ``semsim mutants`` runs for its fuzz column (the reference campaign, its
@@ -19,7 +20,12 @@ Each (mutant, seed, mode) is a job of its own, spread over ``--workers`` process
 (default: every core); a job's numbers are its own process's, whatever else runs. The
 summary says, per mode and seed, how many were killed within ``--runs`` runs per campaign,
 and the median and 90th percentile (nearest rank) of CPU seconds to a kill; then the
-survivors. ``--json`` writes every cell, whole or not at all.
+survivors. ``--json`` writes every cell, whole or not at all, as they come in.
+
+``--render F.json`` writes docs/MUTANTS.md's "Time to bug" section from such a file (between
+its markers, which ``semsim mutants --markdown`` keeps): a row per mutant, a column per mode
+and seed. ``tests/test_benchmarks.py`` renders it again from docs/time_to_bug.json to check
+that the page still says what the runs found.
 """
 
 from __future__ import annotations
@@ -48,6 +54,10 @@ from semsim.inputs.files import write_text_whole
 from semsim.world.mutant_catalog import MUTANTS, mutant
 
 MODES = ("drawn", "scenarios")
+#: docs/MUTANTS.md's section lies between these lines.
+START = "<!-- time to bug: written by benchmarks/bench_time_to_bug.py --render docs/time_to_bug.json -->"
+END = "<!-- time to bug: end -->"
+MUTANTS_MD = Path(__file__).resolve().parent.parent / "docs" / "MUTANTS.md"
 
 
 @attrs.frozen
@@ -137,6 +147,57 @@ def summary(cells: Sequence[Cell], runs: int) -> list[str]:
     return lines
 
 
+def render(record: dict[str, Any]) -> str:
+    """The "Time to bug" section of docs/MUTANTS.md, markers included, from a ``--json`` record."""
+    cells = [Cell(**cell) for cell in record["cells"]]
+    runs, seeds, modes = record["runs"], record["seeds"], record["modes"]
+    by = {(cell.mutant, cell.mode, cell.seed): cell for cell in cells}
+    names = list(dict.fromkeys(cell.mutant for cell in cells))
+    heads = [
+        f"{'drawn' if mode == 'drawn' else 'with scenarios'}, seed {seed}" for mode in modes for seed in seeds
+    ]
+    lines = [
+        START,
+        "## Time to bug",
+        "",
+        f"How soon the fuzz finds each planted bug: the ci campaigns (reference, then every fix; {runs} "
+        "runs each, no shrinking) per campaign seed, with drawn runs only and with the named "
+        "scenarios' worlds first. A cell is the run that first broke an invariant (both "
+        "campaigns' runs counted), the CPU seconds to the end of it, and the invariant; "
+        f"**survived** when neither campaign broke one in {runs} runs. "
+        '`python benchmarks/bench_time_to_bug.py` reruns it (docs/BENCHMARKS.md, "Time to bug").',
+        "",
+        "```",
+        *summary(cells, runs),
+        "```",
+        "",
+        "| mutant | " + " | ".join(heads) + " |",
+        "|---|" + "---|" * len(heads),
+    ]
+    for name in names:
+        row = []
+        for mode in modes:
+            for seed in seeds:
+                cell = by.get((name, mode, seed))
+                if cell is None:
+                    row.append("not run")
+                elif cell.killed:
+                    row.append(f"{cell.runs}, {cell.cpu_s:.1f} s, `{cell.caught_by}`")
+                else:
+                    row.append("**survived**")
+        lines.append(f"| `{name}` | " + " | ".join(row) + " |")
+    return "\n".join([*lines, END]) + "\n"
+
+
+def with_section(page: str, section: str) -> str:
+    """``page`` with its time-to-bug section replaced by ``section`` (appended if it has none)."""
+    if START in page and END in page:
+        before, rest = page.split(START, 1)
+        _, after = rest.split(END, 1)
+        return before + section.rstrip("\n") + after
+    return page.rstrip("\n") + "\n\n" + section
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3", help="campaign seeds, comma-separated (default 1,2,3)")
@@ -145,7 +206,19 @@ def main() -> None:
     parser.add_argument("--only", help="these mutants only, comma-separated")
     parser.add_argument("--workers", type=runs_arg, help="processes (default: every core)")
     parser.add_argument("--json", type=Path, help="write every cell here")
+    parser.add_argument(
+        "--render", type=Path, metavar="F.json", help="write docs/MUTANTS.md's section from F"
+    )
     args = parser.parse_args()
+    if args.render is not None:
+        try:
+            record = json.loads(args.render.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            parser.error(f"--render: {error}")
+        page = MUTANTS_MD.read_text(encoding="utf-8")
+        write_text_whole(MUTANTS_MD, with_section(page, render(record)))
+        print(f"written to {MUTANTS_MD}")
+        return
     try:
         seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:

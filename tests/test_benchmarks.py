@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 from semsim.inputs.commands import EXIT_BROKEN_PIPE
@@ -121,6 +123,7 @@ def test_a_benchmarks_bad_arguments_are_one_line_before_it_runs_anything(
 
 def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summarises() -> None:
     from benchmarks import bench_time_to_bug as ttb
+
     killed = ttb.time_to_bug("limit-off-by-one", 1, "drawn", 5)
     assert (killed.killed, killed.runs, killed.caught_by, killed.campaign) == (
         True,
@@ -140,3 +143,37 @@ def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summaris
     lines = ttb.summary(cells, 150)
     assert lines[1].split() == ["drawn", "1", "2/3", "67%", "1.25", "2.00"]
     assert lines[-2:] == ["survived 150 runs per campaign (1 mutants):", "  c: drawn seed 1"]
+
+
+def test_the_time_to_bug_section_renders_every_cell_and_replaces_itself() -> None:
+    from benchmarks import bench_time_to_bug as ttb
+
+    record = {
+        "runs": 150,
+        "seeds": [1, 2],
+        "modes": ["drawn"],
+        "cells": [
+            attrs.asdict(
+                ttb.Cell("limit-off-by-one", 1, "drawn", True, 1, 0.02, "exact_accounting", "reference")
+            ),
+            attrs.asdict(ttb.Cell("limit-off-by-one", 2, "drawn", False, 300, 61.5, None, None)),
+        ],
+    }
+    section = ttb.render(record)
+    assert section.startswith(ttb.START + "\n## Time to bug\n")
+    assert section.endswith(ttb.END + "\n")
+    assert "| mutant | drawn, seed 1 | drawn, seed 2 |" in section
+    assert "| `limit-off-by-one` | 1, 0.0 s, `exact_accounting` | **survived** |" in section
+    page = ttb.with_section("# Mutants\n\nthe table\n", section)
+    assert page == "# Mutants\n\nthe table\n\n" + section
+    assert ttb.with_section(page, section) == page  # rendered again, in place
+
+
+def test_mutants_md_says_what_docs_time_to_bug_json_holds() -> None:
+    from benchmarks import bench_time_to_bug as ttb
+
+    record = json.loads((ROOT / "docs" / "time_to_bug.json").read_text(encoding="utf-8"))
+    page = (ROOT / "docs" / "MUTANTS.md").read_text(encoding="utf-8")
+    assert ttb.render(record).rstrip("\n") in page, (
+        "rerun: python benchmarks/bench_time_to_bug.py --render ..."
+    )

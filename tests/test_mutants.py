@@ -83,6 +83,9 @@ def test_semsim_mutants_prints_the_verdict_and_writes_the_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "MUTANTS.md"
+    # A section another tool writes there (benchmarks/bench_time_to_bug.py --render) is kept.
+    kept = "<!-- time to bug: written by ... -->\n## Time to bug\n<!-- time to bug: end -->"
+    table.write_text(f"old table\n\n{kept}\n")
     argv = [
         "mutants",
         "--only",
@@ -101,6 +104,8 @@ def test_semsim_mutants_prints_the_verdict_and_writes_the_table(
     assert "**Killed by the suite (any layer): 1 of 1 (100%).**" in text
     row = next(line for line in text.splitlines() if "alarm-armed-before-round-writes" in line)
     assert "| not run | not run | not run | `alarm_armed` | reference |" in row
+    assert "old table" not in text
+    assert text.endswith(f"\n{kept}\n")
 
 
 def test_an_unknown_mutant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -451,6 +451,24 @@ def read_table(path: Path) -> dict[str, dict[str, LayerVerdict]]:
     return table
 
 
+#: A section of the table's file that other tools write (benchmarks/bench_time_to_bug.py): kept.
+_KEPT_START: Final = "<!-- time to bug: "
+_KEPT_END: Final = "<!-- time to bug: end -->"
+
+
+def _kept_section(path: Path) -> str:
+    """The time-to-bug section of the file at ``path``, markers included, to write back after the
+    table (nothing if the file or the section is not there)."""
+    try:
+        page = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    start, end = page.find(_KEPT_START), page.find(_KEPT_END)
+    if start < 0 or end < start:
+        return ""
+    return "\n" + page[start : end + len(_KEPT_END)] + "\n"
+
+
 def _unquoted(cell: str) -> str:
     return cell.strip("`").strip()
 
@@ -669,7 +687,7 @@ def _mutants(args: argparse.Namespace, out_json: dict[str, Any] | None) -> int:
         f"{_cpu_seconds() - cpu_started:.0f} s of CPU time"
     )
     if out is not None:
-        write_text_whole(out, markdown(results, CI_RUNS, CI_SEED))
+        write_text_whole(out, markdown(results, CI_RUNS, CI_SEED) + _kept_section(out))
         print(f"table written to {written_to(out)}")
     too_long = [
         r.name
