@@ -8,6 +8,7 @@ fault that tells it, or with a setting that tells another. Every promise of
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import attrs
 import pytest
@@ -222,10 +223,11 @@ def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(
     assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
 
 
-@pytest.mark.parametrize("option", [["--full-checks"], ["--per-group"]])
+@pytest.mark.parametrize("option", [["--full-checks"], ["--per-group", "--plot", "{tmp}/p.png"]])
 def test_semsim_run_refuses_holder_options_for_another_design(
-    option: list[str], capsys: pytest.CaptureFixture[str]
+    option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    option = [part.format(tmp=tmp_path) for part in option]
     assert main(["run", "gate-fails-open", *option]) == 2
     err = capsys.readouterr().err
     assert "concern the semaphore's holder; scenario gate-fails-open runs the gate design" in err

@@ -299,6 +299,8 @@ def test_the_monitor_counts_no_documented_behaviour_zero_times() -> None:
 def test_run_writes_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("semsim.report.plot")
     out = tmp_path / "run.png"
+    assert main(["run", "lease-heartbeat", "--per-group"]) == 2  # no plot to add panels to: not ignored
+    assert "--per-group adds panels to the plot: it goes with --plot F.png" in capsys.readouterr().err
     assert main(["run", "lease-heartbeat", "--plot", str(out), "--per-group"]) == 0
     assert out.read_bytes().startswith(b"\x89PNG")
     assert f"plot written to {out}" in capsys.readouterr().out

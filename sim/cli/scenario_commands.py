@@ -136,6 +136,8 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
         output_file(trace_path, "--trace")
     if plot_path is not None:
         output_file(plot_path, "--plot", image=True)
+    elif args.per_group:
+        raise UsageError("--per-group adds panels to the plot: it goes with --plot F.png")
     outputs = (("--trace", trace_path), ("--plot", plot_path))
     distinct_files([], [(option, path) for option, path in outputs if path is not None])
 
