@@ -193,3 +193,25 @@ def test_a_trace_names_its_design_and_an_older_one_is_the_semaphores() -> None:
     assert design_of(_header("gate")) == "gate"
     assert design_of({"config": {"holder": {"limit": 1}}}) == "semaphore"
     assert json.loads(json.dumps(_header("gate")))["config"]["design"]["name"] == "gate"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda h: h["config"]["workload"].update(keys=5), "config.workload.keys must be a list"),
+        (lambda h: h["config"]["workload"].update(keys="abc"), "config.workload.keys must be a list"),
+        (lambda h: h["faults"].update(partitions=[{"start_ms": "x", "end_ms": 2}]), "integer start_ms"),
+        (lambda h: h["faults"].update(partitions=[{"end_ms": 2}]), "integer start_ms"),
+    ],
+)
+def test_a_malformed_design_header_is_a_plot_error(change: Any, message: str) -> None:
+    header = _header("gate")
+    change(header)
+    with pytest.raises(PlotError, match=message):
+        design_series(header, [])
+
+
+def test_a_recovery_that_is_not_a_number_reads_as_not_recovered() -> None:
+    events = [{"t": 10, "kind": "trade_offs", "design": "gate", "recovery_ms": "soon"}]
+    fig = build_figure(_header("gate"), events)
+    assert any("recovered not by the end" in text.get_text() for text in fig.texts)

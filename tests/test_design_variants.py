@@ -314,3 +314,36 @@ def test_a_checker_that_fails_for_its_own_reasons_is_the_checker_verdict() -> No
         "invariant broken (Broken.on_api) failed: RuntimeError: a bug of the checker's own"
         in run.result.detail
     )
+
+
+def test_a_planted_bug_of_the_semaphores_core_is_refused_on_another_design(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "gate-leaked-slot-heals", "--variant", "mutant/report-lowers-high-water"]) == 2
+    assert "changes the semaphore's core (a planted bug), which the gate design does not have" in (
+        capsys.readouterr().err
+    )
+
+
+CLASH = """
+from semsim.check.checker import Checker
+
+
+class Clash(Checker):
+    name = "gate_exact"
+
+    def on_api(self, call):
+        pass
+"""
+
+
+def test_a_checker_named_like_a_designs_own_judge_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _in_working_directory(tmp_path, monkeypatch, "clash", CLASH)
+    assert main(["run", "gate-fails-open", "--invariant", "clash:Clash"]) == 2
+    err = capsys.readouterr().err
+    assert "invariant gate_exact takes the name of one of the gate design's own judges" in err
+    assert "Traceback" not in err
+    assert main(["fuzz", "--design", "gate", "--invariant", "clash:Clash", "--runs", "1", "--no-db"]) == 2
+    assert "takes the name of one of the gate design's own judges" in capsys.readouterr().err

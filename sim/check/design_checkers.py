@@ -33,18 +33,27 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
-from semsim.check.design_promises import Verdicts
+from semsim.check.design_promises import Verdicts, judges_for
 from semsim.check.events import ApiCallChange, Finish, RunningCall
 from semsim.runtime.kernel import Sim
 from semsim.world.external_api import ApiCall, Change, ExternalApi
 
+#: The judge every gate and leased-worker run has (semsim.harness.designs.ITEMS_END, which is a
+#: layer above this module).
+ITEMS_END: Final = "items_end"
 #: The hooks a gate's or a leased worker's run calls.
 DESIGN_HOOKS: Final = ("on_api", "on_finish")
 
 
 def check_design_checkers(checkers: Sequence[type[Checker]], design: str) -> None:
-    """``ValueError`` naming a checker that hears a hook ``design`` never calls."""
+    """``ValueError`` naming a checker that hears a hook ``design`` never calls, or takes the name of
+    one of the design's own judges."""
     for checker in checkers:
+        if checker.name in (ITEMS_END, *judges_for(design)):
+            raise ValueError(
+                f"invariant {checker.name} takes the name of one of the {design} design's own judges; "
+                "give yours a name of its own"
+            )
         heard = [hook for hook in HOOKS if getattr(checker, hook) is not getattr(Checker, hook)]
         deaf = [hook for hook in heard if hook not in DESIGN_HOOKS]
         if deaf:

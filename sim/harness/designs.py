@@ -33,6 +33,7 @@ import trio
 
 from semaphore_core.leased import RateLimitRule, RateWindow
 from semsim import __version__
+from semsim.check import design_checkers
 from semsim.check.checker import Checker, check_checkers
 from semsim.check.design_checkers import DesignCheckers, check_design_checkers
 from semsim.check.design_promises import GateExact, JudgedStore, LeaseCeiling, Verdicts, judges_for
@@ -69,7 +70,7 @@ from semsim.world.workload import arrivals
 #: (``OperationsSpec.attempt_timeout_ms``'s default).
 FETCH_TIMEOUT_MS: Final = 60_000
 #: The invariant every gate and leased-worker run is judged by (see the module docstring).
-ITEMS_END: Final = "items_end"
+ITEMS_END: Final = design_checkers.ITEMS_END
 
 
 @attrs.frozen(hash=False)

@@ -178,6 +178,8 @@ def design_series(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
         raise PlotError("the header has no cap (config.holder.limit)")
     workload = config.get("workload")
     declared = workload.get("keys", ()) if isinstance(workload, Mapping) else ()
+    if not isinstance(declared, list | tuple) or not all(isinstance(key, str) for key in declared):
+        raise PlotError(f"config.workload.keys must be a list of account names, got {declared!r}")
 
     held: dict[str, _Step] = {}
     api: dict[str, _Step] = {}
@@ -209,9 +211,15 @@ def design_series(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
     faults = header.get("faults")
     if isinstance(faults, Mapping):
         for window in faults.get("partitions") or ():
-            if not isinstance(window, Mapping):
-                raise PlotError(f"a partition must be an object, got {window!r}")
-            partitions.append((int(window["start_ms"]), int(window["end_ms"]), str(window.get("target"))))
+            start, end = (
+                window.get(name) if isinstance(window, Mapping) else None for name in ("start_ms", "end_ms")
+            )
+            if not all(isinstance(at, int) and not isinstance(at, bool) for at in (start, end)):
+                raise PlotError(f"a partition is an object with integer start_ms and end_ms, got {window!r}")
+            assert isinstance(window, Mapping)
+            assert isinstance(start, int)
+            assert isinstance(end, int)
+            partitions.append((start, end, str(window.get("target"))))
     return DesignPlotData(
         design=design,
         seed=header.get("seed"),
@@ -396,7 +404,7 @@ def _explanation(data: DesignPlotData) -> str:
     if figures is None:
         return line + "\nThe run stopped before its trade-offs were measured."
     recovery = figures.get("recovery_ms")
-    recovered = "not by the end" if recovery is None else f"{recovery / 1000:g} s"
+    recovered = f"{recovery / 1000:g} s" if isinstance(recovery, int | float) else "not by the end"
     return line + (
         f"\nThis run: peak over the cap {figures.get('peak_over_admission')}, "
         f"{figures.get('over_cap_permit_s')} permit-s over it, "
