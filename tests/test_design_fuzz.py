@@ -151,3 +151,26 @@ def test_a_design_case_replays_but_not_with_the_semaphores_options(
     assert "unknown fix 'claims-respect-the-limit' of design leased-worker" in capsys.readouterr().err
     assert main(["fuzz", "--replay", str(path), "--fixes", "all"]) == 0
     assert "design leased-worker, fixes: calls-end-with-their-fetch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ("no_such_team_module:LEDGER", "names variant 'no_such_team_module:LEDGER', which cannot be loaded"),
+        ("every-fix", "changes holder fixes, which the gate design does not have"),
+    ],
+)
+def test_a_design_case_replayed_with_a_fix_reports_the_cases_own_error(
+    variant: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fixes`` with a fix the gate knows: a case whose variant cannot run is refused for that,
+    not for a fix the semaphore does not know (the replay's error once fell to a second check)."""
+    story = SCENARIOS["gate-fails-open"]
+    case = json.loads(case_text(Case(story.config, story.faults, story.seed), frozenset()))
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps({**case, "variant": variant}), encoding="utf-8")
+    assert main(["fuzz", "--replay", str(path), "--fixes", "calls-end-with-their-fetch"]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "unknown fix" not in err
+    assert "Traceback" not in err

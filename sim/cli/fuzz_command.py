@@ -29,7 +29,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
-from contextlib import ExitStack, closing, contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final, TextIO, cast
@@ -130,11 +130,14 @@ def _fuzz(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
     if design not in DESIGNS:
         raise UsageError(f"--design: unknown design {design!r}; the designs are {', '.join(DESIGNS)}")
     if args.replay is not None:
-        if args.fixes is not None:  # a name no design knows is refused before the case is read
-            with suppress(UsageError):
-                _fixes_for("gate", args.fixes)
-                return _replay(args, out)
-        _fixes_for("semaphore", args.fixes)
+        if args.fixes is not None:
+            # A name no design knows is refused before the case is read; one some design knows
+            # goes on to the replay, which checks it against the case's own design. Only this
+            # check is lenient: the replay's own errors must reach the user as they are.
+            try:
+                _fixes_for("gate", args.fixes)  # the gate's fixes are the leased worker's too
+            except UsageError:
+                _fixes_for("semaphore", args.fixes)
         return _replay(args, out)
     fixes = _fixes_for(design, args.fixes)
     if design != "semaphore" and args.invariant is not None:
