@@ -207,7 +207,7 @@ def test_semsim_run_json_of_a_design_story(capsys: pytest.CaptureFixture[str]) -
     assert main(["run", "leased-dead-worker-holds-lease", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["design"] == "leased-worker"
-    assert result["variant"] is None
+    assert result["variant"] == "reference"  # the seed's worker, named as the semaphore's reference is
     assert result["trade_offs"]["completed"] == 1
     assert result["judges"] == ["items_end", LEASE_CEILING, SINGLE_LEASE, FENCED_WRITE, LEASE_LIMIT]
 

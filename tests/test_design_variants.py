@@ -175,6 +175,24 @@ def test_semsim_run_takes_a_teams_gate_variant(team_module: str, capsys: pytest.
     assert "--variant: variant 'every-fix' changes holder fixes, which the gate design does not have" in err
 
 
+@pytest.mark.parametrize(
+    ("story", "variant", "name"),
+    [
+        ("gate-leaked-slot-heals", "tests.test_design_variants:OVER", "gate-one-too-many"),
+        ("leased-lost-lease-runs-twice", "tests.test_design_variants:UNFENCED", "store-unfenced"),
+    ],
+)
+def test_semsim_run_json_names_a_design_storys_variant(
+    story: str, variant: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gate's or leased worker's run has no world to ask its variant of; ``--json`` still names
+    the one it ran (it once said null, as if the seed's part had run)."""
+    assert main(["run", story, "--variant", variant, "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["variant"], result["passed"]) == (name, False)
+    assert f"--variant {variant}" in result["reproduce"]
+
+
 def test_semsim_fuzz_finds_and_replays_a_teams_gate_variant(
     team_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

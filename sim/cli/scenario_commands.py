@@ -205,7 +205,7 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
 
     command = reproduce_command(again, result.seed, args.variant, args.invariant or ())
     if out is not None:
-        out.update(_run_json(result, again, command, trace_path, plot_path))
+        out.update(_run_json(result, variant, again, command, trace_path, plot_path))
     if result.passed:
         print("\nevery expectation and invariant held")
         return EXIT_OK
@@ -224,9 +224,18 @@ def _run(args: argparse.Namespace, out: dict[str, Any] | None) -> int:
 
 
 def _run_json(
-    result: ScenarioResult, name: str, command: str, trace: Path | None, plot: Path | None
+    result: ScenarioResult,
+    variant: Variant,
+    name: str,
+    command: str,
+    trace: Path | None,
+    plot: Path | None,
 ) -> dict[str, Any]:
-    """``semsim run --json``'s object (docs/CLI.md lists its fields)."""
+    """``semsim run --json``'s object (docs/CLI.md lists its fields).
+
+    ``variant`` is the one the run ran: a gate's or leased worker's run has no world to ask,
+    and its variant (a ledger, a store) must be named as the semaphore's is.
+    """
     run, world = result.run, result.world
     figures = run.trade_offs if isinstance(run, DesignRun) else None
     return {
@@ -234,7 +243,7 @@ def _run_json(
         "seed": result.seed,
         "passed": result.passed,
         "design": result.scenario.config.design.name,
-        "variant": None if world is None else world.variant.name,
+        "variant": variant.name,
         "judges": list(run.judges()),
         "expectations": [
             {"expectation": outcome.expectation, "held": outcome.held, "observed": outcome.observed}
