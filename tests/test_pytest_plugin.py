@@ -222,6 +222,45 @@ def test_a_scenario_becomes_a_test_and_a_failing_check_lists_what_was_unmet(
     assert len(list((pytester.path / "cases").glob("test_wrong-expectations.json"))) == 1
 
 
+DESIGN_STORY = """
+from semsim.check.checker import Checker, Violated
+from semsim.scenarios import SCENARIOS
+
+
+class NeverOverCap(Checker):
+    name = "never_over_cap"
+
+    def on_api(self, call):
+        if call.change == "start" and call.in_flight > call.limit:
+            raise Violated(f"{call.in_flight} calls for {call.account}, cap {call.limit}")
+
+
+def test_gate(semsim_runner):
+    semsim_runner.scenario(SCENARIOS["gate-fails-open"], invariants=[NeverOverCap])
+"""
+
+
+def test_a_design_story_a_teams_invariant_breaks_names_it_and_its_case_replays_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], forget_user_modules: None
+) -> None:
+    """The gate's run has no world to report from: the failure once named the violation and then
+    said the invariants held, and saved a case that expected nothing."""
+    pytester.makepyfile(test_user=DESIGN_STORY)
+    out = pytester.path / "cases"
+    result = pytester.runpytest("-p", "no:cacheprovider", "--semsim-out", str(out))
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "FAILED: invariant never_over_cap violated" in text
+    assert "invariants held" not in text
+    (case,) = out.glob("*.json")
+    assert case.name == "test_gate-never_over_cap.json"
+    assert json.loads(case.read_text(encoding="utf-8"))["expect"]["invariant"] == "never_over_cap"
+    assert f"replay: semsim fuzz --replay {case.relative_to(pytester.path)}" in text
+    capsys.readouterr()
+    assert main(["fuzz", "--replay", str(case)]) == 1
+    assert "VIOLATED never_over_cap" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [

@@ -21,8 +21,17 @@ import attrs
 from hypothesis import settings
 
 from semsim.check.checker import Checker
-from semsim.explore.fuzz import Campaign, RunReport, campaign, fixes_arg, report_of, tolerated_for
+from semsim.explore.fuzz import (
+    Campaign,
+    RunReport,
+    campaign,
+    design_report_of,
+    fixes_arg,
+    report_of,
+    tolerated_for,
+)
 from semsim.explore.strategies import Case
+from semsim.harness.designs import DesignRun
 from semsim.harness.invariants import find_invariant, find_invariants, reference_to
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.harness.variants import find_variant
@@ -153,8 +162,7 @@ class SemsimRunner:
         if result.passed:
             return result
         case = Case(config=found.config, faults=found.faults, seed=result.seed, invariants=references)
-        world = result.world
-        report = report_of(case, world) if result.invariant_failure is not None and world else None
+        report = _report(case, result)
         # A case holds the world, not the scenario's check: only `semsim run` judges its expectations.
         again = scenario if isinstance(scenario, str) else None
         hint = None
@@ -240,6 +248,19 @@ class SemsimRunner:
 
     def _where(self) -> tuple[Path, str]:
         return self.out_dir, self.test_name
+
+
+def _report(case: Case, result: ScenarioResult) -> RunReport | None:
+    """What a failed scenario's run broke, as its case records it; None when it broke nothing and
+    only expectations were unmet. A gate's or leased worker's run has no world, and its report
+    is its design's: else the failure would name no invariant, and say they held."""
+    if result.invariant_failure is None:
+        return None
+    world, run = result.world, result.run
+    if world is not None:
+        return report_of(case, world)
+    assert isinstance(run, DesignRun), run  # a run without a world is a design's
+    return design_report_of(case, run)
 
 
 def _headline(run: WorldRun) -> str:
