@@ -213,6 +213,8 @@ def test_compare_exits_1_when_a_run_breaks_an_invariant(
     [
         ("semaphore", "semaphore", ()),
         ("semaphore@reference", "semaphore", ()),
+        ("gate@reference", "gate", ()),
+        ("leased-worker@reference", "leased-worker", ()),
         ("semaphore@every-fix", "semaphore@every-fix", ()),
         ("semaphore@mine:VARIANT", "semaphore@mine:VARIANT", ()),
         ("gate@every-fix", "gate@every-fix", DESIGN_FIXES),
@@ -292,7 +294,16 @@ def test_compare_runs_a_users_own_holder_variant(
         ("semaphore@mutant/no-such-mutant", "--designs semaphore@mutant/no-such-mutant: "),
         ("gate@bogus", "--designs gate@bogus: "),
         ("gate@fix/return-idle-leases", "changes holder fixes, which the gate design does not have"),
-        ("semaphore,semaphore@reference", "names one twice"),
+        ("semaphore,semaphore@reference", "names one twice (semaphore@reference is semaphore)"),
+        ("gate,gate@reference", "names one twice (gate@reference is gate)"),
+        (
+            "gate@every-fix,gate@calls-end-with-their-fetch",
+            "'gate@every-fix' and 'gate@calls-end-with-their-fetch' run the same",
+        ),
+        (
+            "leased-worker@calls-end-with-their-fetch,leased-worker@every-fix",
+            "'leased-worker@calls-end-with-their-fetch' and 'leased-worker@every-fix' run the same",
+        ),
     ],
 )
 def test_compare_refuses_a_variant_it_cannot_run_before_running(
@@ -303,3 +314,23 @@ def test_compare_refuses_a_variant_it_cannot_run_before_running(
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_two_rows_that_run_the_same_are_refused_before_any_run() -> None:
+    """Each design's every fix is, for now, its one fix: the two names are one row, whose cells
+    would run twice under two labels. A variant named otherwise but running the same is one too."""
+    config = default_config()
+    assert DESIGN_FIXES == ("calls-end-with-their-fetch",)  # else gate@every-fix is a row of its own
+    with pytest.raises(
+        ValueError, match="'gate@every-fix' and 'gate@calls-end-with-their-fetch' run the same"
+    ):
+        check_matrix(config, ["gate@every-fix", "gate@calls-end-with-their-fetch"], ["calm"], [1])
+    with pytest.raises(
+        ValueError, match=re.escape("'semaphore' and 'semaphore@tests.test_compare:RENAMED' run the same")
+    ):
+        check_matrix(config, ["semaphore", "semaphore@tests.test_compare:RENAMED"], ["calm"], [1])
+    check_matrix(config, ["gate", "gate@every-fix", "semaphore", "semaphore@every-fix"], ["calm"], [1])
+
+
+#: The reference under another name: it runs and is judged as the reference is.
+RENAMED = attrs.evolve(REFERENCE, name="renamed", description="the reference, renamed")

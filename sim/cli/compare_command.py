@@ -117,12 +117,15 @@ def _designs(text: str | None) -> list[str]:
     """The rows ``--designs`` names, each ``DESIGN`` or ``DESIGN@VARIANT``, as their labels."""
     if text is None:
         return list(DESIGNS)
-    labels = []
+    labels: list[str] = []
     for name in (name.strip() for name in text.split(",")):
         try:
             row = contender(name)
         except ValueError as error:
             raise UsageError(f"--designs: {error}") from None
+        if row.label in labels:
+            also = "" if row.label == name else f" ({name} is {row.label})"
+            raise UsageError(f"--designs: {text!r} names one twice{also}")
         if row.loads() and row.variant is not None:
             # Said now, and a module:attribute found as python -m finds it.
             variant = load_variant(row.variant, f"--designs {name}")
@@ -131,8 +134,6 @@ def _designs(text: str | None) -> list[str]:
             except ValueError as error:
                 raise UsageError(f"--designs {name}: {error}") from None
         labels.append(row.label)
-    if len(set(labels)) != len(labels):
-        raise UsageError(f"--designs: {text!r} names one twice")
     return labels
 
 

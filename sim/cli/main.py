@@ -267,7 +267,8 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         "--designs",
         metavar="A,B",
         help="the designs to run, each DESIGN or DESIGN@VARIANT: semaphore@every-fix, semaphore@module:attr, "
-        "gate@every-fix (default: all three as their seeds have them)",
+        "gate@every-fix, gate@module:attr (a ledger), leased-worker@module:attr (a store) "
+        "(default: all three as their seeds have them)",
     )
     compare.add_argument("--plans", metavar="A,B", help="the fault plans to run (default: all six)")
     compare.add_argument("--seeds", type=runs_arg, metavar="N", help="seeds per design and plan (default 20)")

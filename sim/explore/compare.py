@@ -27,9 +27,13 @@ A row of the matrix is a design, or a variant of one, ``DESIGN@VARIANT``
 --variant`` takes (``every-fix``, ``fix/NAME``, ``mutant/NAME``, a registered
 name or the user's ``module:attribute``); for the gate and the leased
 worker, one of their fixes (``semsim.world.design.DESIGN_FIXES``),
-``every-fix``, or a variant of their own part (a ledger, a store:
+``every-fix``, or a variant of their own part, a gate's ``ledger`` or the
+leased workers' ``store`` (a registered name or ``module:attribute``:
 :mod:`semsim.world.variant`). So a team compares its own change with the
-reference and the other designs under the same faults.
+reference and the other designs under the same faults. ``DESIGN@reference``
+is ``DESIGN``, and two rows that run the same (``gate@every-fix`` and
+``gate@calls-end-with-their-fetch``, while that is the gate's only fix) are
+refused: a row named twice would only run its cells twice.
 
 Every run tolerates the known findings (docs/FINDINGS.md) its variant does
 not fix: a comparison measures the design as it is, and says which
@@ -137,8 +141,8 @@ def contender(text: str) -> Contender:
         return Contender(design)
     if not variant.strip() or variant != variant.strip():
         raise ValueError(f"{text!r}: name a variant after {AT!r}, without spaces around it")
-    if design == "semaphore" and variant == REFERENCE.name:
-        return Contender("semaphore")
+    if variant == REFERENCE.name:  # every design's reference is the design as its seed has it
+        return Contender(design)
     return Contender(design, variant)
 
 
@@ -270,19 +274,28 @@ def check_matrix(
     config: WorldConfig, designs: Sequence[str], plans: Sequence[str], seeds: Sequence[int]
 ) -> None:
     """ValueError naming what is wrong, before anything runs: unknown names, a variant that cannot
-    be loaded, a row named twice, an empty or oversized matrix, a config the semaphore cannot be
-    measured in, a plan that does not fit the config."""
+    be loaded, a row named twice or two rows that run the same, an empty or oversized matrix, a
+    config the semaphore cannot be measured in, a plan that does not fit the config."""
     rows = [contender(design) for design in designs]
     labels = [row.label for row in rows]
     if len(set(labels)) != len(labels):
         twice = next(label for label in labels if labels.count(label) > 1)
         raise ValueError(f"{twice!r} is named twice")
     worlds = []
+    runs: list[tuple[Contender, WorldConfig, tuple[object, ...]]] = []
     for row in rows:
         try:
-            worlds.append(row.world(config)[0])
+            world, variant, _ = row.world(config)
         except (VariantLookupError, ValueError) as error:
             raise ValueError(f"{row.label}: {error}") from None
+        same = next((earlier for earlier, w, v in runs if (w, v) == (world, _runs_as(variant))), None)
+        if same is not None:
+            raise ValueError(
+                f"{same.label!r} and {row.label!r} run the same: the same design, fixes and variant "
+                "(name one: its cells would run twice)"
+            )
+        runs.append((row, world, _runs_as(variant)))
+        worlds.append(world)
     for plan in plans:
         if plan not in PLANS:
             raise ValueError(f"unknown plan {plan!r}: the plans are {', '.join(PLANS)}")
@@ -300,6 +313,16 @@ def check_matrix(
                 check_plan(world, faults)
             except ValueError as error:
                 raise ValueError(f"plan {plan!r} for design {row.label!r}: {error}") from None
+
+
+def _runs_as(variant: Variant) -> tuple[object, ...]:
+    """What of ``variant`` a run depends on: all but the names it goes by, which change nothing
+    that runs or judges."""
+    return tuple(
+        getattr(variant, field.name)
+        for field in attrs.fields(Variant)
+        if field.name not in ("name", "description")
+    )
 
 
 def compare(
