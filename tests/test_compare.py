@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -15,8 +16,10 @@ from semsim.check.trade_offs import TradeOffs
 from semsim.cli.main import main
 from semsim.explore.campaigns import local_pool
 from semsim.explore.compare import (
+    FIGURES,
     PLANS,
     Cell,
+    Summary,
     check_matrix,
     compare,
     contender,
@@ -25,6 +28,7 @@ from semsim.explore.compare import (
     plan_for,
     summarise,
 )
+from semsim.explore.compare_plot import HATCHES, bar_styles, plot_comparison
 from semsim.harness import designs
 from semsim.harness.run import WorldConfig
 from semsim.world.design import DESIGN_FIXES, DESIGNS
@@ -334,3 +338,32 @@ def test_two_rows_that_run_the_same_are_refused_before_any_run() -> None:
 
 #: The reference under another name: it runs and is judged as the reference is.
 RENAMED = attrs.evolve(REFERENCE, name="renamed", description="the reference, renamed")
+
+
+def test_two_variants_of_one_design_are_told_apart_in_the_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: dict[str, tuple[object, object]] = {}
+    real = Axes.bar
+
+    def bar(self: Axes, *args: Any, **kwargs: Any) -> Any:
+        drawn[kwargs["label"]] = (kwargs["color"], kwargs["hatch"])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "bar", bar)
+    rows = ["gate", "gate@every-fix", "gate@team:LEDGER", "leased-worker", "leased-worker@team:STORE"]
+    figures: dict[str, float | None] = {name: 1.0 for name, _ in FIGURES}
+    plot_comparison([Summary(row, "calm", 1, 1, (), figures, 0) for row in rows], tmp_path / "p.png")
+    assert list(drawn) == rows
+    assert len(set(drawn.values())) == len(rows), drawn
+    # A variant keeps its design's colour: the hatch tells it from the design and its other variants.
+    assert {drawn[row][0] for row in rows[:3]} == {drawn["gate"][0]}
+    assert drawn["gate"][1] is None
+
+
+def test_many_variants_of_one_design_each_get_a_hatch_of_their_own() -> None:
+    rows = [f"gate@v{index}" for index in range(2 * len(HATCHES) + 1)]
+    styles = bar_styles(["gate", *rows])
+    assert len(set(styles.values())) == len(rows) + 1

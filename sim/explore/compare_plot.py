@@ -6,7 +6,9 @@ how long items waited), with one bar per design in every fault plan, so the
 eye reads across a row of panels what each design pays under each fault.
 Values are the means over the seeds (the peak's maximum), as the table has
 them; a bar that is missing is a figure no run had (a design that never
-recovered within its runs is marked with a cross).
+recovered within its runs is marked with a cross). A variant of a design
+(``DESIGN@VARIANT``) is drawn in its design's colour with a hatch of its
+own, so two variants of one design are told apart as well as the designs are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from semsim.inputs.files import write_whole
 
 #: One colour per design, in DESIGNS order (colour-blind-safe: Okabe and Ito).
 COLOURS: Final = {"semaphore": "#0072B2", "gate": "#E69F00", "leased-worker": "#009E73"}
+#: A variant's hatch: the first variant of a design in the comparison takes the first, the next
+#: the next; past the last, the patterns come round again drawn denser ("//" then "////").
+HATCHES: Final = ("//", "\\\\", "xx", "..", "++", "oo", "--", "**")
 #: The panels, by figure name (FIGURES' headings label them).
 PANELS: Final = (
     "peak_over_admission",
@@ -30,6 +35,23 @@ PANELS: Final = (
     "recovery_ms",
     "queue_wait_p99_ms",
 )
+
+
+def bar_styles(designs: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """Each row's ``(colour, hatch)``: a design in its colour, plain; its variants in the same
+    colour, each with a hatch no other variant of that design has, in the order they come."""
+    styles: dict[str, tuple[str, str | None]] = {}
+    variants_of: dict[str, int] = {}
+    for design in designs:
+        base, at, _ = design.partition("@")
+        colour = COLOURS.get(base, "#999999")
+        if not at:
+            styles[design] = (colour, None)
+            continue
+        index = variants_of.get(base, 0)
+        variants_of[base] = index + 1
+        styles[design] = (colour, HATCHES[index % len(HATCHES)] * (1 + index // len(HATCHES)))
+    return styles
 
 
 def plot_comparison(summaries: Sequence[Summary], path: Path) -> None:
@@ -45,6 +67,7 @@ def plot_comparison(summaries: Sequence[Summary], path: Path) -> None:
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 3, squeeze=False)
     width = 0.8 / max(1, len(designs))
+    styles = bar_styles(designs)
     for ax, name in zip(axes.flat, PANELS, strict=True):
         for index, design in enumerate(designs):
             xs, heights, never = [], [], []
@@ -57,15 +80,14 @@ def plot_comparison(summaries: Sequence[Summary], path: Path) -> None:
                     heights.append(value)
                 if name == "recovery_ms" and summary is not None and summary.not_recovered:
                     never.append(x)
-            # A variant (DESIGN@VARIANT) takes its design's colour, hatched.
-            base, at, _ = design.partition("@")
+            colour, hatch = styles[design]
             ax.bar(
                 xs,
                 heights,
                 width,
-                color=COLOURS.get(base, "#999999"),
-                hatch="//" if at else None,
-                edgecolor="white" if at else None,
+                color=colour,
+                hatch=hatch,
+                edgecolor="white" if hatch else None,
                 label=design,
             )
             if never:
