@@ -12,10 +12,17 @@ truth every design is judged by, and shades the two gaps between them.
 ``design_series(header, events)`` is pure, so tests can check the numbers,
 and ``design_figure`` draws them. The series, per account:
 
-- **counted as taken** (``held``): for the gate, the ledger's ``in_flight``
-  after each ``gate_acquire`` and ``gate_release`` of ``gate:ACCOUNT``, and 0
-  when that object is evicted (its successor's ledger starts empty, seed
-  003). For the leased worker, the account's instances under a live lease:
+- **counted as taken** (``held``): what the trade-off meter counts
+  (:mod:`semsim.check.trade_offs`), so that the hatched leak reads as the
+  header's ``leaked_cap_s``. For the gate, the slots of ``gate:ACCOUNT``
+  that hold capacity back: each from the ``gate_acquire`` that issued its
+  token until its ``gate_release``, or until it goes stale
+  (``now - acquired_at > stale_ms``, the header's
+  ``config.design.gate.stale_ms``), whichever comes first; none once that
+  object is evicted (its successor's ledger starts empty, seed 003). A
+  stale slot stays in the ledger's ``in_flight`` until the next acquire
+  heals it, but it is free to that acquire, so neither the meter nor the
+  plot counts it. For the leased worker, the account's instances under a live lease:
   a ``lease_claim`` leases its ``ids`` until ``until``, an ``ok`` renewal
   moves that to its ``until``, an ``ok`` write or hand-back ends it, and a
   lease nobody renewed ends at its ``until`` (the store's rule: live while
@@ -41,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from semaphore_core.gate import STALE_MS
 from semsim.report.steps import (
     VIOLATION_MARGIN,
     Mark,
@@ -133,6 +141,53 @@ class _Leases:
         return ended
 
 
+class _Slots:
+    """Each gate's slots that hold capacity back, as the meter counts them: from their acquire
+    until their release or until they go stale, whichever comes first."""
+
+    def __init__(self, stale_ms: int) -> None:
+        self.stale_ms = stale_ms
+        #: Per account, each counted slot's token and when it was acquired.
+        self.acquired: dict[str, dict[str, int]] = {}
+        #: ``(first ms it is stale, account, token)``.
+        self._stale_at: list[tuple[int, str, str]] = []
+
+    def acquire(self, account: str, token: str, t_ms: int) -> None:
+        self.acquired.setdefault(account, {})[token] = t_ms
+        # The ledger's rule: stale once now - acquired_at > stale_ms.
+        heapq.heappush(self._stale_at, (t_ms + self.stale_ms + 1, account, token))
+
+    def end(self, account: str, token: str) -> None:
+        self.acquired.get(account, {}).pop(token, None)
+
+    def evicted(self, account: str) -> None:
+        self.acquired.pop(account, None)
+
+    def count(self, account: str) -> int:
+        return len(self.acquired.get(account, {}))
+
+    def expire(self, upto_ms: int) -> list[tuple[int, str]]:
+        """Stop counting every slot stale at or before ``upto_ms``: ``(when, account)`` of each."""
+        ended = []
+        while self._stale_at and self._stale_at[0][0] <= upto_ms:
+            when_ms, account, token = heapq.heappop(self._stale_at)
+            slots = self.acquired.get(account, {})
+            if slots.get(token) == when_ms - self.stale_ms - 1:
+                del slots[token]
+                ended.append((when_ms, account))
+        return ended
+
+
+def _stale_ms(config: Mapping[str, Any]) -> int:
+    """The gate's ``stale_ms`` as the header's config has it (the seed's, if it names none)."""
+    design = config.get("design")
+    gate = design.get("gate") if isinstance(design, Mapping) else None
+    stale_ms = gate.get("stale_ms", STALE_MS) if isinstance(gate, Mapping) else STALE_MS
+    if not isinstance(stale_ms, int) or isinstance(stale_ms, bool) or stale_ms < 1:
+        raise PlotError(f"config.design.gate.stale_ms must be a positive integer, got {stale_ms!r}")
+    return stale_ms
+
+
 #: Strip rows, top down: (name, marker, colour).
 _MARK_ROWS: Final = (
     ("gate evicted", "v", "#c0392b"),
@@ -185,7 +240,7 @@ def design_series(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
     api: dict[str, _Step] = {}
     for account in declared:
         held[str(account)], api[str(account)] = _Step(), _Step()
-    state = _State(design, held, api)
+    state = _State(design, held, api, _stale_ms(config) if design == "gate" else STALE_MS)
     end_ms = 0
     for number, event in enumerate(events, start=1):
         try:
@@ -238,7 +293,7 @@ def design_series(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
 class _State:
     """Folds a design trace's events into its series and marks."""
 
-    def __init__(self, design: str, held: dict[str, _Step], api: dict[str, _Step]) -> None:
+    def __init__(self, design: str, held: dict[str, _Step], api: dict[str, _Step], stale_ms: int) -> None:
         self.design = design
         self.held = held
         self.api = api
@@ -246,6 +301,7 @@ class _State:
         self.violations: list[Mark] = []
         self.trade_offs: Mapping[str, Any] | None = None
         self.leases = _Leases()
+        self.slots = _Slots(stale_ms)
         #: Each submitted item's account (its ``key``).
         self.account_of: dict[str, str] = {}
         self.running: dict[str, int] = {}  # item -> its calls running at the API
@@ -267,12 +323,15 @@ class _State:
             self.held[account].set(t_ms, count)
 
     def _expire(self, upto_ms: int) -> None:
+        if self.design == "gate":
+            for when_ms, account in self.slots.expire(upto_ms):
+                self.held[account].set(when_ms, self.slots.count(account))
+            return
         for when_ms, _ in self.leases.expire(upto_ms):
             self._leases_changed(when_ms)
 
     def finish(self, end_ms: int) -> None:
-        if self.design == "leased-worker":
-            self._expire(end_ms)
+        self._expire(end_ms)
         # A run goes on past a violation its judges tolerate (a known finding); one they do not
         # stops it, so it is the last, and the run then measured no trade-offs.
         stopped = self.trade_offs is None and bool(self.violations)
@@ -282,16 +341,26 @@ class _State:
 
     def apply(self, t: int, event: Mapping[str, Any]) -> None:
         kind = event["kind"]
-        if self.design == "leased-worker":
-            self._expire(t)
+        self._expire(t)
         if kind == "send" and event.get("src") == "workload" and event.get("method") == "submit":
             for item in event["body"]:
                 self.account_of[str(item["id"])] = self._account(str(item["key"]))
         elif kind in ("gate_acquire", "gate_release"):
             account = self._account(str(event["gate"]).removeprefix("gate:"))
-            self.held[account].set(t, int(event["in_flight"]))
-            if kind == "gate_acquire" and event["healed"]:
-                self.marks.append(Mark(t, "slot healed", f"{event['gate']}: {', '.join(event['healed'])}"))
+            token = event["token"]
+            if kind == "gate_release":
+                if event["released"]:
+                    self.slots.end(account, str(token))
+            else:
+                for healed in event["healed"]:
+                    self.slots.end(account, str(healed))
+                if token is not None:
+                    self.slots.acquire(account, str(token), t)
+                if event["healed"]:
+                    self.marks.append(
+                        Mark(t, "slot healed", f"{event['gate']}: {', '.join(event['healed'])}")
+                    )
+            self.held[account].set(t, self.slots.count(account))
         elif kind == "lease_claim":
             for id in event["ids"]:
                 self.leases.lease(str(id), str(event["token"]), int(event["until"]))
@@ -311,6 +380,7 @@ class _State:
             name = str(event["object"])
             if name.startswith("gate:"):
                 account = self._account(name.removeprefix("gate:"))
+                self.slots.evicted(account)
                 self.held[account].set(t, 0)
                 self.marks.append(Mark(t, "gate evicted", name))
             elif name != "store":
@@ -389,7 +459,7 @@ def design_figure(data: DesignPlotData, *, title: str | None = None) -> Figure:
 
 
 _COUNTED: Final = {
-    "gate": "slots the gate's ledger counts",
+    "gate": "the gate's slots not yet stale",
     "leased-worker": "instances under a live lease",
 }
 
