@@ -10,6 +10,7 @@ block, which also shows the original behaviour comes back.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
@@ -32,8 +33,10 @@ from semaphore_core.protocol import (
     parse_request,
 )
 from semaphore_core.queue import QueueClient, QueueItem
+from semsim.harness.run import WorldRun
 from semsim.world.mutant_catalog import MUTANTS, Mutant, mutant
 from tests.helpers import holder, ids, request, sync
+from tests.operation_worlds import WORLDS as OPERATION_WORLDS
 
 TTL = 60_000
 
@@ -485,6 +488,11 @@ class Scenario:
     mutated: object
 
 
+def _stopped_by(world: Callable[[], WorldRun]) -> object:
+    """The invariant that stopped the world's run (None: it completed)."""
+    return world().result.invariant
+
+
 SCENARIOS: dict[str, Scenario] = {
     "report-lowers-high-water": Scenario(report_lowers_high_water, 2, 4),
     "released-not-clamped-to-claimed": Scenario(released_not_clamped_to_claimed, 2, 1),
@@ -558,6 +566,11 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "lease-ignores-group-room": Scenario(lease_ignores_group_room, [2], [4]),
     "client-asks-for-held-capacity": Scenario(client_asks_for_held_capacity, [("g", 1)], [("g", 3)]),
+    # The operations' lifecycle: the world that reaches each promise, and what stops its run.
+    **{
+        name: Scenario(functools.partial(_stopped_by, world), None, invariant)
+        for name, (world, invariant) in OPERATION_WORLDS.items()
+    },
 }
 
 

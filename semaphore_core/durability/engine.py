@@ -556,6 +556,11 @@ class Engine:
             min(timer_times) if timer_times else None,
         )
 
+    def pending_at(self) -> int | None:
+        """The earliest time any participant has work pending (what ``reconcile`` arms the
+        physical alarm from), or None; a read, for checkers."""
+        return self._targets()[0]
+
     def _alarm_target(self, physical_next_at: int, current: int | None) -> int | None:
         """The alarm ``reconcile`` writes, or None to leave ``current`` (lines 1309-1317)."""
         target = max(physical_next_at, self._now + self.options.alarm_min_delay_ms)

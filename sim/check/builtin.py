@@ -40,6 +40,20 @@ BUILTIN: Final = (
     Builtin("external_ceiling", "safety", "calls in flight at the external API stay within the limit"),
     Builtin("effect_once", "safety", "at an idempotent API, each operation takes effect at most once"),
     Builtin("fenced", "safety", "an operation records only the outcome of its latest attempt"),
+    Builtin(
+        "attempts_bounded",
+        "safety",
+        "an operation's attempts stay within maxAttempts, and none starts once it ended",
+    ),
+    Builtin("retry_before_last", "safety", "a retry is scheduled only before the last attempt"),
+    Builtin(
+        "handoff_alarm", "safety", "after an alarm pass hands off, an alarm is set within alarmMinDelayMs"
+    ),
+    Builtin(
+        "registration_idempotent",
+        "safety",
+        "registering an operation again with an equal payload is accepted as a no-op",
+    ),
     Builtin("capacity_returns", "liveness", "once settled, usage is back to 0 (the documented leak aside)"),
     Builtin("progress", "liveness", "waiting demand is served while capacity exists, oldest first"),
     Builtin("reclaimed", "liveness", "unclaimed grant permits come back after their deadline"),

@@ -271,7 +271,7 @@ class ApiCallChange:
     #: The account (the holder's key) and the operation the call is for.
     account: str
     operation: str
-    #: How many times the operation has taken effect at the API so far.
+    #: How many times the operation's idempotency key has taken effect at the API so far.
     effects: int
     #: Whether the API deduplicates by operation (then each must take effect at most once).
     idempotent: bool
@@ -284,6 +284,9 @@ class ApiCallChange:
     leases: LeaseOptions | None = None
     #: Every call running at the API for ``account`` after the change, in arrival order.
     running: tuple[RunningCall, ...] = ()
+    #: How many times the operation the call's request named has taken effect, under whatever
+    #: idempotency keys (0: the request named none).
+    operation_effects: int = 0
 
 
 @attrs.frozen

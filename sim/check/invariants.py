@@ -45,6 +45,7 @@ from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.alarm_armed import AlarmArmed
 from semsim.check.allocation_checks import NAMES as ALLOCATION
+from semsim.check.attempts_bounded import AttemptsBounded
 from semsim.check.builtin import names
 from semsim.check.capacity_returns import DOCUMENTED_LEAK as DOCUMENTED_LEAK
 from semsim.check.capacity_returns import CapacityReturns
@@ -77,6 +78,7 @@ from semsim.check.events import (
 from semsim.check.external_ceiling import ExternalCeiling
 from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
+from semsim.check.handoff_alarm import Handoff, HandoffAlarm
 from semsim.check.lease_fairness import LeaseFairness
 from semsim.check.no_overask import NoOverask
 from semsim.check.operation_progress import OperationProgress
@@ -86,7 +88,9 @@ from semsim.check.reads import CheckerReadError
 from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
 from semsim.check.reclaimed import Reclaimed
+from semsim.check.registration import RegistrationIdempotent
 from semsim.check.reports_monotone import ReportsMonotone
+from semsim.check.retry_before_last import RetryBeforeLast
 from semsim.check.reuse import Reuse
 from semsim.check.room import Rooms, WatchedHolder
 from semsim.check.row_mirror import RowMirror
@@ -197,10 +201,13 @@ class Monitor:
         network: Network | None = None,
         api: ExternalApi | None = None,
         clients: Mapping[str, DurableObject] | None = None,
+        max_attempts: int | None = None,
     ) -> None:
         """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
         in a unit test): what is on the wire, the external API of the account-concurrency world,
-        and the client objects by name, which the world fills in as it builds them."""
+        and the client objects by name, which the world fills in as it builds them.
+        ``max_attempts``: the durable operations' ``maxAttempts`` in that world (None: no
+        operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing)."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
         #: the ones that define it: only they hear it (each event is built once, for semsim's own
@@ -211,6 +218,14 @@ class Monitor:
         self._on_commit: tuple[Checker, ...] = (Ceiling(self.fail), GroupCeiling(self.fail))
         self._alarm_armed = AlarmArmed(self.fail)
         self._fenced = Fenced(self.fail)
+        #: The durable operations' lifecycle (the account-concurrency world's clients).
+        self._attempts: tuple[Checker, ...] = (
+            ()
+            if max_attempts is None
+            else (AttemptsBounded(self.fail, max_attempts), RetryBeforeLast(self.fail, max_attempts))
+        )
+        self._handoff_alarm = HandoffAlarm(self.fail)
+        self._registration = RegistrationIdempotent(self.fail)
         self._effect_once = EffectOnce(self.fail)
         self._external_ceiling = ExternalCeiling(self.fail)
         self._reports_monotone = ReportsMonotone(self.fail)
@@ -438,7 +453,24 @@ class Monitor:
         operation = Operation(self.sim.now(), client, event)
         self._external_ceiling.on_operation(operation)  # an attempt's start, for a zombie's calls
         self._fenced.on_operation(operation)
+        for checker in self._attempts:
+            checker.on_operation(operation)
         self._tell("on_operation", operation)
+
+    def handed_off(
+        self, client: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+    ) -> None:
+        """An alarm pass of ``client`` handed its work off: ``handoff_alarm``
+        (:mod:`semsim.check.handoff_alarm`) judges the alarm the step left."""
+        self._handoff_alarm.on_handoff(Handoff(self.sim.now(), client, alarm_ms, pending_ms, min_delay_ms))
+
+    @_reads_storage
+    def registration_refused(
+        self, client: str, id: str, payload: Any, storage: sqlite3.Connection, error: str
+    ) -> None:
+        """Registering ``id`` again was refused: ``registration_idempotent``
+        (:mod:`semsim.check.registration`) judges the payload offered against the one stored."""
+        self._registration.on_refused(client, id, payload, storage, error)
 
     def api_changed(self, change: Change, call: ApiCall) -> None:
         """``external_ceiling`` (:mod:`semsim.check.external_ceiling`) as each call starts at the
@@ -466,6 +498,7 @@ class Monitor:
                 RunningCall(other.key, other.started_at, other.attempt, other.key in holding)
                 for other in running
             ),
+            operation_effects=0 if call.operation is None else api.operation_effects.get(call.operation, 0),
         )
         if change == "end":
             # A call ending is work moving: a run that waited on a zombie's end is not stuck at it.

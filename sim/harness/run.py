@@ -377,6 +377,7 @@ def run_world(
                     network=network,
                     api=api,
                     clients=clients,
+                    max_attempts=None if config.operations is None else config.operations.max_attempts,
                 )
 
             world = _build(sim, config, faults, nursery, judge, variant)

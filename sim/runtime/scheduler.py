@@ -156,12 +156,16 @@ class DurabilityScheduler:
         *,
         fallback: bool = True,
         on_applied: Callable[[], None] | None = None,
+        on_handoff: Callable[[int | None, int | None], None] | None = None,
     ) -> None:
         """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
-        ``on_applied``: called after every step is done (a checker of the object's commits)."""
+        ``on_applied``: called after every step is done (a checker of the object's commits).
+        ``on_handoff``: called after a step in which an alarm pass handed off, with the stored
+        alarm and the earliest pending work's time (a checker of ``armForHandoff``)."""
         self.ctx = ctx
         self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options, on_abort=self._on_abort)
         self._on_applied = on_applied
+        self._on_handoff = on_handoff
         self.durability: Durability | None = None
         self._handler: Handler | None = None
         self._on_event = on_event
@@ -298,6 +302,8 @@ class DurabilityScheduler:
         if self._on_event is not None:
             for event in step.events:
                 self._on_event(event)
+        if self._on_handoff is not None and any(end.outcome == "handed_off" for end in step.alarm_ends):
+            self._on_handoff(ctx.get_alarm(), self.engine.pending_at())
         # A pass that threw and could not re-arm committed nothing, and the platform's retry
         # comes next: there is no commit to judge.
         if self._on_applied is not None and not any(end.outcome == "failed" for end in step.alarm_ends):

@@ -32,6 +32,7 @@ import attrs
 
 from semaphore_core.durability import AlarmInfo, Attempt, Durability, Event, Participant, SchedulerOptions
 from semaphore_core.durability.engine import Join
+from semaphore_core.durability.errors import DuplicateDurablePayloadError
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
@@ -86,6 +87,16 @@ class ClientMonitor(Protocol):
         """A lifecycle event of one of the client's durable operations, in emission order."""
         ...
 
+    def handed_off(
+        self, client: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+    ) -> None:
+        """An alarm pass of the client's scheduler handed its work off: the alarm the step left."""
+        ...
+
+    def registration_refused(self, client: str, id: str, payload: Any, storage: Any, error: str) -> None:
+        """Registering operation ``id`` with ``payload`` was refused with ``error``."""
+        ...
+
 
 class ClientObject:
     """One live instance of a client object."""
@@ -136,6 +147,7 @@ class ClientObject:
             if operations is None
             else operations.scheduler_options(ALARM_FLOOR_MS),
             on_event=self._lifecycle,
+            on_handoff=None if monitor is None else self._handed_off,
         )
         # As seed 000's JobShard builds them: the operations first, then the queue.
         self.jobs_run: Durability | None = (
@@ -395,11 +407,23 @@ class ClientObject:
         duration = int(json.loads(admission.body)["duration_ms"]) if admission.body else 0
         if self.operations is not None:
             # ``admit``: jobs.run({id: item.id, payload: item.body}); a repeated admit is a no-op.
-            self.scheduler.register(OPERATION, admission.item_id, job_payload(admission.key, duration))
+            self._register(admission.item_id, job_payload(admission.key, duration))
+            if self.operations.repeat_registration:
+                # The hook delivered again, the payload's keys in the other order: still a no-op.
+                self._register(admission.item_id, job_payload(admission.key, duration, keys_reversed=True))
         else:
             self.jobs.start(admission.item_id, self.ctx.name, admission.key, admission.group, duration)
 
     # --- the account-concurrency world: admitted items as durable operations ----------------
+
+    def _register(self, item: str, payload: Any) -> None:
+        """``jobs.run({id, payload})``; a refusal goes to the monitor (``registration_idempotent``)."""
+        try:
+            self.scheduler.register(OPERATION, item, payload)
+        except DuplicateDurablePayloadError as refused:
+            if self.monitor is None:
+                raise
+            self.monitor.registration_refused(self.ctx.name, item, payload, self.ctx.storage, str(refused))
 
     async def _job(self, attempt: Attempt) -> Any:
         """Seed 000's handler: POST the job with its id as the idempotency key; not ok throws.
@@ -427,6 +451,11 @@ class ClientObject:
             raise
         log.answered(attempt.id, deadline_at)
         return result
+
+    def _handed_off(self, alarm_ms: int | None, pending_ms: int | None) -> None:
+        assert self.monitor is not None
+        options = self.scheduler.engine.options
+        self.monitor.handed_off(self.ctx.name, alarm_ms, pending_ms, options.alarm_min_delay_ms)
 
     def _lifecycle(self, event: Event) -> None:
         """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""

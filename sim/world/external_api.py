@@ -120,6 +120,9 @@ class ApiCall:
     outcome: Outcome
     #: The attempt that sent it, as its request said (a caller's tracing header; None if it did not say).
     attempt: int | None = None
+    #: The operation that sent it, as its request said (a tracing header like ``attempt``, apart
+    #: from the idempotency key, so a caller keying one operation two ways is still seen).
+    operation: str | None = None
 
 
 Change = Literal["start", "end"]
@@ -139,6 +142,9 @@ class ExternalApi:
         self.in_flight: dict[str, int] = {}
         #: How many times each idempotency key took effect.
         self.effects: dict[str, int] = {}
+        #: How many times each operation took effect, by the operation its requests named, whatever
+        #: their keys (``effect_once`` judges both counts).
+        self.operation_effects: dict[str, int] = {}
         #: An idempotent API's stored outcome per key that took effect.
         self._stored: dict[str, Outcome] = {}
         #: An idempotent API's running call per key.
@@ -165,7 +171,7 @@ class ExternalApi:
     def dispatch(self, method: str, payload: Any) -> Any:
         if method != "run":
             raise RemoteError("protocol", f"{NAME}: unknown method {method!r}")
-        account, key, work_ms, deadline_at, attempt = _parse_run(payload)
+        account, key, work_ms, deadline_at, attempt, operation = _parse_run(payload)
         for watcher in self._request_watchers:
             watcher(account, key)
         sim = self._sim
@@ -180,7 +186,7 @@ class ExternalApi:
             if key in self._running_key:
                 sim.event("api_conflict", account=account, key=key, call=self._running_key[key])
                 raise RemoteError("conflict", f"{NAME}: a call with idempotency key {key!r} is running")
-        call = self._start(account, key, work_ms, deadline_at, attempt)
+        call = self._start(account, key, work_ms, deadline_at, attempt, operation)
         done = sim.signal()
 
         def end() -> None:
@@ -198,7 +204,13 @@ class ExternalApi:
     # --- calls -----------------------------------------------------------------------
 
     def _start(
-        self, account: str, key: str, work_ms: int, deadline_at: int | None, attempt: int | None
+        self,
+        account: str,
+        key: str,
+        work_ms: int,
+        deadline_at: int | None,
+        attempt: int | None,
+        operation: str | None,
     ) -> ApiCall:
         sim, faults, rng = self._sim, self._faults, self._rng
         now = sim.now()
@@ -218,7 +230,7 @@ class ExternalApi:
             outcome, work_ms = "deadline", deadline_at - now
         if len(self.running) >= MAX_CALLS_IN_FLIGHT:
             raise AssertionError(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at the external API")
-        call = ApiCall(sim.next_id("call"), account, key, now, now + work_ms, outcome, attempt)
+        call = ApiCall(sim.next_id("call"), account, key, now, now + work_ms, outcome, attempt, operation)
         self.running[call.call] = call
         self.in_flight[account] = self.in_flight.get(account, 0) + 1
         if self._spec.idempotent:
@@ -248,6 +260,8 @@ class ExternalApi:
             del self._running_key[call.key]
         if call.outcome not in ("error", "deadline"):
             self.effects[call.key] = self.effects.get(call.key, 0) + 1
+            if call.operation is not None:
+                self.operation_effects[call.operation] = self.operation_effects.get(call.operation, 0) + 1
             if self._spec.idempotent:
                 self._stored[call.key] = call.outcome
         self._sim.event("api_end", call=call.call, account=call.account, outcome=call.outcome, in_flight=left)
@@ -262,12 +276,13 @@ def _answer(outcome: Outcome, *, replayed: bool) -> dict[str, Any]:
     raise RemoteError("error", f"{NAME}: {status} ({outcome}{', replayed' if replayed else ''})")
 
 
-def _parse_run(payload: Any) -> tuple[str, str, int, int | None, int | None]:
-    """``{"account": str, "key": str, "workMs": int, "deadlineAt"?: int, "attempt"?: int}``, or
-    ``RemoteError("protocol")``."""
+def _parse_run(payload: Any) -> tuple[str, str, int, int | None, int | None, str | None]:
+    """``{"account": str, "key": str, "workMs": int, "deadlineAt"?: int, "attempt"?: int,
+    "operation"?: str}``, or ``RemoteError("protocol")``."""
     if not isinstance(payload, dict) or not {"account", "key", "workMs"} <= set(payload) <= _RUN_FIELDS:
         raise RemoteError(
-            "protocol", f"{NAME}: run takes {{account, key, workMs, deadlineAt?, attempt?}}, got {payload!r}"
+            "protocol",
+            f"{NAME}: run takes {{account, key, workMs, deadlineAt?, attempt?, operation?}}, got {payload!r}",
         )
     account, key, work_ms = payload["account"], payload["key"], payload["workMs"]
     if not isinstance(account, str) or not account or not isinstance(key, str) or not key:
@@ -280,9 +295,12 @@ def _parse_run(payload: Any) -> tuple[str, str, int, int | None, int | None]:
     attempt = payload.get("attempt")
     if attempt is not None and (type(attempt) is not int or attempt < 1):
         raise RemoteError("protocol", f"{NAME}: attempt must be a positive integer")
-    return account, key, work_ms, deadline_at, attempt
+    operation = payload.get("operation")
+    if operation is not None and (not isinstance(operation, str) or not operation):
+        raise RemoteError("protocol", f"{NAME}: operation must be a non-empty string")
+    return account, key, work_ms, deadline_at, attempt, operation
 
 
 #: ``api_start``'s mark of a call the plan slowed (absent otherwise, so older traces keep their bytes).
 _SLOW: Final = {"slow": True}
-_RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt", "attempt"})
+_RUN_FIELDS: Final = frozenset({"account", "key", "workMs", "deadlineAt", "attempt", "operation"})

@@ -38,6 +38,8 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
+import semaphore_core.durability.engine as engine_module
+import semaphore_core.durability.operations as operations_module
 import semaphore_core.grants as grants_module
 import semaphore_core.holder as holder_module
 import semaphore_core.leases as leases_module
@@ -45,6 +47,7 @@ import semaphore_core.migrations as migrations_module
 import semaphore_core.protocol as protocol_module
 import semaphore_core.queue as queue_module
 import semaphore_core.rounds as rounds_module
+import semsim.world.client_object as client_object_module
 from semaphore_core.collation import CollationKey
 from semaphore_core.config import Budgets, HolderConfig, LeaseOptions, Provisioning, Strict, Under, scaled
 from semaphore_core.durability.engine import Engine
@@ -1075,6 +1078,80 @@ _FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
     ),
 )
 
+# --- the durable operations' lifecycle (seed 002) and seed 000's handler -----------------------
+
+
+def _retry_after_last_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``decideRetry`` with ``attempt > maxAttempts`` for ``>=``: the last attempt's failure retries."""
+
+    def decide(self: Engine, spec: Any, attempt: int, error: BaseException) -> Any:
+        decision = original(self, spec, attempt, error)
+        if decision.terminal and attempt == spec.policy.max_attempts and decision.error is error:
+            delay = int(spec.policy.delay(attempt))
+            return attrs.evolve(decision, terminal=False, next_attempt_at=decision.timestamp + delay)
+        return decision
+
+    return decide
+
+
+def _claims_one_attempt_too_many(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``claimAttempt`` with ``attempt <= maxAttempts``: a lost last attempt is run once more."""
+
+    def claim(conn: Any, table: Any, key: str, generation: str, max_attempts: int) -> int | None:
+        result: int | None = original(conn, table, key, generation, max_attempts + 1)
+        return result
+
+    return claim
+
+
+def _handoff_arms_no_alarm(_original: Callable[..., Any]) -> Callable[..., Any]:
+    """``runAlarm``'s hand-off returns without ``armForHandoff``: the work goes on in memory only."""
+    return lambda self, timestamp: JsPromise.resolve(self.tasks)
+
+
+def _payload_compared_as_text(_original: Callable[[str], str]) -> Callable[[str], str]:
+    """``#run`` compares the stored and offered payloads as serialised, not canonical, text."""
+    return lambda text: text
+
+
+def _idempotency_key_per_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Seed 000's handler sends ``id:attempt`` as its idempotency key, so each attempt is new."""
+
+    def request(operation_id: str, payload: Any, attempt: int, deadline_at: int | None = None) -> Any:
+        built = original(operation_id, payload, attempt, deadline_at)
+        return {**built, "key": f"{operation_id}:{attempt}"}
+
+    return request
+
+
+_FOR_THE_OPERATIONS: Final[tuple[Mutant, ...]] = (
+    Mutant(
+        "retry-after-last-attempt",
+        "decideRetry compares attempt > maxAttempts, so the last attempt's failure schedules a retry",
+        _patcher((Engine, "_decide_retry", _retry_after_last_attempt)),
+    ),
+    Mutant(
+        "claim-one-attempt-too-many",
+        "claimAttempt allows attempt <= maxAttempts, so a lost last attempt runs once more",
+        _patcher((engine_module, "claim_attempt", _claims_one_attempt_too_many)),
+    ),
+    Mutant(
+        "handoff-arms-no-alarm",
+        "an alarm pass that hands off returns without arming a fresh alarm for its running work",
+        _patcher((Engine, "_arm_for_handoff", _handoff_arms_no_alarm)),
+    ),
+    Mutant(
+        "payload-compared-as-text",
+        "a re-registration's payload is compared as text, so one in another key order is refused",
+        _patcher((operations_module, "canonical", _payload_compared_as_text)),
+    ),
+    Mutant(
+        "idempotency-key-per-attempt",
+        "the handler keys each attempt's call apart (id:attempt), so the API takes every attempt's effect",
+        _patcher((client_object_module, "api_request", _idempotency_key_per_attempt)),
+    ),
+)
+
 #: Every mutant: the first catalog, then those written from the reference's code paths.
 #: Mutants the allocation checks (``reuse``, ``lease_fairness``, ``no_overask``) should kill.
 _FOR_THE_ALLOCATION_CHECKS: Final[tuple[Mutant, ...]] = (
@@ -1100,7 +1177,12 @@ _FOR_THE_ALLOCATION_CHECKS: Final[tuple[Mutant, ...]] = (
     ),
 )
 
-MUTANTS: Final[tuple[Mutant, ...]] = (*_FIRST_CATALOG, *_FROM_THE_REFERENCE, *_FOR_THE_ALLOCATION_CHECKS)
+MUTANTS: Final[tuple[Mutant, ...]] = (
+    *_FIRST_CATALOG,
+    *_FROM_THE_REFERENCE,
+    *_FOR_THE_ALLOCATION_CHECKS,
+    *_FOR_THE_OPERATIONS,
+)
 _BY_NAME: Final[Mapping[str, Mutant]] = {m.name: m for m in MUTANTS}
 assert len(_BY_NAME) == len(MUTANTS), "mutant names must be unique"
 

@@ -70,11 +70,20 @@ class OperationsSpec:
         default=DEFAULT_ALARM_HANDOFF_MS, converter=js_int, validator=integer(1, MAX_ALARM_HANDOFF_MS)
     )
 
+    #: Each admission registers its operation twice, the second time with the payload's keys in
+    #: the other order, as a hook delivered again would (seed 002: "the same id and payload again
+    #: is a no-op", compared canonically). Seed 000 registers once; the repeat is how the world
+    #: holds the port to that promise (``registration_idempotent``). False: once, as seed 000.
+    repeat_registration: bool = attrs.field(default=True, validator=boolean)
+
     def to_dict(self) -> dict[str, Any]:
-        """As recorded; ``alarm_handoff_ms`` only when not the default (older records keep their bytes)."""
+        """As recorded; ``alarm_handoff_ms`` and ``repeat_registration`` only when not the default
+        (older records keep their bytes)."""
         recorded = attrs.asdict(self)
         if recorded["alarm_handoff_ms"] == DEFAULT_ALARM_HANDOFF_MS:
             del recorded["alarm_handoff_ms"]
+        if recorded["repeat_registration"]:
+            del recorded["repeat_registration"]
         return recorded
 
     def longest_ms(self, alarm_min_delay_ms: int) -> int:
@@ -98,8 +107,16 @@ class OperationsSpec:
         )
 
 
-def job_payload(key: str, work_ms: int) -> dict[str, Any]:
-    """An admitted item's operation payload: the account (the semaphore key) and the work it asks for."""
+def job_payload(key: str, work_ms: int, *, keys_reversed: bool = False) -> dict[str, Any]:
+    """An admitted item's operation payload: the account (the semaphore key) and the work it asks for.
+
+    ``keys_reversed``: the same payload with its keys in the other order. Seed 002 compares a
+    re-registration's payload canonically ("the same id and payload again is a no-op"), so the
+    order must not matter; the client's repeat registration uses it
+    (``OperationsSpec.repeat_registration``, ``registration_idempotent``).
+    """
+    if keys_reversed:
+        return {"workMs": work_ms, "account": key}
     return {"account": key, "workMs": work_ms}
 
 
@@ -109,15 +126,17 @@ def api_request(
     """What the handler POSTs: the job, with the operation id as its idempotency key (and, with
     F5's fix, the attempt's deadline).
 
-    ``attempt`` rides along as a tracing header would (the API never keys anything by it: seed
-    002, "never by ``attempt``"): it tells the checker which attempt a call belongs to, however
-    late the network delivered it.
+    ``attempt`` and ``operation`` ride along as tracing headers would (the API never keys
+    anything by them: seed 002, "never by ``attempt``"): they tell the checker which attempt of
+    which operation a call belongs to, however late the network delivered it, and whatever key
+    the call was sent under (``effect_once`` counts effects per operation too).
     """
     request = {
         "account": payload["account"],
         "key": operation_id,
         "workMs": payload["workMs"],
         "attempt": attempt,
+        "operation": operation_id,
     }
     if deadline_at is not None:
         request["deadlineAt"] = deadline_at

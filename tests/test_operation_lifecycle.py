@@ -1,0 +1,182 @@
+"""The durable operations' lifecycle promises, judged in the account-concurrency world.
+
+``attempts_bounded``, ``retry_before_last``, ``handoff_alarm`` and
+``registration_idempotent`` (docs/INVARIANTS.md), and ``effect_once`` per
+operation whatever its key: each holds on the reference in a world built to
+reach it, and fails there under the catalog's mutant that breaks it (the
+same worlds ``tests/test_mutant_catalog.py`` uses to show each mutant is
+real). The checkers' own edges are shown on events written by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from semaphore_core.durability import AttemptSettled, AttemptStarted, Terminal
+from semaphore_core.durability.errors import SerializedError
+from semaphore_core.durability.events import OperationEntity
+from semsim.check.attempts_bounded import AttemptsBounded
+from semsim.check.effect_once import EffectOnce
+from semsim.check.events import ApiCallChange, Operation
+from semsim.check.handoff_alarm import Handoff, HandoffAlarm
+from semsim.check.retry_before_last import RetryBeforeLast
+from semsim.harness.run import WorldConfig, run_world
+from semsim.scenarios.operations import one_job
+from semsim.world.faults import FaultPlan
+from semsim.world.mutant_catalog import mutant
+from semsim.world.operations import OperationsSpec
+from tests.operation_worlds import WORLDS, every_attempt_fails, evicted_at, handoff_world
+
+
+@pytest.mark.parametrize("name", sorted(WORLDS))
+def test_the_reference_holds_and_the_mutant_breaks_the_promise(name: str) -> None:
+    world, invariant = WORLDS[name]
+    faithful = world()
+    assert faithful.result.outcome == "completed", faithful.result
+    with mutant(name).patch():
+        broken = world()
+    assert broken.result.invariant == invariant, broken.result
+
+
+def test_the_last_attempts_failure_is_final_and_every_attempt_within_max() -> None:
+    run = run_world(*every_attempt_fails(), seed=1)
+    events = [
+        e for e in run.trace.of_kind("operation") if e["type"] in ("attempt_started", "attempt_settled")
+    ]
+    assert [(e["type"], e["attempt"], e.get("outcome")) for e in events] == [
+        ("attempt_started", 1, None),
+        ("attempt_settled", 1, "retry_scheduled"),
+        ("attempt_started", 2, None),
+        ("attempt_settled", 2, "retry_scheduled"),
+        ("attempt_started", 3, None),
+        ("attempt_settled", 3, "failed"),
+    ]
+
+
+def test_a_pass_that_hands_off_leaves_an_alarm_within_the_minimum_delay() -> None:
+    run = run_world(handoff_world(), evicted_at(40_000), seed=1)
+    handoffs = [e["t"] for e in run.trace.of_kind("alarm_handoff") if not e.get("early")]
+    assert handoffs, "the world reaches a platform alarm's hand-off"
+    assert run.result.outcome == "completed", run.result
+
+
+def test_each_admission_registers_twice_and_the_repeat_is_a_no_op() -> None:
+    run = run_world(one_job(5_000, idempotent=True, count=3), FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result
+    registered = [e["id"] for e in run.trace.of_kind("operation") if e["type"] == "registered"]
+    assert len(registered) == len(set(registered)) == 3  # one row each: the repeats inserted nothing
+
+
+def test_with_the_repeat_off_a_text_compared_payload_goes_unseen() -> None:
+    """What the repeat is for: seed 000 registers once, so the mutant meets no second payload."""
+    config = one_job(5_000, idempotent=True)
+    once = attrs.evolve(config, operations=OperationsSpec(idempotent_api=True, repeat_registration=False))
+    with mutant("payload-compared-as-text").patch():
+        run = run_world(once, FaultPlan(), seed=1)
+    assert run.result.outcome == "completed", run.result
+
+
+def test_repeat_registration_is_recorded_only_when_off() -> None:
+    assert "repeat_registration" not in OperationsSpec().to_dict()
+    off = OperationsSpec(repeat_registration=False)
+    assert off.to_dict()["repeat_registration"] is False
+    config = WorldConfig(operations=off)
+    assert WorldConfig.from_dict(config.to_dict()).operations == off
+
+
+# --- the checkers on events written by hand ----------------------------------------------------
+
+
+class Failed(Exception):
+    pass
+
+
+def fail(name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+    raise Failed(f"{name}: {detail}")
+
+
+ENTITY = OperationEntity(operation="run", id="op", generation="g1")
+ERROR = SerializedError(name="Error", message="boom")
+
+
+def heard(*events: Any, max_attempts: int = 3) -> None:
+    bounded, retry = AttemptsBounded(fail, max_attempts), RetryBeforeLast(fail, max_attempts)
+    for t, event in enumerate(events):
+        operation = Operation(t, "client-0", event)
+        bounded.on_operation(operation)
+        retry.on_operation(operation)
+
+
+def started(attempt: int, t: int = 0) -> AttemptStarted:
+    return AttemptStarted(entity=ENTITY, timestamp=t, attempt=attempt)
+
+
+def settled(attempt: int, outcome: Any, t: int = 0, next_at: int | None = None) -> AttemptSettled:
+    return AttemptSettled(
+        entity=ENTITY, timestamp=t, attempt=attempt, duration_ms=0, outcome=outcome, next_attempt_at=next_at
+    )
+
+
+def test_a_run_within_its_attempts_is_heard_without_a_violation() -> None:
+    heard(
+        started(1),
+        settled(1, "retry_scheduled", 10, 20),
+        started(2, 20),
+        settled(2, "retry_scheduled", 30, 40),
+        started(3, 40),
+        settled(3, "failed", 50),
+    )
+    heard(started(1), Terminal(entity=ENTITY, timestamp=5, attempt=3, error=ERROR))
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        ((started(4),), "attempts_bounded: .* started attempt 4, outside 1..3"),
+        ((started(0),), "attempts_bounded: .* started attempt 0, outside 1..3"),
+        (
+            (started(1), settled(1, "completed"), started(2)),
+            "attempts_bounded: .* after its outcome was recorded",
+        ),
+        ((Terminal(entity=ENTITY, timestamp=0, attempt=2, error=ERROR),), "exhausted after 2 of 3 attempts"),
+        (
+            (started(3), settled(3, "retry_scheduled", 5, 9)),
+            "retry_before_last: .* retry after attempt 3 of 3",
+        ),
+        (
+            (started(1), settled(1, "retry_scheduled", 5, 4)),
+            "retry_before_last: .* at 4, before the failure at 5",
+        ),
+    ],
+)
+def test_each_broken_promise_is_named(events: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(Failed, match=message):
+        heard(*events)
+
+
+@pytest.mark.parametrize(
+    ("alarm_ms", "pending_ms", "broken"),
+    [(15_000, 0, False), (16_000, 0, True), (None, 0, True), (None, None, False), (30_000, 30_000, False)],
+)
+def test_the_handoff_alarm_bound(alarm_ms: int | None, pending_ms: int | None, broken: bool) -> None:
+    check = HandoffAlarm(fail)
+    handoff = Handoff(
+        t_ms=0, object="client-0", alarm_ms=alarm_ms, pending_ms=pending_ms, alarm_min_delay_ms=15_000
+    )
+    if broken:
+        with pytest.raises(Failed, match="handoff_alarm: client-0: an alarm pass handed off"):
+            check.on_handoff(handoff)
+    else:
+        check.on_handoff(handoff)
+
+
+def test_effect_once_counts_an_operation_under_every_key() -> None:
+    check = EffectOnce(fail)
+    call = ApiCallChange(0, "end", "acct", "op:2", effects=1, idempotent=True, operation_effects=2)
+    with pytest.raises(Failed, match="under more than one idempotency key"):
+        check.on_api(call)
+    check.on_api(attrs.evolve(call, idempotent=False))  # a non-idempotent API promises nothing
+    check.on_api(attrs.evolve(call, operation_effects=1))
