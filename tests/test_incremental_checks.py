@@ -23,16 +23,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import semsim.explore.fuzz as fuzz_module
 from semaphore_core.queue import Admission
 from semaphore_core.store import HolderStore
 from semsim.check.client_reads import kept
 from semsim.check.conservative import Conservative, charge
+from semsim.check.coverage import FULL_CHECKS
 from semsim.check.cross_checks import GRANT_CHARGES, LEASE_CHARGES
 from semsim.check.events import RowChanges
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
-from semsim.explore.fuzz import KNOWN_FINDINGS, load_case, run_case
+from semsim.explore.fuzz import KNOWN_FINDINGS, campaign, judged_in_full, load_case, run_case
 from semsim.explore.strategies import Case, cases
-from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun, run_world
 from semsim.scenarios import SCENARIOS
 from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
@@ -522,3 +524,47 @@ def test_the_debug_mode_sees_the_incremental_conservative_miss_a_shortfall(
     full, _ = run_case(case, tolerated, full_checks=True)
     assert full.invariant == "checker", full
     assert "the incremental conservative judgement missed" in full.detail
+
+
+# --- the checkers checked in every campaign: a sample of its runs is judged in full too ----------
+
+
+def _mirror_blind_to_leases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checker bug that judges too little: after its first full read, the mirror misses every
+    change to a lease row (the checks then judge stale leases)."""
+    original = RowMirror._take_changes
+
+    def blind(self: RowMirror) -> dict[str, set[str]] | None:
+        taken = original(self)
+        if taken is not None:
+            taken.pop("leases", None)
+        return taken
+
+    monkeypatch.setattr(RowMirror, "_take_changes", blind)
+
+
+def test_a_campaign_judges_one_case_in_four_in_full_by_its_seed() -> None:
+    sampled = campaign(runs=12, seed=3, shrink=False, examples=())
+    judged = sampled.coverage[FULL_CHECKS]
+    assert 0 < judged < sampled.runs, (judged, sampled.runs)
+    case = Case(config=WorldConfig(), faults=FaultPlan(), seed=7)
+    assert judged_in_full(case)
+    assert not judged_in_full(attrs.evolve(case, seed=8))
+    report, run = run_case(case, frozenset())
+    assert report.coverage[FULL_CHECKS] == 1
+    assert isinstance(run, WorldRun)
+    assert run.monitor.full
+
+
+def test_a_campaign_catches_a_checker_that_judges_too_little(monkeypatch: pytest.MonkeyPatch) -> None:
+    _mirror_blind_to_leases(monkeypatch)
+    found = campaign(runs=40, seed=3, shrink=False, examples=())
+    assert found.failure is not None, "the sample's full checks see the mirror fall behind"
+    assert found.failure.invariant == "checker", found.failure
+    assert "row mirror differs" in found.failure.detail
+    assert judged_in_full(found.failure.case)
+    # Without the sample the checker's bug is not named: here the stale leases make the holder
+    # look wrong to the model beside it, a protocol verdict for a checker's bug.
+    monkeypatch.setattr(fuzz_module, "FULL_CHECKS_EVERY", 1 << 62)
+    unseen = campaign(runs=40, seed=3, shrink=False, examples=())
+    assert unseen.failure is None or unseen.failure.invariant != "checker", unseen.failure

@@ -59,7 +59,11 @@ EXPECTED: Final = (
     "ops:replay",
     "ops:handoff",
     "ops:client_alarm_retry",
+    # Runs judged with the checker's full checks too (semsim.explore.fuzz.judged_in_full).
+    "checks:full",
 )
+#: The counter of runs whose incremental checks were cross-checked from scratch.
+FULL_CHECKS: Final = "checks:full"
 
 
 def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[str]:
