@@ -75,17 +75,22 @@ class Settling:
         rooms = self.rooms
         known = rooms.known_leases(clients)
         keys = sorted(rooms.holders)
+        #: Whether every holder has no permit to give at all (a limit of 0) and none outstanding.
+        shut = bool(keys)
         for key in keys:
             room = rooms.room(clients, key, known, now)
             waiting = sum(count for count, _ in room.waiting.values())
-            if waiting and (
-                holder_reads.accounted(rooms.holders[key].obj.storage, now)[0] or room.capacity > room.leaked
-            ):
+            accounted = holder_reads.accounted(rooms.holders[key].obj.storage, now)
+            if waiting and (accounted[0] or room.capacity > room.leaked):
                 return Pending(now)
+            shut = shut and room.capacity == 0 and accounted == (0, 0)
         # Then what is under way, each with when it may be over: the run settles when none is.
         under_way: list[Pending] = []
         network = self._network
-        if network is not None and network.on_wire:
+        # Messages on the wire may carry a grant or lease a client has yet to hear of, unless
+        # no holder has any to give: then they are polls and their refusals, which a run shut by
+        # a limit of 0 exchanges for ever (clients keep asking), and they change nothing.
+        if network is not None and network.on_wire and not shut:
             # A reply that landed is still on the wire until its caller's task resumes with it,
             # later in this millisecond: look again a millisecond on at the earliest.
             under_way.append(Pending(max(network.lands_by_ms, now + 1)))
