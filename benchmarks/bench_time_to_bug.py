@@ -1,7 +1,7 @@
 """Time to bug: how fast the fuzzer's campaigns find each planted bug of the mutant catalog.
 
     python benchmarks/bench_time_to_bug.py [--seeds 1,2,3] [--runs 150] [--mode drawn,scenarios]
-        [--only NAME,NAME] [--workers N] [--json F.json]
+        [--only NAME,NAME | --variants MODULE:ATTR,...] [--workers N] [--json F.json]
     python benchmarks/bench_time_to_bug.py --render docs/time_to_bug.json   # docs/MUTANTS.md's section
 
 For every catalog mutant (``semsim.world.mutant_catalog``), every campaign seed and every
@@ -15,6 +15,11 @@ of the failing run: the machine is shared, so wall time is noise), and which inv
   scenario tells the story it breaks (issue 27's measure);
 - ``scenarios``: the named scenarios' worlds first, then drawn runs, as ``semsim fuzz`` and
   ``semsim mutants`` run them.
+
+``--variants`` measures a team's own planted bugs instead of the catalog: holder variants by
+the reference ``semsim fuzz --variant`` takes (``module:attribute``; the module importable by
+the worker processes, e.g. with ``PYTHONPATH=.``), each run as a catalog mutant is. That is
+how planted bugs the fuzzer was not tuned on are measured the same way.
 
 Each (mutant, seed, mode) is a job of its own, spread over ``--workers`` processes
 (default: every core); a job's numbers are its own process's, whatever else runs. The
@@ -49,6 +54,7 @@ from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.examples import fuzz_examples
 from semsim.explore.fuzz import Campaign, RunReport, campaign
+from semsim.harness.variants import find_variant
 from semsim.inputs.commands import run_printing
 from semsim.inputs.files import write_text_whole
 from semsim.world.mutant_catalog import MUTANTS, mutant
@@ -78,8 +84,9 @@ class Cell:
 
 
 def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
-    """One job: the mutant ``name``'s campaigns under ``seed`` in ``mode`` (module docstring)."""
-    planted = mutant(name).variant.name
+    """One job: the mutant ``name``'s campaigns under ``seed`` in ``mode`` (module docstring);
+    a ``module:attribute`` name is a team's variant, run as it is."""
+    planted = name if ":" in name else mutant(name).variant.name
     started = time.process_time()
     total = 0
     for label, fixes, tolerated in (
@@ -204,6 +211,9 @@ def main() -> None:
     parser.add_argument("--runs", type=runs_arg, default=150, help="runs per campaign (default 150)")
     parser.add_argument("--mode", default="drawn,scenarios", help="drawn, scenarios or both (default both)")
     parser.add_argument("--only", help="these mutants only, comma-separated")
+    parser.add_argument(
+        "--variants", help="these holder variants (module:attribute, comma-separated) instead of the catalog"
+    )
     parser.add_argument("--workers", type=runs_arg, help="processes (default: every core)")
     parser.add_argument("--json", type=Path, help="write every cell here")
     parser.add_argument(
@@ -226,8 +236,20 @@ def main() -> None:
     modes = [mode.strip() for mode in args.mode.split(",")]
     if any(mode not in MODES for mode in modes):
         parser.error(f"--mode: {', '.join(MODES)}, got {args.mode!r}")
-    names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
+    if args.variants is not None:
+        if args.only is not None:
+            parser.error("--only picks catalog mutants; --variants replaces the catalog: give one")
+        names = [n.strip() for n in args.variants.split(",") if n.strip()]
+        for name in names:
+            try:
+                find_variant(name)
+            except LookupError as error:  # VariantLookupError: a clear line, not a traceback
+                parser.error(f"--variants: {error}")
+    else:
+        names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
     for name in names:
+        if ":" in name:
+            continue
         try:
             mutant(name)
         except (LookupError, ValueError):

@@ -102,6 +102,8 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("bench_time_to_bug.py", ["--seeds", "1,x"], "--seeds: integers separated by commas"),
         ("bench_time_to_bug.py", ["--mode", "shrunk"], "--mode: drawn, scenarios"),
         ("bench_time_to_bug.py", ["--only", "no-such-mutant"], "--only:"),
+        ("bench_time_to_bug.py", ["--variants", "no_such_module:X"], "--variants: cannot import"),
+        ("bench_time_to_bug.py", ["--variants", "a:B", "--only", "c"], "--variants replaces the catalog"),
         ("bench_time_to_bug.py", ["--runs", "0"], "--runs: must be between 1 and"),
     ],
 )
@@ -135,6 +137,10 @@ def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summaris
     # No run migrates the schema down: it survives both campaigns, one run each.
     survived = ttb.time_to_bug("migration-down-keeps-claim-index", 1, "drawn", 1)
     assert (survived.killed, survived.runs, survived.caught_by) == (False, 2, None)
+    # A team's variant, by the reference `semsim fuzz --variant` takes, is measured alike (this
+    # one is the faithful reference itself, so it survives).
+    team = ttb.time_to_bug("semsim.world.variant:REFERENCE", 1, "drawn", 1)
+    assert (team.mutant, team.killed, team.runs) == ("semsim.world.variant:REFERENCE", False, 2)
     cells = [
         ttb.Cell("a", 1, "drawn", True, 3, 0.5, "ceiling", "reference"),
         ttb.Cell("b", 1, "drawn", True, 9, 2.0, "progress", "every fix"),
