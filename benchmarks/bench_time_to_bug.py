@@ -247,13 +247,11 @@ def main() -> None:
                 parser.error(f"--variants: {error}")
     else:
         names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
-    for name in names:
-        if ":" in name:
-            continue
-        try:
-            mutant(name)
-        except (LookupError, ValueError):
-            parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
+        for name in names:
+            try:
+                mutant(name)
+            except (LookupError, ValueError):
+                parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
     jobs = [(name, seed, mode) for mode in modes for seed in seeds for name in names]
     workers = args.workers or default_workers()
     print(

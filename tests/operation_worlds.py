@@ -23,6 +23,12 @@ def handoff_world() -> WorldConfig:
     return attrs.evolve(config, operations=attrs.evolve(config.operations, alarm_handoff_ms=5_000))
 
 
+def repeating(config: WorldConfig) -> WorldConfig:
+    """``config`` with each admission registered again, keys reversed (as drawn worlds are)."""
+    assert config.operations is not None
+    return attrs.evolve(config, operations=attrs.evolve(config.operations, repeat_registration=True))
+
+
 def every_attempt_fails() -> tuple[WorldConfig, FaultPlan]:
     return one_job(5_000, idempotent=True), FaultPlan(api_error=1.0, faults_until_ms=100_000)
 
@@ -45,7 +51,7 @@ WORLDS: dict[str, tuple[Callable[[], WorldRun], str]] = {
         "handoff_alarm",
     ),
     "payload-compared-as-text": (
-        lambda: run_world(one_job(5_000, idempotent=True), FaultPlan(), seed=1),
+        lambda: run_world(repeating(one_job(5_000, idempotent=True)), FaultPlan(), seed=1),
         "registration_idempotent",
     ),
     "idempotency-key-per-attempt": (

@@ -28,7 +28,7 @@ from semsim.scenarios.operations import one_job
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.operations import OperationsSpec
-from tests.operation_worlds import WORLDS, every_attempt_fails, evicted_at, handoff_world
+from tests.operation_worlds import WORLDS, every_attempt_fails, evicted_at, handoff_world, repeating
 
 
 @pytest.mark.parametrize("name", sorted(WORLDS))
@@ -64,27 +64,27 @@ def test_a_pass_that_hands_off_leaves_an_alarm_within_the_minimum_delay() -> Non
 
 
 def test_each_admission_registers_twice_and_the_repeat_is_a_no_op() -> None:
-    run = run_world(one_job(5_000, idempotent=True, count=3), FaultPlan(), seed=1)
+    run = run_world(repeating(one_job(5_000, idempotent=True, count=3)), FaultPlan(), seed=1)
     assert run.result.outcome == "completed", run.result
     registered = [e["id"] for e in run.trace.of_kind("operation") if e["type"] == "registered"]
     assert len(registered) == len(set(registered)) == 3  # one row each: the repeats inserted nothing
 
 
 def test_with_the_repeat_off_a_text_compared_payload_goes_unseen() -> None:
-    """What the repeat is for: seed 000 registers once, so the mutant meets no second payload."""
-    config = one_job(5_000, idempotent=True)
-    once = attrs.evolve(config, operations=OperationsSpec(idempotent_api=True, repeat_registration=False))
+    """What the repeat is for: seed 000 registers once (the default), so the mutant meets no
+    second payload."""
     with mutant("payload-compared-as-text").patch():
-        run = run_world(once, FaultPlan(), seed=1)
+        run = run_world(one_job(5_000, idempotent=True), FaultPlan(), seed=1)
     assert run.result.outcome == "completed", run.result
 
 
-def test_repeat_registration_is_recorded_only_when_off() -> None:
+def test_repeat_registration_is_recorded_only_when_on_and_older_records_run_once() -> None:
     assert "repeat_registration" not in OperationsSpec().to_dict()
-    off = OperationsSpec(repeat_registration=False)
-    assert off.to_dict()["repeat_registration"] is False
-    config = WorldConfig(operations=off)
-    assert WorldConfig.from_dict(config.to_dict()).operations == off
+    on = OperationsSpec(repeat_registration=True)
+    assert on.to_dict()["repeat_registration"] is True
+    assert WorldConfig.from_dict(WorldConfig(operations=on).to_dict()).operations == on
+    older = WorldConfig(operations=OperationsSpec()).to_dict()  # as a record without the field
+    assert WorldConfig.from_dict(older).operations == OperationsSpec(repeat_registration=False)
 
 
 # --- the checkers on events written by hand ----------------------------------------------------

@@ -4,12 +4,13 @@ Seed 002's ``#run`` (lines 635-700) inserts the row once; the same id with
 the same payload again resolves without a second row, and only another
 payload raises ``DuplicateDurablePayloadError``. "The same" is by value:
 the payload is compared in canonical form, so the order of an object's
-keys does not matter. The account-concurrency world registers an item
-again whenever it admits it again, alternating its payload's key order
-(``semsim.world.operations.job_payload``); a refusal is reported here with
-the payload offered and judged against the payload stored, read and
-compared as plain values, not through the code under test
-(docs/INVARIANTS.md).
+keys does not matter. The account-concurrency world's drawn runs
+register each admitted item's operation twice, the second time with the
+payload's keys reversed (``OperationsSpec.repeat_registration``); a refusal
+is reported here with the payload offered, and the payload stored is read
+and compared as plain values, not through the code under test. The world
+registers one payload per id, so every refusal breaks the promise: an equal
+payload refused, or a payload stored altered (docs/INVARIANTS.md).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class RegistrationIdempotent(Checker):
                 f"{client}: registering operation {id} again with an equal payload"
                 f" (keys {', '.join(payload)}) was refused: {error}",
             )
-        raise AssertionError(
-            f"{client}: the world registered operation {id} with another payload ({payload!r},"
-            f" stored {stored!r}): the account-concurrency world never does"
+        # The world registers one payload per id, so the port stored another than it was given.
+        self.fail(
+            self.name,
+            f"{client}: registering operation {id} again was refused ({error}): the payload stored"
+            f" is {stored!r}, not the {payload!r} this world registers under that id",
         )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from semaphore_core.config import budgets
 from semsim.check import client_reads, holder_reads
 from semsim.check.room import Rooms
 
@@ -57,7 +58,10 @@ class Settling:
         Settled means: no client runs or is claiming anything, has changes the
         holder has not acknowledged or a lease past its expiry it has yet to
         retire; no message is on the wire (a round's reply may carry a grant or a
-        lease the holder has committed and its client not yet heard of) and no
+        lease the holder has committed and its client not yet heard of), unless no
+        holder can give anything (nothing outstanding, no lease budget, a limit
+        of 0: the wire then carries polls and refusals for as long as clients
+        ask) and no
         call is still working at the external API (a zombie); no grant has
         unclaimed permits that may still be claimed, or that the alarm has yet
         to take back (until its deadline plus the alarm's delay); and no key has
@@ -75,21 +79,27 @@ class Settling:
         rooms = self.rooms
         known = rooms.known_leases(clients)
         keys = sorted(rooms.holders)
-        #: Whether every holder has no permit to give at all (a limit of 0) and none outstanding.
+        #: Whether no holder can give anything: no grant or lease outstanding, no lease budget,
+        #: and no permit at all (a limit of 0). Not "nothing servable waits": a submission on the
+        #: wire may bring demand a group could serve.
         shut = bool(keys)
         for key in keys:
             room = rooms.room(clients, key, known, now)
             waiting = sum(count for count, _ in room.waiting.values())
-            accounted = holder_reads.accounted(rooms.holders[key].obj.storage, now)
+            watched = rooms.holders[key]
+            accounted = holder_reads.accounted(watched.obj.storage, now)
             if waiting and (accounted[0] or room.capacity > room.leaked):
                 return Pending(now)
-            shut = shut and room.capacity == 0 and accounted == (0, 0)
+            options = watched.env.leases
+            lease_budget = 0 if options is None else budgets(options.provisioning, watched.env.limit).leases
+            shut = shut and accounted == (0, 0) and lease_budget == 0 and room.capacity == 0
         # Then what is under way, each with when it may be over: the run settles when none is.
         under_way: list[Pending] = []
         network = self._network
         # Messages on the wire may carry a grant or lease a client has yet to hear of, unless
-        # no holder has any to give: then they are polls and their refusals, which a run shut by
-        # a limit of 0 exchanges for ever (clients keep asking), and they change nothing.
+        # no holder can give anything: then they are polls, refusals and demand that cannot be
+        # served, which a run shut by a limit of 0 exchanges for ever (clients keep asking), and
+        # they change nothing. (A lease budget keeps the wire open: leases may still be given.)
         if network is not None and network.on_wire and not shut:
             # A reply that landed is still on the wire until its caller's task resumes with it,
             # later in this millisecond: look again a millisecond on at the earliest.

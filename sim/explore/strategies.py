@@ -180,6 +180,8 @@ def operations() -> st.SearchStrategy[OperationsSpec]:
         alarm_concurrency=st.sampled_from([10, 1, 2]),
         # A pass that runs this long hands off: with one attempt at a time, often.
         alarm_handoff_ms=st.sampled_from([DEFAULT_ALARM_HANDOFF_MS, 5_000]),
+        # Every drawn world registers each admission again, its payload's keys reversed.
+        repeat_registration=st.just(True),
     )
 
 

@@ -72,17 +72,18 @@ class OperationsSpec:
 
     #: Each admission registers its operation twice, the second time with the payload's keys in
     #: the other order, as a hook delivered again would (seed 002: "the same id and payload again
-    #: is a no-op", compared canonically). Seed 000 registers once; the repeat is how the world
-    #: holds the port to that promise (``registration_idempotent``). False: once, as seed 000.
-    repeat_registration: bool = attrs.field(default=True, validator=boolean)
+    #: is a no-op", compared canonically): how the world holds the port to that promise
+    #: (``registration_idempotent``). Off by default, as seed 000 registers once (and as every
+    #: record made before the field existed ran); the fuzz's drawn worlds turn it on.
+    repeat_registration: bool = attrs.field(default=False, validator=boolean)
 
     def to_dict(self) -> dict[str, Any]:
         """As recorded; ``alarm_handoff_ms`` and ``repeat_registration`` only when not the default
-        (older records keep their bytes)."""
+        (older records keep their bytes, and replay as they ran)."""
         recorded = attrs.asdict(self)
         if recorded["alarm_handoff_ms"] == DEFAULT_ALARM_HANDOFF_MS:
             del recorded["alarm_handoff_ms"]
-        if recorded["repeat_registration"]:
+        if not recorded["repeat_registration"]:
             del recorded["repeat_registration"]
         return recorded
 
