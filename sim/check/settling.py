@@ -87,12 +87,17 @@ class Settling:
             room = rooms.room(clients, key, known, now)
             waiting = sum(count for count, _ in room.waiting.values())
             watched = rooms.holders[key]
-            accounted = holder_reads.accounted(watched.obj.storage, now)
-            if waiting and (accounted[0] or room.capacity > room.leaked):
+            storage = watched.obj.storage
+            if waiting and (holder_reads.accounted(storage, now)[0] or room.capacity > room.leaked):
                 return Pending(now)
+            # Cheapest first: almost every run has a limit above 0, and reads nothing more here.
             options = watched.env.leases
-            lease_budget = 0 if options is None else budgets(options.provisioning, watched.env.limit).leases
-            shut = shut and accounted == (0, 0) and lease_budget == 0 and room.capacity == 0
+            shut = (
+                shut
+                and room.capacity == 0
+                and (options is None or budgets(options.provisioning, watched.env.limit).leases == 0)
+                and holder_reads.accounted(storage, now) == (0, 0)
+            )
         # Then what is under way, each with when it may be over: the run settles when none is.
         under_way: list[Pending] = []
         network = self._network
