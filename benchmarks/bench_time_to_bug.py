@@ -55,7 +55,7 @@ from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.examples import fuzz_examples
 from semsim.explore.fuzz import Campaign, RunReport, campaign
 from semsim.harness.variants import find_variant
-from semsim.inputs.commands import run_printing
+from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
 from semsim.world.mutant_catalog import MUTANTS, mutant
 
@@ -252,6 +252,11 @@ def main() -> None:
                 mutant(name)
             except (LookupError, ValueError):
                 parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
+    if args.json is not None:
+        try:  # before any job runs: an hour of cells must not end in a traceback
+            output_file(args.json, "--json")
+        except UsageError as error:
+            parser.error(str(error))
     jobs = [(name, seed, mode) for mode in modes for seed in seeds for name in names]
     workers = args.workers or default_workers()
     print(

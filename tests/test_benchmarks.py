@@ -104,6 +104,7 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("bench_time_to_bug.py", ["--only", "no-such-mutant"], "--only:"),
         ("bench_time_to_bug.py", ["--variants", "no_such_module:X"], "--variants: cannot import"),
         ("bench_time_to_bug.py", ["--variants", "a:B", "--only", "c"], "--variants replaces the catalog"),
+        ("bench_time_to_bug.py", ["--json", "/proc/no-such-dir/x.json"], "--json"),
         ("bench_time_to_bug.py", ["--runs", "0"], "--runs: must be between 1 and"),
     ],
 )
