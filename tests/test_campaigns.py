@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
+import attrs
 import pytest
 
 from semsim.explore import campaigns
@@ -118,15 +119,16 @@ def test_dispatch_stops_once_the_first_failure_is_back() -> None:
 def test_reports_of_other_cases_are_not_used_so_the_result_stays_serial(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The replay answers a run only with a report of the very same case, so even workers that
-    # ran other cases (here: each chunk's cases in reverse) cannot change the result: the
-    # campaign runs those cases itself, and counts the misses.
+    # A report is used only if it ran the very case sent (else the campaign replays, and the
+    # replay answers a run only with a report of the same case), so even workers that ran other
+    # cases (here: each case with another seed) cannot change the result: the campaign runs
+    # those cases itself, and counts the misses.
     real = campaigns.run_chunk
 
-    def reversed_chunk(cases: list[Case], tolerated: frozenset[str]) -> tuple[bytes, float]:
-        return real(cases[::-1], tolerated)
+    def other_cases(cases: list[Case], tolerated: frozenset[str]) -> tuple[bytes, float]:
+        return real([attrs.evolve(case, seed=case.seed + 1) for case in cases], tolerated)
 
-    monkeypatch.setattr(campaigns, "run_chunk", reversed_chunk)
+    monkeypatch.setattr(campaigns, "run_chunk", other_cases)
     # Threads, so the patch applies: their reports may be disturbed (Hypothesis, drawing in this
     # process, reseeds Trio's scheduler RNG under them), which does not matter: none is used.
     with ThreadPoolExecutor(2) as threads:
@@ -193,3 +195,29 @@ def test_a_two_worker_dask_cluster_gives_the_serial_campaign(
     assert (expected.failure is not None) == failing
     assert result == expected
     assert dispatch.misses == 0
+
+
+def test_a_passing_campaign_is_not_replayed_and_a_failing_one_is(
+    pool: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The replay is a serial tail no number of workers shortens: a campaign whose runs all passed
+    # is the reports added in order, so only the draw runs the campaign's loop; a failure is
+    # replayed (and shrunk) serially. Both give the serial result (the tests above).
+    calls: list[bool] = []
+    real = campaign  # the one campaigns.py calls
+
+    def counted(*args: object, **kwargs: object) -> Campaign:
+        calls.append(kwargs.get("runner") is not None)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(campaigns, "campaign", counted)
+    seed, runs = PASSING[1]
+    result, dispatch, _ = _parallel(pool, 2, seed, runs, failing=False)
+    assert result == serial(seed, runs, False)
+    assert len(calls) == 1
+    assert (dispatch.answered, dispatch.misses) == (result.runs, 0)
+    calls.clear()
+    seed, runs = FAILING[0]
+    result, _, _ = _parallel(pool, 2, seed, runs, failing=True)
+    assert result == serial(seed, runs, True)
+    assert len(calls) == 2

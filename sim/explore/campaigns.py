@@ -35,8 +35,13 @@ Theory of operation, in three steps:
    a miss). So up to and including the first failure it answers from the
    reports, then shrinks here, serially: shrinking is sequential, and it is
    the same code, so the shrunk case is the serial one. Because any case the
-   reports do not answer is run here, the result cannot depend on the
-   claim of step 1; the claim only decides how much work was done ahead.
+   reports do not answer is run here, a failing campaign's result cannot
+   depend on the claim of step 1; the claim only decides how much work was
+   done ahead. A campaign whose every run passed skips the replay: its
+   result is the reports added in order, as the serial campaign adds them,
+   and its cases are the serial ones by the claim (every example passed in
+   both). The replay would cost a serial tail of 3-4 CPU ms a run, which no
+   number of workers shortens (docs/BENCHMARKS.md, "Spreading a campaign").
 
 A run is a deterministic function of its case (the simulator seeds Trio's
 scheduler itself, for the run's duration, from the case's seed), so a report
@@ -87,12 +92,17 @@ from semsim.explore.fuzz import (
 from semsim.explore.strategies import Case
 from semsim.world.design import DesignName
 
-#: Runs sent to a worker at once: big enough that sending costs nothing next to running
-#: (a run takes about 0.1 CPU s), small enough that little is run past a failure or a stop.
-CHUNK_RUNS: Final = 4
+#: Runs sent to a worker at once. One: a run costs 0.1-0.5 CPU s and sending it about a
+#: millisecond, and runs vary a hundredfold, so chunks of four made tails (one chunk of 15 s in
+#: a 60 s campaign, measured) where single runs balance (docs/BENCHMARKS.md).
+CHUNK_RUNS: Final = 1
 #: Chunks in flight per worker (one running, one waiting): bounds the work done past a
-#: failure or a stop, and what the coordinator holds.
+#: failure or a stop.
 CHUNKS_PER_WORKER: Final = 2
+#: Chunks finished but not yet taken in order (behind a slow one), per worker, before dispatch
+#: waits: bounds what the coordinator holds (a few hundred bytes a run) while keeping workers
+#: busy behind a run that takes fifty times the others.
+UNTAKEN_PER_WORKER: Final = 32
 #: How often (seconds) the coordinator looks at ``stop()`` while it waits for workers.
 POLL_S: Final = 0.1
 
@@ -158,7 +168,7 @@ class _Ahead:
         #: Chunks running or waiting for a worker; and chunks sent but not yet taken in order
         #: (finished early, behind a slow one): both bound what the coordinator holds.
         self.in_flight_max = workers * CHUNKS_PER_WORKER
-        self.untaken_max = self.in_flight_max * 2
+        self.untaken_max = workers * UNTAKEN_PER_WORKER
         self.tolerated = tolerated
         self.on_report = on_report
         self.stop = stop
@@ -166,6 +176,9 @@ class _Ahead:
         self.dispatch = dispatch
         self.pending: list[Case] = []
         self.futures: list[Future[tuple[bytes, float]]] = []
+        #: The cases of each chunk sent, and whether every report taken so far ran the case sent.
+        self.sent: list[list[Case]] = []
+        self.as_sent = True
         #: Chunks taken in order so far, and their reports (up to the first failure): the replay's answers.
         self.taken = 0
         self.reports: list[RunReport] = []
@@ -200,7 +213,11 @@ class _Ahead:
         if self.done:
             self.pending.clear()
             raise _StopDrawing
+        self._submit()
+
+    def _submit(self) -> None:
         chunk, self.pending = self.pending, []
+        self.sent.append(chunk)
         self.futures.append(self.executor.submit(run_chunk, chunk, self.tolerated))
         self.dispatch.dispatched += len(chunk)
 
@@ -212,9 +229,7 @@ class _Ahead:
     def finish(self) -> None:
         """After the draw: send the last part-chunk, then take every report needed, in order."""
         if self.pending and not self.done:
-            chunk, self.pending = self.pending, []
-            self.futures.append(self.executor.submit(run_chunk, chunk, self.tolerated))
-            self.dispatch.dispatched += len(chunk)
+            self._submit()
         while self.taken < len(self.futures) and not self.stopped:
             if self.failed_chunk is not None and self.taken > self.failed_chunk:
                 break
@@ -255,7 +270,9 @@ class _Ahead:
                 return
             chunk = self.futures[self.taken].result()
             self.dispatch.worker_cpu_s += chunk[1]
-            for report in _reports(chunk):
+            reports = _reports(chunk)
+            self.as_sent &= [report.case for report in reports] == self.sent[self.taken]
+            for report in reports:
                 self.reports.append(report)
                 if report.failed:
                     self._failed_at(self.taken)
@@ -365,6 +382,14 @@ def parallel_campaign(
     found = bool(ahead.reports) and ahead.reports[-1].failed
     if ahead.stopped and not found:
         shown.interrupted = True
+        return shown
+    if not found and ahead.as_sent and database is None:
+        # Every run passed, each report ran the case sent: the serial campaign draws those cases
+        # (step 1's claim, with every example passing in both) and adds those reports in order,
+        # which is what ``shown`` did. Its replay would only cost a serial tail (3-4 ms a run,
+        # measured) that more workers cannot shorten. With a database, Hypothesis may read it.
+        assert shown.runs == len(ahead.reports) == ahead.dispatch.dispatched, (shown.runs, ahead.dispatch)
+        ahead.dispatch.answered = shown.runs
         return shown
 
     # Step 3: the serial campaign, answered from the reports up to its first failure.
