@@ -54,6 +54,42 @@ def _report(text: str) -> list[int]:
     return hours
 
 
+def hour_costs(hours: int, seed: int) -> list[float]:
+    """CPU seconds of each simulated hour of the standard workload, first to last."""
+    per_hour, _, _ = _hours_run(hours, seed)
+    return [per_hour[hour] for hour in range(1, hours + 1)]
+
+
+def _hours_run(hours: int, seed: int) -> tuple[dict[int, float], str, float]:
+    """Run the standard workload for ``hours``: CPU seconds per simulated hour, the verdict, the CPU s."""
+    #: CPU time when the first event of each simulated hour was recorded.
+    marks: dict[int, float] = {}
+    original = Trace.event
+
+    def event(self: Trace, t_ms: int, kind: str, fields: dict[str, Any]) -> None:
+        hour = t_ms // HOUR_MS
+        if hour not in marks:
+            marks[hour] = time.process_time()
+        original(self, t_ms, kind, fields)
+
+    config, faults = standard(hours)
+    Trace.event = event  # type: ignore[method-assign]
+    try:
+        start = time.process_time()
+        run = run_world(config, faults, seed)
+        end = time.process_time()
+    finally:
+        Trace.event = original  # type: ignore[method-assign]
+    marks.setdefault(hours, end)
+    result = run.result
+    verdict: str = result.outcome
+    if result.invariant is not None:  # no finding is tolerated: F4's capacity_returns may end it
+        finding = f":{result.finding}" if result.finding else ""
+        verdict += f" ({result.invariant}{finding} at {result.end_ms} ms)"
+    per_hour = {h: marks[h] - marks[h - 1] for h in range(1, hours + 1) if h in marks and h - 1 in marks}
+    return per_hour, verdict, end - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=_hours, default=4, help="simulated hours to run (default 4)")
@@ -66,33 +102,12 @@ def main() -> None:
     if report[-1] > args.hours:
         parser.error(f"--report names hour {report[-1]} but --hours is {args.hours}")
 
-    #: CPU time when the first event of each simulated hour was recorded.
-    marks: dict[int, float] = {}
-    original = Trace.event
-
-    def event(self: Trace, t_ms: int, kind: str, fields: dict[str, Any]) -> None:
-        hour = t_ms // HOUR_MS
-        if hour not in marks:
-            marks[hour] = time.process_time()
-        original(self, t_ms, kind, fields)
-
     try:
-        config, faults = standard(args.hours)
+        standard(args.hours)
     except ValueError as error:  # e.g. more items than a run may submit
         parser.error(f"--hours {args.hours}: {error}")
-    Trace.event = event  # type: ignore[method-assign]
-    start = time.process_time()
-    run = run_world(config, faults, args.seed)
-    end = time.process_time()
-    Trace.event = original  # type: ignore[method-assign]
-    marks.setdefault(args.hours, end)
-    result = run.result
-    verdict: str = result.outcome
-    if result.invariant is not None:  # no finding is tolerated: F4's capacity_returns may end it
-        finding = f":{result.finding}" if result.finding else ""
-        verdict += f" ({result.invariant}{finding} at {result.end_ms} ms)"
-    print(f"outcome: {verdict}; {args.hours} simulated h in {end - start:.1f} CPU s")
-    per_hour = {h: marks[h] - marks[h - 1] for h in range(1, args.hours + 1) if h in marks and h - 1 in marks}
+    per_hour, verdict, cpu_s = _hours_run(args.hours, args.seed)
+    print(f"outcome: {verdict}; {args.hours} simulated h in {cpu_s:.1f} CPU s")
     for hour in report:
         print(f"  hour {hour:3d}: {per_hour[hour]:6.2f} CPU s per simulated hour")
     first, worst = per_hour[report[0]], max(per_hour[h] for h in report)

@@ -106,6 +106,12 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("bench_time_to_bug.py", ["--variants", "a:B", "--only", "c"], "--variants replaces the catalog"),
         ("bench_time_to_bug.py", ["--json", "/proc/no-such-dir/x.json"], "--json"),
         ("bench_time_to_bug.py", ["--runs", "0"], "--runs: must be between 1 and"),
+        ("bench_parallel.py", ["--reps", "0"], "--reps: must be 1..20"),
+        ("bench_parallel.py", ["--workers", "x"], "--workers: must be a whole number"),
+        ("bench_parallel.py", ["--project", "0,16"], "--project: expected numbers from 1"),
+        ("bench_parallel.py", ["--runs", "0"], "--runs: must be between 1 and"),
+        ("bench_floors.py", ["--only", "standard,speed"], "--only: unknown figure speed"),
+        ("bench_floors.py", ["--only", ","], "--only: unknown figure (none)"),
     ],
 )
 def test_a_benchmarks_bad_arguments_are_one_line_before_it_runs_anything(
@@ -184,3 +190,25 @@ def test_mutants_md_says_what_docs_time_to_bug_json_holds() -> None:
     assert ttb.render(record).rstrip("\n") in page, (
         "rerun: python benchmarks/bench_time_to_bug.py --render ..."
     )
+
+
+def test_the_parallel_projection_is_bounded_by_the_draw_the_tail_and_the_start() -> None:
+    from benchmarks.bench_parallel import Parts, project
+
+    parts = Parts(draw_s_per_run=0.005, replay_s_per_run=0.005, run_s_per_run=0.5, longest_run_s=5.0)
+    # Without a tail and start-up, workers share the runs evenly: the speed-up is their number.
+    assert project(parts, 10_000, 64, 0.0, tail=False) == pytest.approx(64)
+    # The slowest run starting last costs its length, once.
+    assert project(parts, 10_000, 64, 0.0, tail=True) == pytest.approx(5000 / (5000 / 64 + 5))
+    # Past run / draw workers (100 here), the coordinator's draw bounds the campaign.
+    assert project(parts, 10_000, 1000, 0.0, tail=False) == pytest.approx(100)
+    assert project(parts, 10, 2, 1.0, tail=False) == pytest.approx(5 / (1 + 2.5))
+
+
+def test_a_floor_holds_on_its_better_side_only() -> None:
+    from benchmarks.bench_floors import FLOORS
+
+    assert FLOORS["standard"].holds(FLOORS["standard"].floor)
+    assert not FLOORS["standard"].holds(FLOORS["standard"].floor - 1)
+    assert FLOORS["flat"].holds(1.0)
+    assert not FLOORS["flat"].holds(1.2)
