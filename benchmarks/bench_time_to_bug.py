@@ -54,6 +54,7 @@ from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.examples import fuzz_examples
 from semsim.explore.fuzz import Campaign, RunReport, campaign
+from semsim.explore.mutants import why_drawn_runs_miss
 from semsim.harness.variants import find_variant
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
@@ -193,6 +194,10 @@ def render(record: dict[str, Any]) -> str:
                 else:
                     row.append("**survived**")
         lines.append(f"| `{name}` | " + " | ".join(row) + " |")
+    survivors = [name for name in names if any(not cell.killed for cell in cells if cell.mutant == name)]
+    if survivors:
+        lines += ["", "Why each survivor survives the draws:", ""]
+        lines += [f"- `{name}`: {why_drawn_runs_miss(name) or 'not explained yet.'}" for name in survivors]
     return "\n".join([*lines, END]) + "\n"
 
 

@@ -212,3 +212,16 @@ def test_a_floor_holds_on_its_better_side_only() -> None:
     assert not FLOORS["standard"].holds(FLOORS["standard"].floor - 1)
     assert FLOORS["flat"].holds(1.0)
     assert not FLOORS["flat"].holds(1.2)
+
+
+def test_every_survivor_in_the_time_to_bug_record_is_explained() -> None:
+    # Issue 27: every survivor explained in MUTANTS.md; the section says why for each one.
+    from benchmarks import bench_time_to_bug as ttb
+
+    record = json.loads((ROOT / "docs" / "time_to_bug.json").read_text(encoding="utf-8"))
+    survivors = {cell["mutant"] for cell in record["cells"] if not cell["killed"]}
+    assert survivors
+    section = ttb.render(record)
+    assert "not explained yet" not in section
+    for name in survivors:
+        assert f"- `{name}`: " in section, name
