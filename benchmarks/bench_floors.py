@@ -96,7 +96,6 @@ def reference_loop() -> float:
 class Floor:
     """One figure's floor: ``higher`` says which way is better; ``unit`` names the figure."""
 
-    name: str
     floor: float
     higher: bool
     unit: str
@@ -108,10 +107,10 @@ class Floor:
 
 #: Today's ratios less a tenth (docs/BENCHMARKS.md, "Floors"), or the issue's ceilings.
 FLOORS: Final = {
-    "standard": Floor("standard", 250.0, True, "simulated s per loop"),
-    "fuzz": Floor("fuzz", 1090.0, True, "simulated s per loop"),
-    "flat": Floor("flat", 1.10, False, "dearest hour / first hour"),
-    "clients": Floor("clients", 2.0, False, "CPU per event, 64 clients / 16"),
+    "standard": Floor(250.0, True, "simulated s per loop"),
+    "fuzz": Floor(1090.0, True, "simulated s per loop"),
+    "flat": Floor(1.10, False, "dearest hour / first hour"),
+    "clients": Floor(2.0, False, "CPU per event, 64 clients / 16"),
 }
 
 

@@ -40,7 +40,7 @@ Theory of operation, in three steps:
    done ahead. A campaign whose every run passed skips the replay: its
    result is the reports added in order, as the serial campaign adds them,
    and its cases are the serial ones by the claim (every example passed in
-   both). The replay would cost a serial tail of 3-4 CPU ms a run, which no
+   both). The replay would cost a serial tail of 3-6 CPU ms a run, which no
    number of workers shortens (docs/BENCHMARKS.md, "Spreading a campaign").
 
 A run is a deterministic function of its case (the simulator seeds Trio's
@@ -272,6 +272,7 @@ class _Ahead:
             self.dispatch.worker_cpu_s += chunk[1]
             reports = _reports(chunk)
             self.as_sent &= [report.case for report in reports] == self.sent[self.taken]
+            self.sent[self.taken] = []  # checked: the reports hold their cases from here on
             for report in reports:
                 self.reports.append(report)
                 if report.failed:
@@ -386,7 +387,7 @@ def parallel_campaign(
     if not found and ahead.as_sent and database is None:
         # Every run passed, each report ran the case sent: the serial campaign draws those cases
         # (step 1's claim, with every example passing in both) and adds those reports in order,
-        # which is what ``shown`` did. Its replay would only cost a serial tail (3-4 ms a run,
+        # which is what ``shown`` did. Its replay would only cost a serial tail (3-6 ms a run,
         # measured) that more workers cannot shorten. With a database, Hypothesis may read it.
         assert shown.runs == len(ahead.reports) == ahead.dispatch.dispatched, (shown.runs, ahead.dispatch)
         ahead.dispatch.answered = shown.runs
