@@ -39,13 +39,13 @@ from semsim.runtime.durable import DurableObject, Factory
 from semsim.runtime.kernel import SCHEDULE, Limits, RunResult, Sim, run
 from semsim.runtime.network import DEFAULT_LATENCY_MS, Network
 from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults
-from semsim.runtime.timers import Tie
+from semsim.runtime.timers import Signal, Tie
 from semsim.runtime.trace import Trace
 from semsim.world.client_object import ALARM_FLOOR_MS, ClientObject, ClientSettings
 from semsim.world.design import FAULTS_FOR, METHODS_OF, SEMAPHORE, DesignSpec, coordinators
 from semsim.world.external_api import NAME as API
 from semsim.world.external_api import ApiSpec, ExternalApi
-from semsim.world.faults import FaultPlan, InputFault
+from semsim.world.faults import EVICT_AIM_MS, EVICT_INTO_ATTEMPT_MS, FaultPlan, InputFault
 from semsim.world.forger import forge, forge_leases, lease_rows
 from semsim.world.holder_object import Env, HolderObject
 from semsim.world.jobs import Jobs
@@ -261,10 +261,17 @@ class World:
     api: ExternalApi | None = None
     #: Told of each batch the workload first sends (a meter, say: :func:`run_world`'s ``observe``).
     submit_watchers: list[Callable[[list[dict[str, Any]]], None]] = attrs.field(factory=list)
+    #: Evictions ``in_attempt`` waiting for an attempt of their client, by client.
+    attempt_aims: dict[str, list[Signal]] = attrs.field(factory=dict)
 
     def submitted(self, items: list[dict[str, Any]]) -> None:
         for watcher in self.submit_watchers:
             watcher(items)
+
+    def attempt_starting(self, client: str) -> None:
+        """Told by a client as one of its operations' attempts starts: wakes an eviction aimed at it."""
+        for aim in self.attempt_aims.pop(client, ()):
+            aim.set()
 
     def holder_name(self, key: str) -> str:
         return f"holder:{key}"
@@ -497,6 +504,22 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
                 raise ValueError(
                     f"faults.{name}[{index}].{field} {value!r} names nothing in this world: {shown}"
                 )
+    for index, eviction in enumerate(faults.evictions):
+        if eviction.in_attempt and (design != "semaphore" or config.operations is None):
+            raise ValueError(
+                f"faults.evictions[{index}].in_attempt aims at a client's durable operation: "
+                "only a semaphore world with config.operations runs them"
+            )
+        if eviction.in_attempt and eviction.latest_ms >= end:
+            raise ValueError(
+                f"faults.evictions[{index}].in_attempt may strike as late as {eviction.latest_ms} "
+                f"(at_ms + {EVICT_AIM_MS + EVICT_INTO_ATTEMPT_MS}), not before duration_ms ({end})"
+            )
+        if eviction.in_attempt and eviction.target not in clients:
+            raise ValueError(
+                f"faults.evictions[{index}].in_attempt aims at a client's operation, and "
+                f"{eviction.target!r} is not a client: {', '.join(clients[:6])}"
+            )
     for index, arrival in enumerate(config.workload.script):
         if arrival.at_ms >= end:
             raise ValueError(
@@ -701,7 +724,16 @@ def _client_factory(
     alarm_faults: AlarmFaults,
 ) -> Factory:
     return lambda ctx: ClientObject(
-        ctx, settings, network, jobs, world.holder_name, monitor, fixes, operations, alarm_faults
+        ctx,
+        settings,
+        network,
+        jobs,
+        world.holder_name,
+        monitor,
+        fixes,
+        operations,
+        alarm_faults,
+        world.attempt_starting,
     )
 
 
@@ -722,7 +754,12 @@ def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nu
         actions.append((at_ms, len(actions), action))
 
     for eviction in faults.evictions:
-        add(eviction.at_ms, functools.partial(_evict, sim, objects, eviction.target))
+        if eviction.in_attempt:
+            # Aimed evictions wait for their moment in a task of their own, as aimed cancels do.
+            aimed_eviction = functools.partial(_evict_in_attempt, sim, world, objects, eviction.target)
+            add(eviction.at_ms, functools.partial(nursery.start_soon, aimed_eviction, name="evict"))
+        else:
+            add(eviction.at_ms, functools.partial(_evict, sim, objects, eviction.target))
     every = faults.evict_holders_every_ms
     if every is not None:
         # Until the faults stop (the run's effective plan always says when).
@@ -765,6 +802,25 @@ def _evict(sim: Sim, objects: dict[str, DurableObject], target: str) -> None:
         return
     sim.event("fault", fault="evict", target=target)
     obj.evict()
+
+
+async def _evict_in_attempt(sim: Sim, world: World, objects: dict[str, DurableObject], target: str) -> None:
+    """Evict client ``target`` as one of its operations' attempts starts (``Eviction.in_attempt``).
+
+    From its time on it waits (up to ``EVICT_AIM_MS``) for the client's next
+    attempt, then lets the attempt's call leave (``EVICT_INTO_ATTEMPT_MS``):
+    the call runs on at the API with nobody to hear its answer.
+    """
+    aim = sim.signal()
+    world.attempt_aims.setdefault(target, []).append(aim)
+    # Set in the very millisecond the wait expired, it is still struck (its list is gone then).
+    struck = await aim.wait(sim.now() + EVICT_AIM_MS) or aim.is_set
+    if struck:
+        await sim.sleep(EVICT_INTO_ATTEMPT_MS)
+    else:
+        world.attempt_aims[target].remove(aim)
+    sim.event("fault", fault="evict", target=target, in_attempt=struck)
+    objects[target].evict()
 
 
 def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:

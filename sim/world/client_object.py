@@ -112,6 +112,7 @@ class ClientObject:
         fixes: frozenset[str] = frozenset(),
         operations: OperationsSpec | None = None,
         alarm_faults: AlarmFaults = NO_ALARM_FAULTS,
+        attempt_starting: Callable[[str], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.sim = ctx.sim
@@ -128,6 +129,8 @@ class ClientObject:
         self._sync_now: dict[str, bool] = {}
         self._checking = False
         self._next_check_at = 0
+        #: Told as each attempt starts, by client name (what an eviction ``in_attempt`` waits for).
+        self._attempt_starting = attempt_starting
         #: The account-concurrency world: admitted items run as durable operations (seed 000).
         self.operations = operations
         self._alarm_faults = alarm_faults
@@ -432,6 +435,8 @@ class ClientObject:
         deadline, logged before the request leaves, and waits first while the
         operation's previous call may still run.
         """
+        if self._attempt_starting is not None:
+            self._attempt_starting(self.ctx.name)
         log = self.call_log
         if log is None:
             request = api_request(attempt.id, attempt.payload, attempt.attempt)

@@ -33,6 +33,10 @@ from semsim.inputs.validation import (
 
 #: Upper bounds, so a plan can never make a run unbounded.
 MAX_DELAY_MS: Final = 600_000
+#: How long an eviction ``in_attempt`` waits for an attempt to strike; it strikes anyway after.
+EVICT_AIM_MS: Final = 60_000
+#: How far into an attempt an eviction ``in_attempt`` strikes: the attempt's call has left by then.
+EVICT_INTO_ATTEMPT_MS: Final = 1
 
 
 def _probability(name: str, value: float) -> None:
@@ -58,10 +62,27 @@ class Window:
 
 @attrs.frozen
 class Eviction:
-    """Evict ``target`` at ``at_ms``: its instance and everything in memory go."""
+    """Evict ``target`` at ``at_ms``: its instance and everything in memory go.
+
+    ``in_attempt``: aimed at a client's durable operation while it calls the
+    external API. From ``at_ms`` it waits (up to ``EVICT_AIM_MS``) until an
+    attempt of ``target`` starts, and strikes ``EVICT_INTO_ATTEMPT_MS`` into it
+    (at the wait's end if none starts), so the attempt is lost with its call
+    still running at the API (seed 002, "After eviction": "A remote effect may
+    already have committed"). An eviction at a random moment seldom lands
+    there, and what follows it (the stored alarm claiming the next attempt,
+    or finding none left) is where the engine's attempt counting and the
+    permit's return are tested.
+    """
 
     target: str = attrs.field(validator=named)
     at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+    in_attempt: bool = attrs.field(default=False, validator=boolean)
+
+    @property
+    def latest_ms(self) -> int:
+        """The latest moment it can strike."""
+        return self.at_ms + (EVICT_AIM_MS + EVICT_INTO_ATTEMPT_MS if self.in_attempt else 0)
 
 
 @attrs.frozen
@@ -321,7 +342,7 @@ class FaultPlan:
             ends.append(duration_ms if self.faults_until_ms is None else self.faults_until_ms)
         ends += [window.end_ms for window in self.partitions]
         ends += [drop.end_ms for drop in self.drops]
-        ends += [eviction.at_ms for eviction in self.evictions]
+        ends += [eviction.latest_ms for eviction in self.evictions]
         ends += [change.at_ms for change in self.limit_changes]
         ends += [change.at_ms for change in self.group_limit_changes]
         ends += [fault.end_ms for fault in self.input_faults]
@@ -351,6 +372,9 @@ class FaultPlan:
         for name in _WRITTEN_WHEN_SET:
             if recorded[name] == _DEFAULTS[name] or recorded[name] == []:
                 del recorded[name]
+        for eviction in recorded["evictions"]:  # an eviction at its time reads as it always has
+            if not eviction["in_attempt"]:
+                del eviction["in_attempt"]
         return recorded
 
     @classmethod
