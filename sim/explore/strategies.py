@@ -217,21 +217,9 @@ class _PlanStrategies:
 
 
 @functools.cache
-def _plan_strategies(
-    phase_ms: int, targets: tuple[str, ...], clients: tuple[str, ...], operations: bool
-) -> _PlanStrategies:
+def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str, ...]) -> _PlanStrategies:
     """Built once per kind of world (a handful in all), as the configuration's are (see above)."""
     at = st.integers(0, phase_ms - 1)
-    eviction: st.SearchStrategy[Eviction] = st.builds(Eviction, st.sampled_from(targets), at)
-    if operations:
-        # Where clients run durable operations, half their evictions strike during an attempt:
-        # at a random moment one seldom does (see Eviction.in_attempt).
-        eviction = st.builds(
-            lambda target, at_ms, aimed: Eviction(target, at_ms, in_attempt=aimed and target in clients),
-            st.sampled_from(targets),
-            at,
-            _BOOLEANS,
-        )
 
     def input_faults(input: str) -> st.SearchStrategy[list[InputFault]]:
         """Windows in which one holder callback misbehaves (for one group or all)."""
@@ -259,7 +247,7 @@ def _plan_strategies(
             min_size=1,
             max_size=2,
         ),
-        evictions=st.lists(eviction, min_size=1, max_size=3),
+        evictions=st.lists(st.builds(Eviction, st.sampled_from(targets), at), min_size=1, max_size=3),
         limit_changes=st.lists(st.builds(LimitChange, at, st.integers(0, 10)), min_size=1, max_size=2),
         group_limit_changes=st.lists(
             st.builds(
@@ -292,12 +280,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         # The alarm only has work when grants go unclaimed: lost replies give it some.
         enabled = enabled | {"reply_loss"}
     phase_ms = config.duration_ms - QUIET_MS
-    plan = _plan_strategies(
-        phase_ms,
-        tuple(_targets(config)),
-        tuple(config.workload.client_names()),
-        config.operations is not None,
-    )
+    plan = _plan_strategies(phase_ms, tuple(_targets(config)), tuple(config.workload.client_names()))
 
     def on(kind: str, strategy: st.SearchStrategy[Any], off: Any) -> Any:
         return draw(strategy) if kind in enabled else off

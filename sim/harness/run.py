@@ -15,7 +15,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under
+from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under, migrations
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semsim import __version__
@@ -459,7 +459,7 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
                 raise ValueError(
                     f"faults.{name}[{index}].end_ms ({window.end_ms}) is after duration_ms ({end})"
                 )
-    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels", "shutdowns"):
+    for name in ("evictions", "limit_changes", "group_limit_changes", "cancels", "shutdowns", "rollbacks"):
         for index, entry in enumerate(getattr(faults, name)):
             if entry.at_ms >= end:
                 raise ValueError(
@@ -496,6 +496,7 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
         ("input_faults", faults.input_faults, "key", config.workload.keys),
         ("input_faults", faults.input_faults, "group", config.workload.groups),
         ("cancels", faults.cancels, "target", config.workload.client_names()),
+        ("rollbacks", faults.rollbacks, "key", config.workload.keys),
     ):
         for index, entry in enumerate(entries):
             value = getattr(entry, field)
@@ -776,6 +777,8 @@ def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nu
                 _set_group_limit, sim, world, group_change.key, group_change.group, group_change.limit
             ),
         )
+    for rollback in faults.rollbacks:
+        add(rollback.at_ms, functools.partial(_roll_back, sim, world, rollback.key))
     for cancel in faults.cancels:
         # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
         aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
@@ -821,6 +824,23 @@ async def _evict_in_attempt(sim: Sim, world: World, objects: dict[str, DurableOb
         world.attempt_aims[target].remove(aim)
     sim.event("fault", fault="evict", target=target, in_attempt=struck)
     objects[target].evict()
+
+
+def _roll_back(sim: Sim, world: World, key: str) -> None:
+    """``Rollback``: evict holder ``key``, migrate its storage down one version, and build its next
+    instance, which migrates up again."""
+    names = [m.name for m in migrations.SEMAPHORE_MIGRATIONS]  # as bound now: a variant's own
+    assert len(names) >= 2, names  # the holder's tables and its totals
+    obj = world.holders[key]
+    if migrations.schema_version(obj.storage) is None:  # no instance was ever built
+        sim.event("fault_skipped", target=obj.name, reason="no schema to roll back yet")
+        return
+    sim.event("fault", fault="rollback", target=obj.name, to=names[-2])
+    obj.evict()
+    migrations.migrate(obj.storage, names[-2])
+    # Rolled forward at once: the new instance migrates up as it is built, before any request
+    # (no older holder runs on the older schema; the checkers read the newer one).
+    obj.instance()
 
 
 def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:

@@ -169,6 +169,7 @@ FAULTS_FOR: Final[dict[str, tuple[DesignName, ...]]] = {
     "gate_error": ("gate",),
     "pauses": ("gate", "leased-worker"),
     "shutdowns": ("leased-worker",),
+    "rollbacks": ("semaphore",),
 }
 
 #: The RPC methods each design's objects answer (what a drop may name).

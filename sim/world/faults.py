@@ -86,6 +86,26 @@ class Eviction:
 
 
 @attrs.frozen
+class Rollback:
+    """At ``at_ms`` the deployment of ``holder:KEY`` rolls back one schema version, and forward again.
+
+    A deploy rolled back and redone: the instance is evicted and its storage
+    migrated down to the migration before the latest
+    (``semaphore_core.migrations.migrate(conn, target)``, as the reference's
+    ``migrate(ctx, target)``: the rows stay, what the older schema lacks
+    goes); a new instance is built at once and migrates up again, as every
+    holder does when built, and must rebuild what the newer schema keeps
+    beside the rows. No
+    other fault runs a migration's ``down`` path, or an ``up`` over rows that
+    already exist. A holder never built yet has no schema to roll back: the
+    fault is skipped (``fault_skipped``).
+    """
+
+    key: str = attrs.field(validator=named)
+    at_ms: int = attrs.field(converter=js_int, validator=time_ms())
+
+
+@attrs.frozen
 class Drop:
     """Lose every ``leg`` message matching ``src``, ``dst``, ``method`` (None: any) in the window."""
 
@@ -270,6 +290,8 @@ class FaultPlan:
     #: ... and, for workers (designs ``gate`` and ``leased-worker``), stalls and shutdowns.
     pauses: tuple[Pause, ...] = ()
     shutdowns: tuple[Shutdown, ...] = ()
+    #: The semaphore's deployments rolled back one schema version and forward again.
+    rollbacks: tuple[Rollback, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -349,6 +371,7 @@ class FaultPlan:
         ends += [cancel.at_ms for cancel in self.cancels]
         ends += [pause.end_ms for pause in self.pauses]
         ends += [shutdown.at_ms for shutdown in self.shutdowns]
+        ends += [rollback.at_ms for rollback in self.rollbacks]
         return min(duration_ms, max(ends))
 
     def active(self, t_ms: int) -> bool:
@@ -394,6 +417,7 @@ _SCHEDULED: Final[tuple[tuple[str, type], ...]] = (
     ("cancels", Cancel),
     ("pauses", Pause),
     ("shutdowns", Shutdown),
+    ("rollbacks", Rollback),
 )
 
 NO_FAULTS: Final = FaultPlan()
@@ -440,5 +464,6 @@ _WRITTEN_WHEN_SET: Final = (
     "gate_error",
     "pauses",
     "shutdowns",
+    "rollbacks",
 )
 _DEFAULTS: Final = {field.name: field.default for field in attrs.fields(FaultPlan)}
