@@ -72,7 +72,9 @@ class Eviction:
     already have committed"). An eviction at a random moment seldom lands
     there, and what follows it (the stored alarm claiming the next attempt,
     or finding none left) is where the engine's attempt counting and the
-    permit's return are tested.
+    permit's return are tested. With F5's fix an attempt first waits while its
+    operation's previous call may still run; struck then, it is lost before
+    its own call leaves.
     """
 
     target: str = attrs.field(validator=named)
