@@ -11,6 +11,7 @@ import pytest
 
 from semaphore_core import migrations
 from semaphore_core.store import HolderStore
+from semsim.check.invariants import SEMAPHORE_FINDINGS
 from semsim.harness.run import WorldConfig, check_plan, run_world
 from semsim.world.design import DesignSpec
 from semsim.world.faults import FaultPlan, Rollback
@@ -23,7 +24,8 @@ ROLLED_BACK = FaultPlan(rollbacks=(Rollback("acct", 20_000), Rollback("acct", 50
 
 
 def test_a_rollback_keeps_the_rows_and_rebuilds_the_totals() -> None:
-    run = run_world(CONFIG, ROLLED_BACK, seed=3)
+    # The reference's own findings (F4's idle lease headroom, on other seeds) are not the rollback's.
+    run = run_world(CONFIG, ROLLED_BACK, seed=3, tolerated=SEMAPHORE_FINDINGS)
     assert run.result.outcome == "completed", run.result
     faults = [(e["t"], e["fault"], e["to"]) for e in run.trace.of_kind("fault")]
     assert faults == [

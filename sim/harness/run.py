@@ -506,17 +506,19 @@ def check_plan(config: WorldConfig, faults: FaultPlan) -> None:
                     f"faults.{name}[{index}].{field} {value!r} names nothing in this world: {shown}"
                 )
     for index, eviction in enumerate(faults.evictions):
-        if eviction.in_attempt and (design != "semaphore" or config.operations is None):
+        if not eviction.in_attempt:
+            continue
+        if design != "semaphore" or config.operations is None:
             raise ValueError(
                 f"faults.evictions[{index}].in_attempt aims at a client's durable operation: "
                 "only a semaphore world with config.operations runs them"
             )
-        if eviction.in_attempt and eviction.latest_ms >= end:
+        if eviction.latest_ms >= end:
             raise ValueError(
                 f"faults.evictions[{index}].in_attempt may strike as late as {eviction.latest_ms} "
                 f"(at_ms + {EVICT_AIM_MS + EVICT_INTO_ATTEMPT_MS}), not before duration_ms ({end})"
             )
-        if eviction.in_attempt and eviction.target not in clients:
+        if eviction.target not in clients:
             raise ValueError(
                 f"faults.evictions[{index}].in_attempt aims at a client's operation, and "
                 f"{eviction.target!r} is not a client: {', '.join(clients[:6])}"

@@ -97,10 +97,9 @@ class Rollback:
     ``migrate(ctx, target)``: the rows stay, what the older schema lacks
     goes); a new instance is built at once and migrates up again, as every
     holder does when built, and must rebuild what the newer schema keeps
-    beside the rows. No
-    other fault runs a migration's ``down`` path, or an ``up`` over rows that
-    already exist. A holder never built yet has no schema to roll back: the
-    fault is skipped (``fault_skipped``).
+    beside the rows. No other fault runs a migration's ``down`` path, or an
+    ``up`` over rows that already exist. A holder never built yet has no
+    schema to roll back: the fault is skipped (``fault_skipped``).
     """
 
     key: str = attrs.field(validator=named)
