@@ -164,6 +164,31 @@ def test_check_false_returns_a_failed_run_for_a_test_that_expects_one(pytester: 
     assert not (pytester.path / "semsim-failures").exists()
 
 
+def test_a_callers_error_is_raised_as_it_is_and_saves_no_case(pytester: pytest.Pytester) -> None:
+    """A world the runner cannot run (another design's, a bad argument) is the test's own error,
+    not a crash of the model: nothing is saved, and the message says what to call instead."""
+    _suite(
+        pytester,
+        """
+        import attrs
+        import pytest
+        from semsim.world.design import DesignSpec
+
+        def test_gate_world(semsim_runner):
+            with pytest.raises(ValueError, match="semsim_runner.scenario tells a design's story"):
+                semsim_runner.run(attrs.evolve(CONFIG, design=DesignSpec(name="gate")))
+
+        def test_bad_arguments(semsim_runner):
+            with pytest.raises(TypeError, match="full_checks must be True or False"):
+                semsim_runner.run(CONFIG, FAULTS, full_checks="yes")
+            with pytest.raises(ValueError, match="tolerated names 'F99'"):
+                semsim_runner.run(CONFIG, FAULTS, tolerated=frozenset({"F99"}))
+        """,
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+    assert not (pytester.path / "semsim-failures").exists()
+
+
 def test_a_variant_failure_names_the_variant_and_its_judges_and_no_reference_replay(
     pytester: pytest.Pytester,
 ) -> None:

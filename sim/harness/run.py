@@ -337,20 +337,7 @@ def run_world(
     Arguments are checked before anything runs (:func:`check_run`): TypeError or ValueError
     naming the argument and what it may be.
     """
-    check_run(config, faults, seed, tolerated)
-    if config.design.name != "semaphore":
-        raise ValueError(
-            f"config.design names {config.design.name!r}: run_world runs the semaphore; "
-            f"semsim.harness.designs.run_design runs every design"
-        )
-    if limits is not None and not isinstance(limits, Limits):
-        raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
-    if not isinstance(full_checks, bool):
-        raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
-    if not isinstance(variant, Variant):
-        raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
-    variant.check_design(config.design.name)  # a gate's ledger, say, would be ignored here
-    checkers = check_checkers(checkers, RESERVED_NAMES)
+    checkers = check_world_run(config, faults, seed, limits, tolerated, full_checks, variant, checkers)
     if not variant.fixes <= set(config.holder.fixes):
         # The variant's own fixes are the config's too, so the trace and the model say so.
         config = attrs.evolve(
@@ -399,6 +386,37 @@ def run_world(
     with variant.applied():  # a planted bug, say: for this run only, whatever happens in it
         result = run(seed, main, trace, bound, progress)
     return WorldRun(trace=trace, result=result, world=built[0])
+
+
+def check_world_run(
+    config: object,
+    faults: object,
+    seed: object,
+    limits: object = None,
+    tolerated: object = frozenset(),
+    full_checks: object = False,
+    variant: object = REFERENCE,
+    checkers: Sequence[type[Checker]] = (),
+) -> tuple[type[Checker], ...]:
+    """Everything :func:`run_world` checks before it runs (TypeError or ValueError naming the
+    argument), so a caller that treats what the run raises as a crash can tell a caller's
+    error apart first. Returns ``checkers`` as the run takes them.
+    """
+    check_run(config, faults, seed, tolerated)
+    assert isinstance(config, WorldConfig)
+    if config.design.name != "semaphore":
+        raise ValueError(
+            f"config.design names {config.design.name!r}: run_world runs the semaphore; "
+            f"semsim.harness.designs.run_design runs every design"
+        )
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a semsim.runtime.kernel.Limits or None, got {limits!r}")
+    if not isinstance(full_checks, bool):
+        raise TypeError(f"full_checks must be True or False, got {full_checks!r}")
+    if not isinstance(variant, Variant):
+        raise TypeError(f"variant must be a semsim.world.variant.Variant, got {variant!r}")
+    variant.check_design(config.design.name)  # a gate's ledger, say, would be ignored here
+    return check_checkers(checkers, RESERVED_NAMES)
 
 
 def check_run(config: object, faults: object, seed: object, tolerated: object = frozenset()) -> None:

@@ -33,7 +33,7 @@ from semsim.explore.fuzz import (
 from semsim.explore.strategies import Case
 from semsim.harness.designs import DesignRun
 from semsim.harness.invariants import find_invariant, find_invariants, reference_to
-from semsim.harness.run import WorldConfig, WorldRun, run_world
+from semsim.harness.run import WorldConfig, WorldRun, check_world_run, run_world
 from semsim.harness.variants import find_variant
 from semsim.scenarios import Scenario, ScenarioResult, run_scenario
 from semsim.scenarios.registry import find
@@ -114,8 +114,17 @@ class SemsimRunner:
         references = references_of(invariants)
         named = variant if isinstance(variant, str) else REFERENCE.name
         variant = find_variant(variant) if isinstance(variant, str) else variant
-        case = Case(config=config, faults=plan, seed=self._seed(seed), variant=named, invariants=references)
         checkers = tuple(find_invariant(reference) for reference in references)
+        used = self._seed(seed)
+        if isinstance(config, WorldConfig) and config.design.name != "semaphore":
+            raise ValueError(
+                f"config.design names {config.design.name!r}: semsim_runner.run runs the semaphore's "
+                "worlds; semsim_runner.scenario tells a design's story, and "
+                "semsim.harness.designs.run_design runs any design's world"
+            )
+        # The caller's errors are theirs, raised as they are: only what the run raises is a crash.
+        check_world_run(config, plan, used, None, tolerated, full_checks, variant, checkers)
+        case = Case(config=config, faults=plan, seed=used, variant=named, invariants=references)
         try:
             run = run_world(
                 config,
