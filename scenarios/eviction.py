@@ -7,9 +7,10 @@ first waiting request, a failed call is retried ``retry_ms`` (1 s) later.
 
 from __future__ import annotations
 
-from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
+from semaphore_core import migrations
+from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun
 from semsim.scenarios.base import HOLDER, Check, Expect, Scenario, events, first_t, rounds, sends
-from semsim.world.faults import Eviction, FaultPlan
+from semsim.world.faults import Eviction, FaultPlan, Rollback
 from semsim.world.workload import Arrival, Workload
 
 GRANT_TIMEOUT_MS = 10_000
@@ -166,4 +167,74 @@ def client_evicted_mid_request() -> Scenario:
     )
 
 
-ALL = (evicted_before_round, client_evicted_mid_request)
+def deploy_rolled_back() -> Scenario:
+    """Seed 000, ``DurabilitySemaphore.migrate(context, target)``: "Applies or reverts" the
+    holder's schema (``migrateCapability(storage, 'semaphore', migrations, target)``); the
+    constructor migrates to the latest (``migrateSchema('semaphore', ...)``) before it serves.
+
+    A deploy rolled back and forward again while the key is busy: three clients, strict
+    leases of 2 permits, limit 6. At 20 s and again at 50 s the holder is evicted, its storage
+    migrated down one version and a new instance built at once, which migrates up again over
+    the rows its grants and leases left. The rows stay; what only the newer schema keeps
+    (semsim's ``0002``: indexes and per-group totals) is rebuilt from them, and every round
+    after reads its usage from those totals, so the invariants (``exact_accounting``,
+    ``ceiling``) judge the rebuild. Clients meet an evicted holder only as failed calls they
+    ask again; every item still runs.
+    """
+    rollbacks_ms = (20_000, 50_000)
+    config = WorldConfig(
+        holder=HolderSpec(
+            limit=6, leases=LeaseSpec(provisioning="strict", amount=2, permits_per_lease=2, ttl_ms=60_000)
+        ),
+        workload=Workload(clients=3, items_per_minute=30.0, until_ms=70_000),
+        duration_ms=120_000,
+    )
+    previous = migrations.SEMAPHORE_MIGRATIONS[-2].name
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        struck = [(e["t"], e["to"]) for e in run.trace.of_kind("fault") if e["fault"] == "rollback"]
+        expect.that(
+            struck == [(at_ms, previous) for at_ms in rollbacks_ms],
+            f"the schema was rolled back to {previous} at {rollbacks_ms[0]} and {rollbacks_ms[1]} ms",
+            struck,
+        )
+        built = [e["t"] for e in events(run, "instance", object=HOLDER)][1:]
+        expect.that(
+            built == list(rollbacks_ms),
+            "each time a new holder instance was built in the same millisecond",
+            built,
+        )
+        granted = [e["t"] for e in run.trace.of_kind("grant")]
+        expect.that(
+            all(any(t < at_ms for t in granted) for at_ms in rollbacks_ms),
+            "grants had been committed before each rollback struck",
+            granted[:3],
+        )
+        leased = [e["t"] for e in run.trace.of_kind("lease_granted")]
+        expect.that(
+            any(t < rollbacks_ms[0] for t in leased), "leases had been granted before the first", leased
+        )
+        admitted = [e["t"] for e in run.trace.of_kind("admit")]
+        expect.that(
+            any(t > rollbacks_ms[-1] for t in admitted), "items were admitted after the last rollback"
+        )
+        storage = run.world.holders["acct"].storage
+        expect.that(
+            migrations.schema_version(storage) == migrations.LATEST,
+            f"the schema ended at {migrations.LATEST}",
+            migrations.schema_version(storage),
+        )
+        leftover = run.world.monitor.in_use["acct"]
+        expect.that(leftover == 0, "every admitted item was released in the end", leftover)
+
+    return Scenario(
+        name="deploy-rolled-back",
+        description="holder's schema rolled back a version and forward again, twice, over live rows",
+        seed=3,
+        config=config,
+        faults=FaultPlan(rollbacks=tuple(Rollback("acct", at_ms) for at_ms in rollbacks_ms)),
+        check=Check(judge),
+    )
+
+
+ALL = (evicted_before_round, client_evicted_mid_request, deploy_rolled_back)

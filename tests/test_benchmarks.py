@@ -141,7 +141,7 @@ def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summaris
         "reference",
     )
     assert killed.cpu_s > 0
-    # No run migrates the schema down: it survives both campaigns, one run each.
+    # No drawn run migrates the schema down: it survives both campaigns, one run each.
     survived = ttb.time_to_bug("migration-down-keeps-claim-index", 1, "drawn", 1)
     assert (survived.killed, survived.runs, survived.caught_by) == (False, 2, None)
     # A team's variant, by the reference `semsim fuzz --variant` takes, is measured alike (this

@@ -12,7 +12,10 @@ import pytest
 from semaphore_core import migrations
 from semaphore_core.store import HolderStore
 from semsim.check.invariants import SEMAPHORE_FINDINGS
+from semsim.explore.examples import fuzz_examples
+from semsim.explore.fuzz import run_case
 from semsim.harness.run import WorldConfig, check_plan, run_world
+from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.world.design import DesignSpec
 from semsim.world.faults import FaultPlan, Rollback
 from semsim.world.mutant_catalog import mutant
@@ -49,7 +52,8 @@ def test_a_rollback_keeps_the_rows_and_rebuilds_the_totals() -> None:
 
 
 def test_a_down_path_that_leaves_an_index_behind_is_caught() -> None:
-    """migration-down-keeps-claim-index survived every drawn run before rollbacks were drawn."""
+    """migration-down-keeps-claim-index survives every drawn run (none rolls back); a planned
+    rollback catches it."""
     with (
         mutant("migration-down-keeps-claim-index").patch(),
         pytest.RaisesGroup(
@@ -99,3 +103,23 @@ def test_a_plan_without_rollbacks_reads_as_it_always_has() -> None:
     assert FaultPlan.from_dict(ROLLED_BACK.to_dict()) == ROLLED_BACK
     with pytest.raises(ValueError, match=r"faults\.rollbacks\[0\]\.at_ms"):
         FaultPlan.from_dict({"rollbacks": [{"key": "acct", "at_ms": -1}]})
+
+
+def test_the_deploy_rolled_back_scenario_is_the_fuzz_s_first_rollback() -> None:
+    """The scenario worlds run first in every campaign: this one puts a rollback in each, so the
+    fuzz kills a down path that leaves something behind although the draws never roll back."""
+    scenario = SCENARIOS["deploy-rolled-back"]
+    example = next(case for case in fuzz_examples() if case.faults == scenario.faults)
+    assert example.faults.rollbacks
+    mutated = attrs.evolve(example, variant="mutant/migration-down-keeps-claim-index")
+    report, _ = run_case(mutated, frozenset())
+    assert report.failure_name == "crash"
+    assert "grants_claim_deadline already exists" in report.detail
+
+
+def test_the_deploy_rolled_back_scenario_s_check_needs_its_rollbacks() -> None:
+    scenario = SCENARIOS["deploy-rolled-back"]
+    assert run_scenario(scenario).passed
+    unrolled = run_scenario(attrs.evolve(scenario, faults=FaultPlan()))
+    assert any("rolled back to 0001_grants_and_leases" in line for line in unrolled.failures)
+    assert any("new holder instance was built" in line for line in unrolled.failures)

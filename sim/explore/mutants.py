@@ -121,7 +121,11 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "and report their own expired leases, so that window is short. Rare in the draws: the "
         "ci campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
-    "migration-down-keeps-claim-index": "No simulation migrates the schema down.",
+    "migration-down-keeps-claim-index": (
+        "No drawn run migrates the schema down: schema rollbacks are a plan fault "
+        "(FaultPlan.rollbacks) the draws leave out, as drawing them cost more CPU than the kills "
+        "they added (docs/BENCHMARKS.md); the deploy-rolled-back scenario kills it."
+    ),
     "engine-without-fallback": (
         "In drawn runs the platform retries a failed alarm too, so the reclaim still lands "
         "within what reclaimed allows; the alarm-engine-fallback scenario kills it."
