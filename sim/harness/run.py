@@ -334,7 +334,7 @@ def run_world(
     the incremental state is asserted to agree (the verdicts are the same;
     the run is slower, more so the more clients it has).
 
-    Arguments are checked before anything runs (:func:`check_run`): TypeError or ValueError
+    Arguments are checked before anything runs (:func:`check_world_run`): TypeError or ValueError
     naming the argument and what it may be.
     """
     checkers = check_world_run(config, faults, seed, limits, tolerated, full_checks, variant, checkers)
