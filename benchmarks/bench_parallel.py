@@ -1,16 +1,20 @@
 """Benchmark: how much faster one campaign gets on more cores, and where the rest of the time goes.
 
     python benchmarks/bench_parallel.py                   # 100 runs, seed 5, 3 repetitions, 2 workers
-    python benchmarks/bench_parallel.py --dask            # a Dask LocalCluster of 2 workers as well
+    python benchmarks/bench_parallel.py --dask            # and on Dask LocalClusters of 2 workers
     python benchmarks/bench_parallel.py --runs 300 --reps 5 --project 16,64
 
 The campaign is ``semsim fuzz --runs N --seed S``'s: the named scenarios, then
 N drawn runs, on the faithful reference. Each repetition runs it serially,
 then spread over ``--workers`` local processes (``local_pool``), then, with
-``--dask``, over a Dask ``LocalCluster`` of as many single-threaded worker
-processes (started once, before the first repetition; the first campaign on
-it pays the workers' imports, so it is reported apart). All must give the
-same result; the benchmark stops with exit 2 if one does not.
+``--dask``, over two Dask ``LocalCluster`` clusters of as many
+single-threaded worker processes: one with Dask's default settings, one lean
+(:data:`LEAN_DASK`: no statistical profiler, slower housekeeping ticks). Each
+cluster is started for its campaign, in a process of its own, and warmed (its
+workers import semsim) before the campaign's clock starts: a cluster left idle
+beside the others' campaigns would take CPU from them (a tenth of a core,
+measured). All must give the same result; the benchmark stops with exit 2 if
+one does not.
 
 Speed-ups are wall-clock ratios, which is the point of spreading a campaign
 out, so they are taken within one repetition (serial and parallel a minute
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -135,13 +140,26 @@ def _in_a_process(mode: str, args: argparse.Namespace, address: str | None) -> T
     return Timing(**json.loads(done.stdout.splitlines()[-1]))
 
 
-#: A Dask LocalCluster in a process of its own (as a user's cluster would be): it prints its
-#: scheduler's address, then lives until its standard input closes.
+#: Dask settings for a cluster that runs campaigns (as environment variables, which a
+#: ``dask worker`` and a ``LocalCluster`` both read): the statistical profiler samples the running
+#: task's stack every 10 ms, and the event-loop tick and system monitor wake every process
+#: 50 and 2 times a second, busy or idle (docs/BENCHMARKS.md: what each costs here).
+LEAN_DASK = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+}
+
+#: A Dask LocalCluster in a process of its own (as a user's cluster would be): it warms its
+#: workers (each imports semsim), prints its scheduler's address, then lives until its standard
+#: input closes.
 _CLUSTER = """
 import logging, sys
-from distributed import LocalCluster
+from distributed import Client, LocalCluster
 cluster = LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True,
                        dashboard_address=None, silence_logs=logging.ERROR)
+with Client(cluster) as client:
+    client.run(__import__, "semsim.explore.campaigns")
 print(cluster.scheduler_address, flush=True)
 sys.stdin.read()
 cluster.close()
@@ -149,8 +167,9 @@ cluster.close()
 
 
 @contextmanager
-def _dask_cluster(workers: int) -> Iterator[str]:
-    """A LocalCluster of ``workers`` single-threaded processes, outside this process.
+def _dask_cluster(workers: int, settings: dict[str, str]) -> Iterator[str]:
+    """A LocalCluster of ``workers`` single-threaded processes with Dask ``settings``, outside
+    this process.
 
     In this process, its scheduler's event loop would take the GIL from the serial
     campaign (measured: serial 93 s instead of 60 s), so the cluster runs apart.
@@ -161,6 +180,7 @@ def _dask_cluster(workers: int) -> Iterator[str]:
         raise SystemExit("--dask needs Dask's distributed package: pip install 'semsim[dask]'") from None
     process = subprocess.Popen(
         [sys.executable, "-c", _CLUSTER, str(workers)],
+        env={**os.environ, **settings},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -265,7 +285,9 @@ def main() -> None:
     parser.add_argument("--seed", type=seed_arg, default=5)
     parser.add_argument("--reps", type=_bounded(MAX_REPS), default=3)
     parser.add_argument("--workers", type=_bounded(MAX_WORKERS), default=2)
-    parser.add_argument("--dask", action="store_true", help="a Dask LocalCluster of --workers workers too")
+    parser.add_argument(
+        "--dask", action="store_true", help="Dask LocalClusters of --workers workers too (default and lean)"
+    )
     parser.add_argument(
         "--project", type=_positive_list, default=[], metavar="W,W", help="project to W workers"
     )
@@ -286,31 +308,25 @@ def main() -> None:
         f"  {'':<14} {'wall s':>7} {'start s':>8} {'runs s':>7} {'replay s':>7} {'CPU s':>8} "
         f"{'workers':>8} {'speed-up':>9}"
     )
-    speedups: dict[str, list[float]] = {"local": [], "dask": []}
+    clusters = (("dask", {}), ("dask lean", LEAN_DASK)) if args.dask else ()
+    speedups: dict[str, list[float]] = {"local": [], **{name: [] for name, _ in clusters}}
     startups: list[float] = []
-    with _dask_cluster(args.workers) if args.dask else _nothing() as address:
-        if address is not None:
-            cold = _in_a_process("dask", args, address)
-            print(
-                f"Dask cluster's first campaign (workers import semsim): {cold.wall_s:.1f} s wall, "
-                f"first report after {cold.startup_s:.2f} s",
-                flush=True,
-            )
-        print(header, flush=True)
-        for rep in range(1, args.reps + 1):
-            serial = _in_a_process("serial", args, None)
-            print(f"repetition {rep}", flush=True)
-            print(_row("serial", serial, None, 1), flush=True)
-            local = _in_a_process("local", args, None)
-            _same(serial, local, "local")
-            speedups["local"].append(serial.wall_s / local.wall_s)
-            startups.append(local.startup_s)
-            print(_row(f"local x{args.workers}", local, serial, args.workers), flush=True)
-            if address is not None:
+    print(header, flush=True)
+    for rep in range(1, args.reps + 1):
+        serial = _in_a_process("serial", args, None)
+        print(f"repetition {rep}", flush=True)
+        print(_row("serial", serial, None, 1), flush=True)
+        local = _in_a_process("local", args, None)
+        _same(serial, local, "local")
+        speedups["local"].append(serial.wall_s / local.wall_s)
+        startups.append(local.startup_s)
+        print(_row(f"local x{args.workers}", local, serial, args.workers), flush=True)
+        for name, settings in clusters:
+            with _dask_cluster(args.workers, settings) as address:
                 spread = _in_a_process("dask", args, address)
-                _same(serial, spread, "dask")
-                speedups["dask"].append(serial.wall_s / spread.wall_s)
-                print(_row(f"dask x{args.workers}", spread, serial, args.workers), flush=True)
+            _same(serial, spread, name)
+            speedups[name].append(serial.wall_s / spread.wall_s)
+            print(_row(f"{name} x{args.workers}", spread, serial, args.workers), flush=True)
     for name, values in speedups.items():
         if values:
             print(
@@ -332,11 +348,6 @@ def main() -> None:
                 for workers in args.project
             )
             print(f"projected, {runs} runs (slowest run last - no tail): {cells}")
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
 
 
 def _same(serial: Timing, other: Timing, name: str) -> None:
