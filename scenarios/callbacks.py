@@ -14,6 +14,8 @@ Timings: a message takes 5 ms; client 0 queues in ``wf-1`` and client 1 in
 
 from __future__ import annotations
 
+import attrs
+
 from semsim.harness.run import HolderSpec, WorldConfig, WorldRun
 from semsim.scenarios.base import Check, Expect, Scenario, answers, rounds
 from semsim.world.faults import FaultPlan, InputFault
@@ -178,4 +180,72 @@ def limit_fails_round() -> Scenario:
     )
 
 
-ALL = (can_grant_denied, group_limit_fails_closed, group_limit_returns_bad, limit_fails_round)
+def group_limit_flapping() -> Scenario:
+    """Seed 001, "Limits are live": "`limit` and `groupLimit` are resolved once per round";
+    semaphore-server.ts ``#runRound`` builds the round's group policies once (``#groupPolicy``
+    per group) and judges every demand of a group by that one answer.
+
+    ``group_limit`` for ``wf-2`` raises on every other call until 10 s (a setting changed
+    while the round reads it): ``InputFault(flapping=True)``. Clients 1 and 2 both queue in
+    ``wf-2``. The first round reads ``wf-2``'s limit once, fails it closed for both
+    (``limit_resolution_error``), and the next round's read behaves and serves both, inside
+    the window. Code that reads a group's policy per demand would answer one client
+    ``limit_resolution_error`` and grant the other in the same round.
+    """
+
+    def judge(run: WorldRun, expect: Expect) -> None:
+        failed = sorted(
+            e["t"]
+            for e in run.trace.of_kind("blocked")
+            if e["group"] == "wf-2" and e["reason"] == "limit_resolution_error"
+        )
+        granted = sorted({g["t"] for g in run.trace.of_kind("grant") if g["group"] == "wf-2"})
+        expect.that(
+            bool(failed) and failed[0] < WINDOW_END_MS,
+            "a round in the window failed wf-2 closed (limit_resolution_error)",
+            failed,
+        )
+        expect.that(
+            bool(granted) and granted[0] < WINDOW_END_MS,
+            "wf-2 was granted inside the window too: the next read behaved",
+            granted,
+        )
+        both = sorted(set(failed) & set(granted))
+        expect.that(not both, "no round both failed wf-2 closed and granted it", both)
+        clients = {g["client"] for g in run.trace.of_kind("grant") if g["group"] == "wf-2"}
+        expect.that(clients == {"client-1", "client-2"}, "both wf-2 clients were granted", sorted(clients))
+        admitted = len(run.trace.of_kind("admit"))
+        expect.that(admitted == 6, "all six items ran", admitted)
+
+    config = _two_groups()
+    workload = config.workload
+    return Scenario(
+        name="group-limit-flapping",
+        description="group_limit's answer flips on every read: each round judges a group by one answer",
+        seed=25,
+        config=attrs.evolve(
+            config,
+            workload=attrs.evolve(
+                workload,
+                clients=3,
+                plain_clients=3,
+                script=(
+                    *workload.script,
+                    Arrival(at_ms=1_000, client=2, count=2, group="wf-2", duration_ms=5_000),
+                ),
+            ),
+        ),
+        faults=FaultPlan(
+            input_faults=(InputFault("group_limit", 0, WINDOW_END_MS, group="wf-2", flapping=True),)
+        ),
+        check=Check(judge),
+    )
+
+
+ALL = (
+    can_grant_denied,
+    group_limit_fails_closed,
+    group_limit_returns_bad,
+    limit_fails_round,
+    group_limit_flapping,
+)

@@ -18,6 +18,7 @@ from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.world.faults import Cancel, FaultPlan, InputFault
 from semsim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
 from semsim.world.mutant_catalog import mutant
+from semsim.world.variant import REFERENCE
 
 # --- each new scenario's check notices the wrong story ------------------------------------------
 
@@ -138,6 +139,117 @@ def test_callbacks_misbehave_only_in_their_window_and_for_their_group() -> None:
     t[0] = 60
     assert inputs.limit() == 7
     assert holder_inputs(lambda: 1, {}, faults[1:], lambda: 0).can_grant is None
+
+
+def test_a_flapping_callback_misbehaves_on_every_other_call_per_group_and_per_set() -> None:
+    t = [0]
+    faults = (InputFault("group_limit", 10, 20, flapping=True), InputFault("limit", 10, 20, flapping=True))
+    inputs = holder_inputs(lambda: 7, {"b": 3}, faults, lambda: t[0])
+    twin = holder_inputs(lambda: 7, {"b": 3}, faults, lambda: t[0], inputs)
+    assert inputs.group_limit("b") == 3  # before the window: no call is counted
+    t[0] = 10
+    outcomes: list[int | str | None] = []
+    for group in ("b", "b", "a", "b", "a"):
+        try:
+            outcomes.append(inputs.group_limit(group))
+        except PlannedInputFailure:
+            outcomes.append("raised")
+    assert outcomes == ["raised", 3, "raised", "raised", None]
+    with inputs.behaving():  # the checkers' reads count on neither set
+        assert (inputs.group_limit("b"), twin.group_limit("b"), twin.limit()) == (3, 3, 7)
+    with pytest.raises(PlannedInputFailure):
+        twin.group_limit("b")  # the twin's own first call
+    assert twin.group_limit("b") == 3
+    with pytest.raises(PlannedInputFailure):
+        inputs.limit()
+    assert inputs.limit() == 7
+    t[0] = 20
+    assert (inputs.limit(), inputs.limit()) == (7, 7)
+
+
+def test_a_plan_with_a_steady_callback_fault_reads_as_it_always_has() -> None:
+    steady = FaultPlan(input_faults=(InputFault("limit", 1, 9),))
+    assert list(steady.to_dict()["input_faults"]) == [
+        {"input": "limit", "start_ms": 1, "end_ms": 9, "group": None, "key": None, "bad": False}
+    ]
+    flapping = FaultPlan(input_faults=(InputFault("limit", 1, 9, flapping=True),))
+    assert flapping.to_dict()["input_faults"][0]["flapping"] is True
+    assert FaultPlan.from_dict(flapping.to_dict()) == flapping
+    with pytest.raises(ValueError, match=r"input_faults\[0\]\.flapping"):
+        FaultPlan.from_dict({"input_faults": [{"input": "limit", "start_ms": 1, "end_ms": 9, "flapping": 1}]})
+
+
+def test_the_flapping_scenario_needs_its_flapping() -> None:
+    scenario = SCENARIOS["group-limit-flapping"]
+    assert run_scenario(scenario).passed
+    steady = InputFault("group_limit", 0, 10_000, group="wf-2")
+    assert any(
+        "granted inside the window" in f
+        for f in failures_with("group-limit-flapping", faults=FaultPlan(input_faults=(steady,)))
+    )
+    assert any("failed wf-2 closed" in f for f in without_faults("group-limit-flapping"))
+
+
+def test_reading_a_group_s_policy_per_demand_is_caught_when_the_policy_flaps() -> None:
+    """group-policy-per-demand survives every drawn run (no drawn callback changes within a round);
+    the flapping scenario catches it twice over: its own check, and the model in lockstep."""
+    scenario = SCENARIOS["group-limit-flapping"]
+    with mutant("group-policy-per-demand").patch():
+        judged = run_scenario(scenario)
+        # Judged by the invariants alone (a variant without a model): the story's own check.
+        unmodelled = run_scenario(scenario, variant=attrs.evolve(REFERENCE, name="no-model", model=None))
+    assert judged.invariant_failure is not None
+    assert "exact_accounting" in judged.invariant_failure
+    assert unmodelled.invariant_failure is None
+    assert any("no round both failed wf-2 closed and granted it" in f for f in unmodelled.failures)
+
+
+@pytest.mark.parametrize("full_checks", [False, True])
+def test_the_reference_reads_each_callback_alike_beside_its_model(full_checks: bool) -> None:
+    """Every callback flapping, with clients asking for usage too: the holder and the model in
+    lockstep read the callbacks equally often, so the reference passes, in full checks too."""
+    scenario = SCENARIOS["group-limit-flapping"]
+    plan = FaultPlan(
+        input_faults=(
+            InputFault("group_limit", 0, 10_000, flapping=True),
+            InputFault("can_grant", 0, 10_000, group="wf-1", flapping=True),
+            InputFault("limit", 0, 10_000, bad=True, flapping=True),
+        )
+    )
+    run = run_world(scenario.config, plan, scenario.seed, full_checks=full_checks)
+    assert run.result.outcome == "completed", run.result
+    assert {e["reason"] for e in run.trace.of_kind("blocked")} >= {"not_permitted", "limit_resolution_error"}
+    assert run.trace.of_kind("round_failed")
+
+
+def test_a_usage_call_is_answered_beside_the_model_even_while_the_limit_flaps() -> None:
+    """``usage`` reads the limit too: the model answers each call beside the holder (a failed call
+    fails on both), so a flapping limit alternates alike on both sides: without that, the holder
+    would read it once more per call than the model, and the two would disagree from then on."""
+    scenario = SCENARIOS["group-limit-flapping"]
+    plan = FaultPlan(input_faults=(InputFault("limit", 0, 10_000, flapping=True),))
+    answered: list[tuple[int, object]] = []
+
+    def observe(sim: Any, world: Any, quiet_from_ms: int) -> Any:
+        def ask() -> None:
+            try:
+                answer: object = world.holders["acct"].dispatch("usage", None)["limit"]
+            except Exception as error:
+                answer = str(error)
+            answered.append((sim.now(), answer))
+
+        for t_ms in range(2_100, 14_000, 700):
+            sim.timers.call_at(t_ms, ask)
+        return lambda: None
+
+    run = run_world(scenario.config, plan, scenario.seed, observe=observe)
+    assert run.result.outcome == "completed", run.result
+    inside = {answer for t_ms, answer in answered if t_ms < 10_000}
+    after = {answer for t_ms, answer in answered if t_ms >= 10_000}
+    # Each call reads the limit twice on each side (the judge's usage(), then the answer's), so
+    # here every answer lands on a failing read.
+    assert inside == {"error: usage failed: PlannedInputFailure: the limit callback failed (planned)"}
+    assert after == {4}
 
 
 def test_a_denial_that_never_ends_is_still_seen_by_progress(monkeypatch: pytest.MonkeyPatch) -> None:

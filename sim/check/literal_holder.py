@@ -532,17 +532,23 @@ class LiteralHolder:
     def usage(self, now: int) -> Wire:
         """``usage()``, with ``groups`` as an object (a ``Map`` in the reference)."""
         limit = self._resolve_limit()
-        groups: dict[str, Wire] = {}
+        granted, leased, by_group = self.listed_totals(now)
+        groups: dict[str, Wire] = {name: {"granted": count} for name, count in by_group.items()}
+        return self._usage_of(limit, granted, leased, groups)
+
+    def listed_totals(self, now: int) -> tuple[int, int, dict[str, int]]:
+        """``usage()``'s sums, as it lists every row for them: outstanding grant permits (all, and
+        per group in the order the rows list them) and the lease footprint. Reads no callback."""
+        by_group: dict[str, int] = {}
         granted = 0
         for grant in self._store.list_grants():
             count = _outstanding(grant, now)
             granted += count
-            group = groups.setdefault(grant["grp"], {"granted": 0})
-            group["granted"] += count
+            by_group[grant["grp"]] = by_group.get(grant["grp"], 0) + count
         leased = 0
         for lease in self._store.list_leases():
             leased += _lease_footprint(lease)
-        return self._usage_of(limit, granted, leased, groups)
+        return granted, leased, by_group
 
     def usage_from_totals(self, granted: int, leased: int, groups_granted: Mapping[str, int]) -> Wire:
         """``usage()`` from its sums over the rows, kept elsewhere as the rows change

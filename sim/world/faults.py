@@ -173,6 +173,12 @@ class InputFault:
     the group fails closed); ``limit`` raises, or with ``bad`` returns -1, so every round in
     the window fails as a whole and its waiting calls are rejected. ``group`` None: every
     group (it must be None for ``limit``).
+
+    ``flapping``: only every other call misbehaves (the first, third, ... of each callback
+    and group in the window), as a setting that changes while a round reads it would. The
+    reference reads each callback once per group per round (``#runRound``), so a round of
+    it still judges each group by one answer; code that reads one twice in a round sees
+    the two disagree.
     """
 
     input: str = attrs.field(validator=one_of(*INPUTS))
@@ -181,6 +187,7 @@ class InputFault:
     group: str | None = attrs.field(default=None, validator=optional(named))
     key: str | None = attrs.field(default=None, validator=optional(named))
     bad: bool = attrs.field(default=False, validator=boolean)
+    flapping: bool = attrs.field(default=False, validator=boolean)
 
     def __attrs_post_init__(self) -> None:
         if not self.start_ms < self.end_ms:
@@ -399,6 +406,9 @@ class FaultPlan:
         for eviction in recorded["evictions"]:  # an eviction at its time reads as it always has
             if not eviction["in_attempt"]:
                 del eviction["in_attempt"]
+        for fault in recorded["input_faults"]:  # a steady callback fault reads as it always has
+            if not fault["flapping"]:
+                del fault["flapping"]
         return recorded
 
     @classmethod

@@ -78,19 +78,31 @@ def holder_inputs(
     group_limits: Mapping[str, int],
     faults: Sequence[InputFault],
     now: Callable[[], int],
+    behaving_with: HolderInputs | None = None,
 ) -> HolderInputs:
     """The callbacks of one holder: ``limit()`` and ``group_limits`` as the application has them,
     misbehaving as ``faults`` (this holder's) say at virtual time ``now()``.
 
     ``can_grant`` is None when no fault denies anything, as for an application
-    that passes none.
+    that passes none. A ``flapping`` fault counts this set's own calls, so the
+    model in lockstep gets a set of its own (``behaving_with`` the holder's, so
+    that the checkers' reads suspend both): each sees its own calls alternate,
+    and the two agree exactly when they read the callbacks equally often.
     """
+    #: Calls so far under a flapping fault, per callback and group.
+    flapped: dict[tuple[str, str | None], int] = {}
 
     def failing(input: str, group: str | None) -> InputFault | None:
-        if inputs.suspended:
+        if inputs.suspended or (behaving_with is not None and behaving_with.suspended):
             return None
         t_ms = now()
-        return next((fault for fault in faults if fault.covers(input, group, t_ms)), None)
+        fault = next((fault for fault in faults if fault.covers(input, group, t_ms)), None)
+        if fault is not None and fault.flapping:
+            calls = flapped.get((input, group), 0)
+            flapped[(input, group)] = calls + 1
+            if calls % 2 == 1:
+                return None
+        return fault
 
     def resolve_limit() -> int:
         fault = failing("limit", None)

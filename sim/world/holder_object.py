@@ -97,6 +97,10 @@ class ModelInLockstep(Protocol):
 
     def reclaimed(self, now: int, events: Sequence[Any]) -> None: ...
 
+    def usage(self, now: int, reply: dict[str, Any]) -> None: ...
+
+    def usage_failed(self, now: int, error: Exception) -> None: ...
+
     def state(self, holder: Holder, now: int) -> None: ...
 
 
@@ -162,8 +166,17 @@ class HolderObject:
             on_event=self._lifecycle,
         )
         #: The model in lockstep (exact_accounting), when a monitor judges the run and the
-        #: variant has one. It is handed the same callbacks, so a planned failing input fails both.
-        self.lockstep = None if monitor is None else monitor.lockstep(ctx.object, config, key)
+        #: variant has one. It is handed callbacks built alike, so a planned failing input fails
+        #: both; a set of its own, so a flapping one alternates on each side's own calls.
+        self.lockstep = None
+        if monitor is not None:
+            twin = holder_inputs(
+                lambda: self.env.limit, self.group_limits, env.input_faults, ctx.sim.now, inputs
+            )
+            model_config = attrs.evolve(
+                config, limit=twin.limit, group_limit=twin.group_limit, can_grant=twin.can_grant
+            )
+            self.lockstep = monitor.lockstep(ctx.object, model_config, key)
         lockstep = self.lockstep
         self.holder = variant.build(
             ctx.storage,
@@ -235,12 +248,19 @@ class HolderObject:
             self.ctx.sim.event("group_limit", holder=self.ctx.name, group=group, limit=limit)
             return None
         if method == "usage":
-            if self.lockstep is not None:
-                self.lockstep.state(self.holder, self.ctx.sim.now())
+            now = self.ctx.sim.now()
+            lockstep = self.lockstep
+            if lockstep is not None:
+                lockstep.state(self.holder, now)
             try:
-                return self.holder.usage(self.ctx.sim.now()).to_wire()
+                reply = self.holder.usage(now).to_wire()
             except (PlannedInputFailure, ValueError) as error:  # usage() resolves the limit too
+                if lockstep is not None:
+                    lockstep.usage_failed(now, error)
                 raise RemoteError("error", f"usage failed: {type(error).__name__}: {error}") from None
+            if lockstep is not None:
+                lockstep.usage(now, reply)
+            return reply
         raise RemoteError("protocol", f"unknown method {method!r}")
 
     async def alarm(self) -> None:
