@@ -113,8 +113,10 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
     "group-policy-per-demand": (
-        "The simulator's group limits change only between rounds (a limit_workflow call), so "
-        "resolving them once per round or once per demand gives the same answers."
+        "No drawn callback changes within a round (group limits change between rounds, by a "
+        "limit_workflow call; input faults are windows of time), so resolving them once per "
+        "round or once per demand gives the same answers; a flapping input fault "
+        "(InputFault.flapping) does not, and the group-limit-flapping scenario kills it."
     ),
     "rebuilt-holder-drops-retired-leases": (
         "Needs a holder eviction while a lease is retired but not yet settled; clients retire "
