@@ -167,6 +167,52 @@ def test_a_flapping_callback_misbehaves_on_every_other_call_per_group_and_per_se
     assert (inputs.limit(), inputs.limit()) == (7, 7)
 
 
+def test_each_flapping_fault_counts_its_own_calls_and_any_fault_may_strike() -> None:
+    t = [0]
+    faults = (
+        InputFault("group_limit", 0, 10, flapping=True),
+        InputFault("group_limit", 5, 10, group="g", bad=True),
+        InputFault("group_limit", 20, 30, flapping=True),
+    )
+    inputs = holder_inputs(lambda: 7, {"g": 3}, faults, lambda: t[0])
+
+    def answers(count: int) -> list[object]:
+        found: list[object] = []
+        for _ in range(count):
+            try:
+                found.append(inputs.group_limit("g"))
+            except PlannedInputFailure:
+                found.append("raised")
+        return found
+
+    assert answers(3) == ["raised", 3, "raised"]
+    t[0] = 5  # a steady fault beside the flapping one: every call misbehaves
+    assert answers(2) == [BAD_VALUE, "raised"]
+    t[0] = 20  # a window of its own counts from its own first call
+    assert answers(2) == ["raised", 3]
+    with inputs.peeking_only():  # a peek answers as the next call would, and counts nothing
+        assert answers(2) == ["raised", "raised"]
+    assert answers(1) == ["raised"]
+
+
+@pytest.mark.parametrize("input_name", ["limit", "group_limit", "can_grant"])
+def test_judging_beside_a_model_does_not_change_what_a_flapping_callback_answers(input_name: str) -> None:
+    """The model in lockstep reads usage() after every operation; those reads only peek, so the
+    holder's callbacks answer the same with or without a model beside it."""
+    scenario = SCENARIOS["group-limit-flapping"]
+    group = None if input_name == "limit" else "wf-2"
+    plan = FaultPlan(input_faults=(InputFault(input_name, 0, 10_000, group=group, flapping=True),))
+    runs = [
+        run_world(scenario.config, plan, scenario.seed, variant=variant)
+        for variant in (REFERENCE, attrs.evolve(REFERENCE, name="no-model", model=None))
+    ]
+    assert all(run.result.outcome == "completed" for run in runs), [run.result for run in runs]
+    struck = [[(e["kind"], e["t"]) for e in run.trace.of_kind("round_failed", "blocked")] for run in runs]
+    assert struck[0] == struck[1]
+    assert struck[0]
+    assert list(runs[0].trace.events()) == list(runs[1].trace.events())  # the headers name the variants
+
+
 def test_a_plan_with_a_steady_callback_fault_reads_as_it_always_has() -> None:
     steady = FaultPlan(input_faults=(InputFault("limit", 1, 9),))
     assert list(steady.to_dict()["input_faults"]) == [
@@ -206,8 +252,8 @@ def test_reading_a_group_s_policy_per_demand_is_caught_when_the_policy_flaps() -
 
 @pytest.mark.parametrize("full_checks", [False, True])
 def test_the_reference_reads_each_callback_alike_beside_its_model(full_checks: bool) -> None:
-    """Every callback flapping, with clients asking for usage too: the holder and the model in
-    lockstep read the callbacks equally often, so the reference passes, in full checks too."""
+    """Every callback flapping: the holder and the model in lockstep read the callbacks equally
+    often, so the reference passes, in full checks too."""
     scenario = SCENARIOS["group-limit-flapping"]
     plan = FaultPlan(
         input_faults=(
@@ -246,9 +292,8 @@ def test_a_usage_call_is_answered_beside_the_model_even_while_the_limit_flaps() 
     assert run.result.outcome == "completed", run.result
     inside = {answer for t_ms, answer in answered if t_ms < 10_000}
     after = {answer for t_ms, answer in answered if t_ms >= 10_000}
-    # Each call reads the limit twice on each side (the judge's usage(), then the answer's), so
-    # here every answer lands on a failing read.
-    assert inside == {"error: usage failed: PlannedInputFailure: the limit callback failed (planned)"}
+    # The judge's own reads only peek, so the calls' answers alternate with the holder's reads.
+    assert inside == {"error: usage failed: PlannedInputFailure: the limit callback failed (planned)", 4}
     assert after == {4}
 
 

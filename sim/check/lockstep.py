@@ -45,7 +45,8 @@ class Lockstep:
     """The literal model beside one holder instance; a difference is an ``exact_accounting`` violation.
 
     The model gets what the holder gets: the wire message as it arrived,
-    ``now``, the same callbacks, and the ids the holder drew in the same
+    ``now``, callbacks built alike (a set of its own: a flapping input fault
+    counts each side's calls apart), and the ids the holder drew in the same
     operation (recorded, never drawn again), so its replies must be the
     same bytes. Its database hangs on the durable object and survives
     eviction; the model itself, like the holder, is rebuilt per instance and
@@ -71,8 +72,8 @@ class Lockstep:
         build = LiteralHolder if model == "literal" else model
         self.model = build(obj.shadow_storage, options_from_config(config), self._next_id)
         #: The model's rows and ``usage()``'s sums over them, kept from what each operation
-        #: changed; ``full`` (the checker's debug mode) also runs the literal ``usage()``,
-        #: which lists every row, and a difference is the ``checker`` verdict.
+        #: changed; ``full`` (the checker's debug mode) also lists every row for those sums,
+        #: as the literal ``usage()`` does, and a difference is the ``checker`` verdict.
         self._rows = RowMirror(obj.shadow_storage)
         self._full = full
 
@@ -136,7 +137,7 @@ class Lockstep:
 
     def usage(self, now: int, reply: dict[str, Any]) -> None:
         """The holder answered a ``usage`` call with ``reply``: the model's ``usage()`` must agree."""
-        self._same("usage reply", reply, self._model_usage(now))
+        self._same("usage reply", reply, _outcome(lambda: self._model_usage(now)))
 
     def usage_failed(self, now: int, error: Exception) -> None:
         self._fails_too("usage", error, lambda: self._model_usage(now))
@@ -149,7 +150,11 @@ class Lockstep:
         self._same("alarm events", [event.to_wire() for event in events], self.model.reclaim_expired(now))
 
     def state(self, holder: Holder, now: int) -> None:
-        """After every operation: ``usage()`` in full and the alarm time."""
+        """After every operation: ``usage()`` in full and the alarm time.
+
+        The caller makes these reads peek (``HolderInputs.peeking_only``): they count no call
+        of a flapping input fault, so judging never changes what the holder's callbacks answer.
+        """
         core = _outcome(lambda: holder.usage(now).to_wire())
         # Outside ``_outcome``: a failure of the mirror is the checker's, never the holder's.
         self._rows.refresh(now)

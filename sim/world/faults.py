@@ -174,11 +174,11 @@ class InputFault:
     the window fails as a whole and its waiting calls are rejected. ``group`` None: every
     group (it must be None for ``limit``).
 
-    ``flapping``: only every other call misbehaves (the first, third, ... of each callback
-    and group in the window), as a setting that changes while a round reads it would. The
-    reference reads each callback once per group per round (``#runRound``), so a round of
-    it still judges each group by one answer; code that reads one twice in a round sees
-    the two disagree.
+    ``flapping``: only every other call this fault covers misbehaves (its first, third, ...
+    per group), as a setting that changes while a round reads it would (a call misbehaves
+    when any fault covering it strikes). The reference reads each callback once per group
+    per round (``#runRound``), so a round of it still judges each group by one answer;
+    code that reads one twice in a round sees the two disagree.
     """
 
     input: str = attrs.field(validator=one_of(*INPUTS))

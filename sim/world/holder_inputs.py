@@ -10,8 +10,8 @@ plan's :class:`~semsim.world.faults.InputFault` windows make each callback misbe
 for a while.
 
 Everything that hands a holder its callbacks (the holder object, and any
-model run beside it in lockstep) builds them here, so both see exactly the
-same inputs at the same virtual time.
+model run beside it in lockstep) builds them here, each its own set, so both
+see the same inputs at the same virtual time when they read them alike.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class HolderInputs:
     #: While set, the callbacks behave: the checkers read usage through them and must see
     #: the deployment's limit, not the planned failure.
     suspended: bool = False
+    #: While set, the callbacks answer as their next call would, and a flapping fault does not
+    #: count the read: the model in lockstep compares the holder's ``usage()`` under the
+    #: planned faults without changing what the holder's own next call sees.
+    peeking: bool = False
 
     @contextlib.contextmanager
     def behaving(self) -> Iterator[None]:
@@ -71,6 +75,15 @@ class HolderInputs:
             yield
         finally:
             self.suspended = before
+
+    @contextlib.contextmanager
+    def peeking_only(self) -> Iterator[None]:
+        """Callbacks with their planned faults that count no call, for the judge's own reads."""
+        before, self.peeking = self.peeking, True
+        try:
+            yield
+        finally:
+            self.peeking = before
 
 
 def holder_inputs(
@@ -84,25 +97,33 @@ def holder_inputs(
     misbehaving as ``faults`` (this holder's) say at virtual time ``now()``.
 
     ``can_grant`` is None when no fault denies anything, as for an application
-    that passes none. A ``flapping`` fault counts this set's own calls, so the
-    model in lockstep gets a set of its own (``behaving_with`` the holder's, so
-    that the checkers' reads suspend both): each sees its own calls alternate,
-    and the two agree exactly when they read the callbacks equally often.
+    that passes none. Each ``flapping`` fault counts the calls it covers, per
+    group, in this set alone, and a call misbehaves when any fault covering it
+    strikes. So the model in lockstep gets a set of its own, ``behaving_with``
+    the holder's (whose ``behaving`` and ``peeking_only`` then hold for both):
+    each sees its own calls alternate, and the two agree exactly when they read
+    the callbacks equally often.
     """
-    #: Calls so far under a flapping fault, per callback and group.
-    flapped: dict[tuple[str, str | None], int] = {}
+    #: Calls so far that each flapping fault covered, per fault (by position) and group.
+    flapped: dict[tuple[int, str | None], int] = {}
 
     def failing(input: str, group: str | None) -> InputFault | None:
-        if inputs.suspended or (behaving_with is not None and behaving_with.suspended):
+        leader = inputs if behaving_with is None else behaving_with
+        if inputs.suspended or leader.suspended:
             return None
         t_ms = now()
-        fault = next((fault for fault in faults if fault.covers(input, group, t_ms)), None)
-        if fault is not None and fault.flapping:
-            calls = flapped.get((input, group), 0)
-            flapped[(input, group)] = calls + 1
-            if calls % 2 == 1:
-                return None
-        return fault
+        struck = None
+        for index, fault in enumerate(faults):
+            if not fault.covers(input, group, t_ms):
+                continue
+            if fault.flapping:
+                calls = flapped.get((index, group), 0)
+                if not (inputs.peeking or leader.peeking):
+                    flapped[(index, group)] = calls + 1
+                if calls % 2 == 1:
+                    continue
+            struck = fault if struck is None else struck
+        return struck
 
     def resolve_limit() -> int:
         fault = failing("limit", None)

@@ -15,8 +15,10 @@ reference on the same wire messages, times, ids and callbacks; any
 difference ends the run as ``exact_accounting``). This module knows it only
 as :class:`ModelInLockstep`, and the monitor only as :class:`HolderMonitor`:
 the world does not import its checkers. The ``limit``, ``group_limit`` and
-``can_grant`` callbacks are called by both, as the reference calls them:
-they must be pure.
+``can_grant`` callbacks are built alike for both, each its own set
+(``semsim.world.holder_inputs``), and called as the reference calls them;
+the judge's own reads (``ModelInLockstep.state``) only peek, so a run's
+callbacks answer the same with or without a model beside the holder.
 """
 
 from __future__ import annotations
@@ -239,7 +241,8 @@ class HolderObject:
                     raise RemoteError("error", f"sync failed: {type(error).__name__}: {error}") from None
                 if lockstep is not None:
                     lockstep.sync(payload, now, reply)
-                    lockstep.state(self.holder, now)
+                    with self.inputs.peeking_only():
+                        lockstep.state(self.holder, now)
                 return reply
             return self._await_round(message, payload)
         if method == "limit_workflow":
@@ -251,7 +254,8 @@ class HolderObject:
             now = self.ctx.sim.now()
             lockstep = self.lockstep
             if lockstep is not None:
-                lockstep.state(self.holder, now)
+                with self.inputs.peeking_only():
+                    lockstep.state(self.holder, now)
             try:
                 reply = self.holder.usage(now).to_wire()
             except (PlannedInputFailure, ValueError) as error:  # usage() resolves the limit too
@@ -284,7 +288,8 @@ class HolderObject:
             self.monitor.committed(self.key, self)
         if lockstep is not None:
             lockstep.reclaimed(now_ms, events)
-            lockstep.state(self.holder, now_ms)
+            with self.inputs.peeking_only():
+                lockstep.state(self.holder, now_ms)
 
     # --- rounds ------------------------------------------------------------------
 
@@ -351,7 +356,8 @@ class HolderObject:
         # difference they explain is reported under their name.
         if lockstep is not None:
             lockstep.round([p.payload for p in pending], now, outcome.replies, outcome.events)
-            lockstep.state(self.holder, now)
+            with self.inputs.peeking_only():
+                lockstep.state(self.holder, now)
         for entry, reply in zip(pending, outcome.replies, strict=True):
             for grant in reply.grants:
                 self.ctx.sim.event(
