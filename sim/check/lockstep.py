@@ -30,7 +30,7 @@ from semsim.check.literal_holder import (
     same_wire,
 )
 from semsim.check.literal_holder import parse as literal_parse
-from semsim.check.row_mirror import RowMirror
+from semsim.check.row_mirror import RowMirror, Totals
 from semsim.runtime.durable import DurableObject
 from semsim.world.variant import ModelFactory
 
@@ -137,13 +137,13 @@ class Lockstep:
 
     def usage(self, now: int, reply: dict[str, Any]) -> None:
         """The holder answered a ``usage`` call with ``reply``: the model's ``usage()`` must agree."""
-        self._same("usage reply", reply, _outcome(lambda: self._model_usage(now)))
+        self._same("usage reply", reply, _outcome(lambda: self._model_usage(self._rows.totals(now))))
 
     def usage_failed(self, now: int, error: Exception) -> None:
-        self._fails_too("usage", error, lambda: self._model_usage(now))
+        self._fails_too("usage", error, lambda: self._model_usage(self._rows.totals(now)))
 
-    def _model_usage(self, now: int) -> Any:
-        totals = self._rows.totals(now)
+    def _model_usage(self, totals: Totals) -> Any:
+        """The model's ``usage()`` from the mirrored sums (it reads the callbacks, as the holder's does)."""
         return self.model.usage_from_totals(totals.granted, totals.leased, totals.groups)
 
     def reclaimed(self, now: int, events: Sequence[Any]) -> None:
@@ -159,7 +159,7 @@ class Lockstep:
         # Outside ``_outcome``: a failure of the mirror is the checker's, never the holder's.
         self._rows.refresh(now)
         totals = self._rows.totals(now)
-        model = _outcome(lambda: self.model.usage_from_totals(totals.granted, totals.leased, totals.groups))
+        model = _outcome(lambda: self._model_usage(totals))
         if self._full:
             # The sums alone: the callbacks are read once per usage(), as the holder reads them.
             mirrored = (totals.granted, totals.leased, dict(totals.groups))

@@ -111,6 +111,7 @@ def holder_inputs(
         leader = inputs if behaving_with is None else behaving_with
         if inputs.suspended or leader.suspended:
             return None
+        counting = not (inputs.peeking or leader.peeking)
         t_ms = now()
         struck = None
         for index, fault in enumerate(faults):
@@ -118,11 +119,12 @@ def holder_inputs(
                 continue
             if fault.flapping:
                 calls = flapped.get((index, group), 0)
-                if not (inputs.peeking or leader.peeking):
+                if counting:
                     flapped[(index, group)] = calls + 1
                 if calls % 2 == 1:
                     continue
-            struck = fault if struck is None else struck
+            if struck is None:  # the first fault that strikes answers; the rest still count
+                struck = fault
         return struck
 
     def resolve_limit() -> int:

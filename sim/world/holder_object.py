@@ -201,6 +201,12 @@ class HolderObject:
         self._round_running = False
         self._last_round_at: int | None = None
 
+    def _judge_state(self, lockstep: ModelInLockstep, now: int) -> None:
+        """The model's comparison after an operation. Its reads of the callbacks only peek, so
+        judging never changes what the holder's own next call of a flapping one answers."""
+        with self.inputs.peeking_only():
+            lockstep.state(self.holder, now)
+
     def judged_usage(self, now: int) -> Usage:
         """``usage()`` as the checkers read it: with the callbacks behaving (a planned failing
         limit fails the holder's rounds, not the judge)."""
@@ -241,8 +247,7 @@ class HolderObject:
                     raise RemoteError("error", f"sync failed: {type(error).__name__}: {error}") from None
                 if lockstep is not None:
                     lockstep.sync(payload, now, reply)
-                    with self.inputs.peeking_only():
-                        lockstep.state(self.holder, now)
+                    self._judge_state(lockstep, now)
                 return reply
             return self._await_round(message, payload)
         if method == "limit_workflow":
@@ -254,8 +259,7 @@ class HolderObject:
             now = self.ctx.sim.now()
             lockstep = self.lockstep
             if lockstep is not None:
-                with self.inputs.peeking_only():
-                    lockstep.state(self.holder, now)
+                self._judge_state(lockstep, now)
             try:
                 reply = self.holder.usage(now).to_wire()
             except (PlannedInputFailure, ValueError) as error:  # usage() resolves the limit too
@@ -288,8 +292,7 @@ class HolderObject:
             self.monitor.committed(self.key, self)
         if lockstep is not None:
             lockstep.reclaimed(now_ms, events)
-            with self.inputs.peeking_only():
-                lockstep.state(self.holder, now_ms)
+            self._judge_state(lockstep, now_ms)
 
     # --- rounds ------------------------------------------------------------------
 
@@ -356,8 +359,7 @@ class HolderObject:
         # difference they explain is reported under their name.
         if lockstep is not None:
             lockstep.round([p.payload for p in pending], now, outcome.replies, outcome.events)
-            with self.inputs.peeking_only():
-                lockstep.state(self.holder, now)
+            self._judge_state(lockstep, now)
         for entry, reply in zip(pending, outcome.replies, strict=True):
             for grant in reply.grants:
                 self.ctx.sim.event(
