@@ -210,6 +210,28 @@ def with_section(page: str, section: str) -> str:
     return page.rstrip("\n") + "\n\n" + section
 
 
+def variant_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """What ``--only`` or ``--variants`` asks for (the whole catalog if neither), each checked
+    to be found before any job runs."""
+    if args.variants is not None:
+        if args.only is not None:
+            parser.error("--only picks catalog mutants; --variants replaces the catalog: give one")
+        names = [n.strip() for n in args.variants.split(",") if n.strip()]
+        for name in names:
+            try:
+                find_variant(name)
+            except LookupError as error:  # VariantLookupError: a clear line, not a traceback
+                parser.error(f"--variants: {error}")
+        return names
+    names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
+    for name in names:
+        try:
+            mutant(name)
+        except (LookupError, ValueError):
+            parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3", help="campaign seeds, comma-separated (default 1,2,3)")
@@ -241,22 +263,7 @@ def main() -> None:
     modes = [mode.strip() for mode in args.mode.split(",")]
     if any(mode not in MODES for mode in modes):
         parser.error(f"--mode: {', '.join(MODES)}, got {args.mode!r}")
-    if args.variants is not None:
-        if args.only is not None:
-            parser.error("--only picks catalog mutants; --variants replaces the catalog: give one")
-        names = [n.strip() for n in args.variants.split(",") if n.strip()]
-        for name in names:
-            try:
-                find_variant(name)
-            except LookupError as error:  # VariantLookupError: a clear line, not a traceback
-                parser.error(f"--variants: {error}")
-    else:
-        names = [m.name for m in MUTANTS] if args.only is None else [n.strip() for n in args.only.split(",")]
-        for name in names:
-            try:
-                mutant(name)
-            except (LookupError, ValueError):
-                parser.error(f"--only: unknown mutant {name!r}; docs/MUTANTS.md names them")
+    names = variant_names(parser, args)
     if args.json is not None:
         try:  # before any job runs: an hour of cells must not end in a traceback
             output_file(args.json, "--json")

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from semsim.inputs.commands import EXIT_BROKEN_PIPE
+from semsim.inputs.commands import EXIT_BROKEN_PIPE, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,6 +106,14 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("bench_time_to_bug.py", ["--variants", "a:B", "--only", "c"], "--variants replaces the catalog"),
         ("bench_time_to_bug.py", ["--json", "/proc/no-such-dir/x.json"], "--json"),
         ("bench_time_to_bug.py", ["--runs", "0"], "--runs: must be between 1 and"),
+        ("bench_kill_rates.py", ["--seeds", "1,x"], "--seeds: integers separated by commas"),
+        ("bench_kill_rates.py", ["--cases", "0"], "--cases: must be between 1 and"),
+        ("bench_kill_rates.py", ["--arm", "nope"], "--arm: invalid choice"),
+        ("bench_kill_rates.py", ["--only", "no-such-mutant"], "--only:"),
+        ("bench_kill_rates.py", ["--variants", "a:B", "--only", "c"], "--variants replaces the catalog"),
+        ("bench_kill_rates.py", ["--baseline", "/no/such.json"], "--baseline: /no/such.json"),
+        ("bench_kill_rates.py", ["--compare", "/no/a.json", "/no/b.json"], "--compare: /no/a.json"),
+        ("bench_kill_rates.py", ["--json", "/proc/no-such-dir/x.json"], "--json"),
         ("bench_parallel.py", ["--reps", "0"], "--reps: must be 1..20"),
         ("bench_parallel.py", ["--workers", "x"], "--workers: must be a whole number"),
         ("bench_parallel.py", ["--project", "0,16"], "--project: expected numbers from 1"),
@@ -156,6 +164,61 @@ def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summaris
     lines = ttb.summary(cells, 150)
     assert lines[1].split() == ["drawn", "1", "2/3", "67%", "1.25", "2.00"]
     assert lines[-2:] == ["survived 150 runs per campaign (1 mutants):", "  c: drawn seed 1"]
+
+
+def test_kill_rates_run_every_variant_on_the_same_drawn_runs_and_predict_a_campaign() -> None:
+    from benchmarks import bench_kill_rates as kr
+
+    cases = kr.drawn_cases(1, 3)
+    # The reference campaign's own first runs, as `semsim fuzz` draws them.
+    assert [kr.digest(case) for case in cases] == [kr.digest(case) for case in kr.drawn_cases(1, 3)]
+    assert len({kr.digest(case) for case in cases}) == 3
+    killed = kr.run_chunk("limit-off-by-one", cases[:2])
+    assert [failure for failure, _ in killed] == ["exact_accounting", "ceiling"]
+    assert [failure for failure, _ in kr.run_chunk(kr.REFERENCE, cases[:2])] == [None, None]
+    rate = kr.Rate("x", kills=1, runs=4, hit_cpu_s=0.1, miss_cpu_s=0.2)
+    assert rate.rate == 0.25
+    assert rate.killed_within_campaign == pytest.approx(1 - 0.75**150)
+    assert rate.cpu_s_to_kill == pytest.approx(3 * 0.2 + 0.1)  # three misses on average, then the kill
+    assert kr.Rate("y", 0, 4, 0.0, 0.2).cpu_s_to_kill == float("inf")
+
+
+def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
+    from benchmarks import bench_kill_rates as kr
+
+    cases = kr.drawn_cases(2, 40)
+    flapped = [kr.ARMS["flapping-odd"](case) for case in cases]
+    changed = [a != b for a, b in zip(cases, flapped, strict=True)]
+    assert 0 < sum(changed) < len(cases)
+    for case, arm in zip(cases, flapped, strict=True):
+        steady = tuple(attrs.evolve(fault, flapping=False) for fault in arm.faults.input_faults)
+        assert attrs.evolve(arm, faults=attrs.evolve(arm.faults, input_faults=steady)) == case
+    aimed = [kr.ARMS["aimed-odd"](case) for case in cases]
+    for case, arm in zip(cases, aimed, strict=True):
+        if case.config.operations is None:
+            assert arm == case
+        plain = tuple(attrs.evolve(eviction, in_attempt=False) for eviction in arm.faults.evictions)
+        assert attrs.evolve(arm, faults=attrs.evolve(arm.faults, evictions=plain)) == case
+
+
+def test_kill_rates_compare_pairs_the_runs_and_tests_the_split() -> None:
+    from benchmarks import bench_kill_rates as kr
+
+    assert kr.mcnemar_p(0, 0) == 1.0
+    assert kr.mcnemar_p(0, 5) == pytest.approx(2 / 32)  # five of five one way: 2 x (1/2)**5
+    assert kr.mcnemar_p(3, 3) == 1.0
+    cases = [{"seed": 1, "index": i, "digest": d} for i, d in enumerate("abcd")]
+    a = {"cases": cases, "results": {"m": [["x", 1.0], [None, 1.0], [None, 1.0], ["x", 1.0]]}}
+    b = {
+        "cases": [*cases[:3], {**cases[3], "digest": "e"}],
+        "results": {"m": [["x", 1.0], ["y", 2.0], ["y", 2.0], [None, 2.0]]},
+    }
+    lines = kr.compare(a, b)
+    assert lines[0] == "1 of 4 runs differ between the two records"
+    assert lines[2].split() == ["m", "2", "3", "1", "2", "1.000"]
+    assert lines[-1].startswith("all variants: 1 kills only in A, 2 only in B")
+    with pytest.raises(UsageError, match="same sample"):
+        kr.compare(a, {**b, "cases": cases[:3]})
 
 
 def test_the_time_to_bug_section_renders_every_cell_and_replaces_itself() -> None:
