@@ -8,8 +8,10 @@ Why not time to bug alone (``bench_time_to_bug.py``): its cell is the first kill
 campaign, so it rests on one draw. A lever that changes the draws reshuffles which rare world
 comes early, cells move both ways, and three seeds cannot tell a better distribution from a
 different one (docs/BENCHMARKS.md, "Levers tried"). Here every variant meets the same runs --
-the first ``--cases`` drawn runs of each seed's reference campaign (what ``semsim fuzz`` draws,
-tolerating F1-F5 as the reference campaign does) -- whatever the runs before found, and gets a
+the runs of each seed's reference campaign of ``--cases`` runs (what ``semsim fuzz --runs N``
+draws, tolerating F1-F5 as the reference campaign does; Hypothesis draws by the budget, so the
+tenth run of a 50-run campaign is not the tenth of a 150-run one) -- whatever the runs before
+found, and gets a
 rate ``p``: the share of those runs that break an invariant. From ``p`` and the variant's CPU
 seconds per run follow what a campaign can expect: it kills the variant within 150 runs with
 probability ``1 - (1 - p) ** 150``, after ``(1 - p) / p`` misses on average, each costing a
@@ -62,7 +64,8 @@ CHUNK = 10
 
 
 def _flapping_odd(case: Case) -> Case:
-    """Input-fault windows whose length in ms is odd flap (``InputFault.flapping``)."""
+    """Input-fault windows whose length in ms is odd flap (``InputFault.flapping``): kept, so
+    the draws do this themselves since 2026-12-04, and on them the arm changes nothing."""
     faults = tuple(
         attrs.evolve(fault, flapping=True) if (fault.end_ms - fault.start_ms) % 2 == 1 else fault
         for fault in case.faults.input_faults
@@ -91,7 +94,7 @@ ARMS: dict[str, Callable[[Case], Case]] = {
 
 
 def drawn_cases(seed: int, count: int) -> list[Case]:
-    """The first ``count`` runs of the reference campaign of ``seed``, as it draws them."""
+    """The runs of the ``count``-run reference campaign of ``seed``, as it draws them."""
     seen: list[Case] = []
 
     def note(case: Case, tolerated: frozenset[str]) -> RunReport:

@@ -113,10 +113,11 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
     "group-policy-per-demand": (
-        "No drawn callback changes within a round (group limits change between rounds, by a "
-        "limit_workflow call; input faults are windows of time), so resolving them once per "
-        "round or once per demand gives the same answers; a flapping input fault "
-        "(InputFault.flapping) does not, and the group-limit-flapping scenario kills it."
+        "Needs a callback that answers differently within one round: group limits otherwise "
+        "change between rounds (a limit_workflow call, a window of time), so resolving them once "
+        "per round or once per demand gives the same answers. Drawn input-fault windows of odd "
+        "length flap (InputFault.flapping): about 7% of drawn runs kill it "
+        "(benchmarks/bench_kill_rates.py), and the group-limit-flapping scenario does."
     ),
     "rebuilt-holder-drops-retired-leases": (
         "Needs a holder eviction while a lease is retired but not yet settled; clients retire "

@@ -218,6 +218,16 @@ class _PlanStrategies:
     cancels: st.SearchStrategy[list[Cancel]]
 
 
+def _input_fault(input: str, start_ms: int, end_ms: int, group: str | None, bad: bool) -> InputFault:
+    """A window of odd length flaps (``InputFault.flapping``): it misbehaves on every other call
+    it covers, so one round can meet two answers, and code that reads a callback more often than
+    the reference falls out of step with the model. Taken from the length already drawn, not from
+    a choice of its own: a new choice would change every world every campaign draws, so nothing
+    could pair the runs before and after (docs/BENCHMARKS.md, "Kill rates"). It
+    shrinks away with the window, towards the even 1 s floor."""
+    return InputFault(input, start_ms, end_ms, group=group, bad=bad, flapping=(end_ms - start_ms) % 2 == 1)
+
+
 @functools.cache
 def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str, ...]) -> _PlanStrategies:
     """Built once per kind of world (a handful in all), as the configuration's are (see above)."""
@@ -228,8 +238,8 @@ def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str
         group = st.none() if input == "limit" else st.one_of(st.none(), st.sampled_from(GROUPS))
         bad = st.just(False) if input == "can_grant" else st.booleans()
         window = st.builds(
-            lambda start, length, group, bad: InputFault(
-                input, start, min(phase_ms, start + length), group=group, bad=bad
+            lambda start, length, group, bad: _input_fault(
+                input, start, min(phase_ms, start + length), group, bad
             ),
             st.integers(0, phase_ms - 2),
             st.integers(1_000, 30_000),
