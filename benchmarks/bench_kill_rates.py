@@ -45,7 +45,10 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_time_to_bug import variant_names  # semsim from this checkout, as that script's
+from benchmarks.bench_time_to_bug import (
+    planted_variant,
+    variant_names,
+)  # semsim from this checkout, as that script's
 from semsim.check.invariants import SEMAPHORE_FINDINGS
 from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
@@ -53,7 +56,6 @@ from semsim.explore.fuzz import RunReport, campaign, run_case
 from semsim.explore.strategies import Case
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
-from semsim.world.mutant_catalog import mutant
 
 #: The control: the reference, run on every case like any variant.
 REFERENCE = "reference"
@@ -111,14 +113,10 @@ def digest(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _planted(name: str) -> str:
-    return name if name == REFERENCE or ":" in name else mutant(name).variant.name
-
-
 def run_chunk(name: str, cases: Sequence[Case]) -> list[tuple[str | None, float]]:
     """One job: ``cases`` run as the variant ``name``; per case, the broken invariant (or None)
     and this process's CPU seconds for the run."""
-    planted = _planted(name)
+    planted = planted_variant(name)
     results: list[tuple[str | None, float]] = []
     for case in cases:
         started = time.process_time()
@@ -246,7 +244,18 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 def _read(parser: argparse.ArgumentParser, option: str, path: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or not {"cases", "results"} <= record.keys():
+        if not (
+            isinstance(record, dict)
+            and isinstance(record.get("cases"), list)
+            and all(isinstance(case, dict) and {"seed", "digest"} <= case.keys() for case in record["cases"])
+            and isinstance(record.get("results"), dict)
+            and all(
+                isinstance(runs, list)
+                and len(runs) == len(record["cases"])
+                and all(isinstance(run, list) and len(run) == 2 for run in runs)
+                for runs in record["results"].values()
+            )
+        ):
             raise ValueError("not a record of bench_kill_rates.py")
     except (OSError, ValueError) as error:
         parser.error(f"{option}: {path}: {error}")
@@ -286,22 +295,27 @@ def main() -> None:
         except UsageError as error:
             parser.error(str(error))
     arm = ARMS[args.arm] if args.arm is not None else (lambda case: case)
-    cases = [arm(case) for seed in seeds for case in drawn_cases(seed, args.cases)]
+    drawn = [
+        (seed, index, arm(case)) for seed in seeds for index, case in enumerate(drawn_cases(seed, args.cases))
+    ]
+    cases = [case for _, _, case in drawn]
     digests = [digest(case) for case in cases]
     known: dict[tuple[str, str], tuple[str | None, float]] = {}
     if baseline is not None:
         for name, results in baseline["results"].items():
             for case, result in zip(baseline["cases"], results, strict=True):
                 known[(name, case["digest"])] = (result[0], result[1])
-    todo = [i for i, d in enumerate(digests) if any((name, d) not in known for name in names)]
-    jobs = [(name, todo[at : at + CHUNK]) for name in names for at in range(0, len(todo), CHUNK)]
+    results = {name: [known.get((name, d)) for d in digests] for name in names}
+    # Only the runs each variant has no result for yet (a run is deterministic).
+    todo = {name: [i for i, result in enumerate(results[name]) if result is None] for name in names}
+    jobs = [(name, mine[at : at + CHUNK]) for name, mine in todo.items() for at in range(0, len(mine), CHUNK)]
     workers = args.workers or default_workers()
     print(
-        f"{len(cases)} runs ({len(seeds)} seeds x {args.cases}), {len(todo)} to run "
-        f"(the rest from the baseline), x {len(names)} variants: {len(jobs)} jobs on {workers} processes",
+        f"{len(cases)} runs ({len(seeds)} seeds x {args.cases}) x {len(names)} variants, "
+        f"{sum(map(len, todo.values()))} to run (the rest from the baseline): {len(jobs)} jobs on {workers} "
+        "processes",
         flush=True,
     )
-    results = {name: [known.get((name, d)) for d in digests] for name in names}
     with local_pool(workers) as pool:
         futures = {
             pool.submit(run_chunk, name, [cases[i] for i in chunk]): (name, chunk) for name, chunk in jobs
@@ -315,8 +329,8 @@ def main() -> None:
     record = {
         "arm": args.arm,
         "cases": [
-            {"seed": seed, "index": index, "digest": digests[n]}
-            for n, (seed, index) in enumerate((seed, index) for seed in seeds for index in range(args.cases))
+            {"seed": seed, "index": index, "digest": d}
+            for (seed, index, _), d in zip(drawn, digests, strict=True)
         ],
         "results": {name: [[failure, round(cpu, 4)] for failure, cpu in results[name]] for name in names},
     }

@@ -84,10 +84,16 @@ class Cell:
     campaign: str | None
 
 
+def planted_variant(name: str) -> str:
+    """The variant a job runs: a catalog mutant's, or a team's ``module:attribute`` (or the
+    reference) as it is named."""
+    return name if name == "reference" or ":" in name else mutant(name).variant.name
+
+
 def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
     """One job: the mutant ``name``'s campaigns under ``seed`` in ``mode`` (module docstring);
     a ``module:attribute`` name is a team's variant, run as it is."""
-    planted = name if ":" in name else mutant(name).variant.name
+    planted = planted_variant(name)
     started = time.process_time()
     total = 0
     for label, fixes, tolerated in (

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("bench_scale.py", ["--clients", "16", "--keys", "1,4", "--minutes", "1"], b"clients"),
         ("bench_fuzz.py", ["--runs", "2"], b"variant"),
         ("sweep.py", ["--seeds", "2", "--runs", "2", "--workers", "1", "--json"], b"sweep:"),
+        ("bench_kill_rates.py", ["--seeds", "1", "--cases", "1", "--only", "limit-off-by-one"], b"1 runs"),
     ],
 )
 def test_a_benchmark_whose_reader_goes_away_stops_quietly(
@@ -114,6 +115,11 @@ def test_the_sql_probe_refuses_bad_arguments_before_it_runs_anything() -> None:
         ("bench_kill_rates.py", ["--baseline", "/no/such.json"], "--baseline: /no/such.json"),
         ("bench_kill_rates.py", ["--compare", "/no/a.json", "/no/b.json"], "--compare: /no/a.json"),
         ("bench_kill_rates.py", ["--json", "/proc/no-such-dir/x.json"], "--json"),
+        (
+            "bench_kill_rates.py",
+            ["--baseline", "tests/fixtures/kill_rates_short_record.json"],
+            "not a record of",
+        ),
         ("bench_parallel.py", ["--reps", "0"], "--reps: must be 1..20"),
         ("bench_parallel.py", ["--workers", "x"], "--workers: must be a whole number"),
         ("bench_parallel.py", ["--project", "0,16"], "--project: expected numbers from 1"),
@@ -207,6 +213,36 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
             assert arm == case
         plain = tuple(attrs.evolve(eviction, in_attempt=False) for eviction in arm.faults.evictions)
         assert attrs.evolve(arm, faults=attrs.evolve(arm.faults, evictions=plain)) == case
+
+
+def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:
+    base = ("--seeds", "1", "--cases", "2", "--workers", "1")
+
+    def rates(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "bench_kill_rates.py"), *base, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    assert "2 runs (1 seeds x 2) x 2 variants, 4 to run" in rates(
+        "--only", "limit-off-by-one", "--json", str(first)
+    )
+    # The reference's and limit-off-by-one's runs are in the baseline: only the new variant runs.
+    out = rates(
+        "--only", "limit-off-by-one,contended-never-set", "--baseline", str(first), "--json", str(second)
+    )
+    assert "2 runs (1 seeds x 2) x 3 variants, 2 to run" in out
+    a, b = (json.loads(path.read_text(encoding="utf-8")) for path in (first, second))
+    assert b["cases"] == a["cases"]
+    assert b["results"]["reference"] == a["results"]["reference"]
+    assert b["results"]["limit-off-by-one"] == a["results"]["limit-off-by-one"]
+    assert len(b["results"]["contended-never-set"]) == 2
 
 
 def test_kill_rates_compare_pairs_the_runs_and_tests_the_split() -> None:
