@@ -336,7 +336,10 @@ def main() -> None:
     }
     print("\n".join(summary(record)))
     if args.json is not None:
-        write_text_whole(args.json, json.dumps(record, indent=None) + "\n")
+        try:
+            write_text_whole(args.json, json.dumps(record, indent=None) + "\n")
+        except OSError as error:  # a full disk: the user's machine, exit 2 in one line, nothing left behind
+            parser.exit(2, f"{parser.prog}: error: --json: cannot write {args.json}: {error.strerror}\n")
         print(f"written to {args.json}", file=sys.stderr)
 
 

@@ -245,6 +245,37 @@ def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> 
     assert len(b["results"]["contended-never-set"]) == 2
 
 
+def test_kill_rates_on_a_full_disk_say_so_in_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    from benchmarks import bench_kill_rates as kr
+
+    def full(path: object, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(kr, "write_text_whole", full)
+    out = tmp_path / "r.json"
+    argv = [
+        "bench_kill_rates.py",
+        "--seeds",
+        "1",
+        "--cases",
+        "1",
+        "--only",
+        "limit-off-by-one",
+        "--workers",
+        "1",
+    ]
+    monkeypatch.setattr(sys, "argv", [*argv, "--json", str(out)])
+    with pytest.raises(SystemExit) as exited:
+        kr.main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("No space left on device")
+    assert not out.exists()
+
+
 def test_kill_rates_compare_pairs_the_runs_and_tests_the_split() -> None:
     from benchmarks import bench_kill_rates as kr
 
