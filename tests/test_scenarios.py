@@ -131,6 +131,23 @@ def test_the_two_alarm_stories_tell_the_engines_fallback_apart() -> None:
     assert any("re-armed a fallback" in f for f in failures_with(fallback.name, config=dropped.config))
 
 
+def test_alarm_armed_judges_the_moment_the_platform_drops_the_alarm() -> None:
+    # With the engine's fallback on, no alarm is dropped; a drop while permits wait is the
+    # violation at that moment, though the client's next call (after the story) would re-arm
+    # the alarm and every commit from then on would pass.
+    fallback = SCENARIOS["alarm-engine-fallback"]
+    assert run_world(fallback.config, fallback.faults, seed=fallback.seed).result.outcome == "completed"
+    with mutant("engine-without-fallback").patch():
+        result = run_world(fallback.config, fallback.faults, seed=fallback.seed).result
+    assert (result.outcome, result.invariant) == ("violation", "alarm_armed"), result
+    assert "the platform dropped the alarm" in result.detail
+    # With the fallback off, the drop is what seed 002 documents: no violation.
+    dropped = SCENARIOS["alarm-dropped-by-platform"]
+    run = run_world(dropped.config, dropped.faults, seed=dropped.seed)
+    assert run.trace.of_kind("alarm_dropped")
+    assert run.result.outcome == "completed", run.result
+
+
 def test_the_retired_report_story_tells_drawn_from_released() -> None:
     # The catalogued mutant shrinks a retired lease to what was released (1), not drawn (2).
     with mutant("retired-report-shrinks-to-released").patch():

@@ -8,6 +8,14 @@ fallback inside this range so frequent reconciliation cannot push it
 later"): while the same work is pending and not yet due, and the alarm has
 not fired, no commit may move it later. Once the work is due, a failed
 run's fallback may.
+
+The alarm can also go unset without a commit: the platform drops an alarm
+whose run kept failing once its retries are spent. With the engine's
+fallback on, a failing run arms its own alarm and the platform never drops
+it; a drop while a grant still has unclaimed permits breaks the promise at
+that moment, so it is judged then (later traffic may arm a new alarm and
+hide the gap from every commit after it). With the fallback off, the drop
+is what seed 002 documents (``reclaimed`` counts it).
 """
 
 from __future__ import annotations
@@ -51,4 +59,15 @@ class AlarmArmed(Checker):
                 self.name,
                 f"{key}: work due {pending} unchanged, but a commit pushed the alarm "
                 f"from {before_alarm} to {alarm}",
+            )
+
+    def on_alarm_dropped(self, t_ms: int, key: str, pending_ms: int | None, engine_fallback: bool) -> None:
+        """The platform gave up on ``key``'s alarm at ``t_ms``; ``pending_ms``: the earliest claim
+        deadline of a grant with unclaimed permits then (None: no such grant)."""
+        self._before[key] = (pending_ms, None)
+        if pending_ms is not None and engine_fallback:
+            self.fail(
+                self.name,
+                f"{key}: the platform dropped the alarm at {t_ms} with unclaimed permits due "
+                f"{pending_ms}, though the engine's fallback is on",
             )

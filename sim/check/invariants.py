@@ -557,8 +557,17 @@ class Monitor:
         self._tell("on_release", release)
 
     def alarm_dropped(self, name: str) -> None:
-        """The platform gave up on an object's alarm after its retries."""
+        """The platform gave up on an object's alarm after its retries: ``alarm_armed`` judges a
+        holder's alarm then (with the engine's fallback on, none is dropped with work pending)."""
         self._dropped_alarms.add(name)
+        key = self._keys.get(name)
+        if key is None:
+            return  # a client object's alarm (account-concurrency worlds): operation_progress
+        watched = self._holders[key]
+        grants = HolderView(key, watched.obj.storage).grants()
+        unclaimed = [grant.expires_at for grant in grants if grant.claimed < grant.permits]
+        pending = min(unclaimed) if unclaimed else None
+        self._alarm_armed.on_alarm_dropped(self.sim.now(), key, pending, watched.env.engine_fallback)
 
     # --- eviction ----------------------------------------------------------------------------
 

@@ -129,10 +129,6 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "(FaultPlan.rollbacks) the draws leave out, as drawing them cost more CPU than the kills "
         "they added (docs/BENCHMARKS.md); the deploy-rolled-back scenario kills it."
     ),
-    "engine-without-fallback": (
-        "In drawn runs the platform retries a failed alarm too, so the reclaim still lands "
-        "within what reclaimed allows; the alarm-engine-fallback scenario kills it."
-    ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
         "lease demand in that group in one round. Rare in the draws: 150-run campaigns of seeds "
@@ -145,6 +141,12 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
 #: the time-to-bug section (benchmarks/bench_time_to_bug.py), beside WHY_THE_FUZZ_MISSES. Each
 #: rests on the 150-run campaigns of seeds 1-3 (docs/BENCHMARKS.md, "Time to bug").
 WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
+    "engine-without-fallback": (
+        "Needs the platform's alarm to fail on every retry while a grant waits to be claimed "
+        "(alarm_armed judges the drop): in drawn runs the engine's early passes and the "
+        "clients' next commits run the due work first, so 1 drawn run in 150 "
+        "(benchmarks/bench_kill_rates.py) drops it; the alarm-engine-fallback scenario does."
+    ),
     "report-lowers-high-water": (
         "Needs a stale grant report that lands after a newer one for the same grant (a forged "
         "or duplicated report); drawn on two seeds of three (runs 11-34), not in seed 2's 300 runs."
