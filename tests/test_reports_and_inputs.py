@@ -378,10 +378,11 @@ def test_plans_naming_nothing_in_the_world_are_refused(plan: FaultPlan, message:
 # --- coverage and the swarm --------------------------------------------------------------------
 
 
-def test_coverage_counts_lease_lies_callbacks_and_partial_claims() -> None:
+def test_coverage_counts_lease_lies_callbacks_rollbacks_and_partial_claims() -> None:
     events = [
         {"t": 1, "kind": "fault", "fault": "forged_lease_report", "lie": "foreign_lease"},
         {"t": 1, "kind": "fault", "fault": "cancel"},
+        {"t": 1, "kind": "fault", "fault": "rollback", "target": "holder:acct", "to": "0001"},
         {"t": 1, "kind": "blocked", "reason": "not_permitted"},
         {"t": 1, "kind": "round_failed"},
         {"t": 2, "kind": "grant", "grant": "g", "permits": 3},
@@ -390,7 +391,13 @@ def test_coverage_counts_lease_lies_callbacks_and_partial_claims() -> None:
         {"t": 5, "kind": "claim", "grant": "h", "items": 2},
     ]
     counts = coverage(events, latency_ms=5)
-    for name in ("forged:foreign_lease", "fault:cancel", "blocked:not_permitted", "round_failed"):
+    for name in (
+        "forged:foreign_lease",
+        "fault:cancel",
+        "fault:rollback",
+        "blocked:not_permitted",
+        "round_failed",
+    ):
         assert counts[name] == 1
         assert name in EXPECTED
     assert counts["grant_claimed_in_part"] == 1

@@ -19,12 +19,14 @@ import attrs
 from semaphore_core.fixes import ALL_FIXES
 from semsim.explore.fuzz import RunReport, campaign
 from semsim.explore.strategies import Case
+from semsim.world.faults import Eviction
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each.
-DRAWN_DIGEST = "ff78a151c8f1d94014a9eb1756ef44a78cb865fd701432266f87f566f2b6d093"
-#: The same before input-fault windows of odd length flapped (2026-12-04): the lever kept every
-#: choice, so with the flapping taken out the cases are those drawn before it.
-STEADY_DIGEST = "80055cd13c46749edb75139f5a708ed9b3bc6df0e365302dda84aae8cc8e8909"
+DRAWN_DIGEST = "0e21d3d823050ec7ade7db8f7f26c44b79fba37f2edd3b94c5b9746feb588951"
+#: The same before input-fault windows of odd length flapped (2026-12-04) and holder evictions at
+#: an odd ms were deploys rolled back: both levers kept every choice, so with them taken out (and
+#: the evictions in time order) the cases are those drawn before them.
+BEFORE_DIGEST = "3bbbe72017b9e973a787e20b57b44fb11421a6406b6a599576fcb43bace42905"
 
 
 def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
@@ -38,26 +40,47 @@ def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
     return seen
 
 
-def _steady(case: Case) -> Case:
-    faults = tuple(attrs.evolve(fault, flapping=False) for fault in case.faults.input_faults)
-    return attrs.evolve(case, faults=attrs.evolve(case.faults, input_faults=faults))
+def _as_drawn_before(case: Case) -> Case:
+    """``case`` without the choices taken from drawn values: steady input faults, and each
+    rollback the holder eviction it came from."""
+    faults = case.faults
+    rolled = tuple(Eviction(f"holder:{rollback.key}", rollback.at_ms) for rollback in faults.rollbacks)
+    return attrs.evolve(
+        case,
+        faults=attrs.evolve(
+            faults,
+            input_faults=tuple(attrs.evolve(fault, flapping=False) for fault in faults.input_faults),
+            evictions=tuple(sorted(faults.evictions + rolled, key=lambda e: (e.at_ms, e.target))),
+            rollbacks=(),
+        ),
+    )
 
 
 def test_campaigns_draw_the_cases_they_always_drew() -> None:
-    digest, steady = hashlib.sha256(), hashlib.sha256()
+    digest, before = hashlib.sha256(), hashlib.sha256()
     drawn = 0
     windows: Counter[bool] = Counter()
+    deploys: Counter[bool] = Counter()
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):
             for case in _drawn(seed, fixes):
                 digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
-                steady.update(json.dumps(_steady(case).to_dict(), sort_keys=True).encode())
+                before.update(json.dumps(_as_drawn_before(case).to_dict(), sort_keys=True).encode())
                 drawn += 1
                 for fault in case.faults.input_faults:
                     assert fault.flapping == ((fault.end_ms - fault.start_ms) % 2 == 1), fault
                     windows[fault.flapping] += 1
+                for eviction in case.faults.evictions:
+                    if eviction.target.startswith("holder:"):
+                        assert eviction.at_ms % 2 == 0, eviction
+                        deploys[False] += 1
+                for rollback in case.faults.rollbacks:
+                    assert rollback.at_ms % 2 == 1, rollback
+                    deploys[True] += 1
     assert drawn == 180
     assert digest.hexdigest() == DRAWN_DIGEST
-    assert steady.hexdigest() == STEADY_DIGEST
+    assert before.hexdigest() == BEFORE_DIGEST
     assert windows[True] > 0, windows
     assert windows[False] > 0, windows
+    assert deploys[True] > 0, deploys
+    assert deploys[False] > 0, deploys

@@ -25,6 +25,7 @@ EXPECTED: Final = (
     "fault:reorder",
     "fault:partition",
     "fault:eviction",
+    "fault:rollback",
     "fault:alarm_failure",
     "fault:release_loss",
     "fault:limit_change",
@@ -114,6 +115,8 @@ def coverage(events: Iterable[Mapping[str, Any]], latency_ms: int) -> Counter[st
             counts["fault:duplicate"] += 1
         elif kind == "fault" and event.get("fault") == "evict":
             counts["fault:eviction"] += 1
+        elif kind == "fault" and event.get("fault") == "rollback":
+            counts["fault:rollback"] += 1
         elif kind == "fault" and event.get("fault") == "forged_report":
             counts["fault:forged_report"] += 1
             if event.get("lie") == "negative_count":

@@ -125,9 +125,9 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "ci campaign first reached it (at run 50) once the swarm drew operations worlds."
     ),
     "migration-down-keeps-claim-index": (
-        "No drawn run migrates the schema down: schema rollbacks are a plan fault "
-        "(FaultPlan.rollbacks) the draws leave out, as drawing them cost more CPU than the kills "
-        "they added (docs/BENCHMARKS.md); the deploy-rolled-back scenario kills it."
+        "Needs a schema rolled back and forward over a holder's rows: a drawn holder eviction at "
+        "an odd ms is such a deploy (FaultPlan.rollbacks; since 2026-12-04), and 7 drawn runs of "
+        "150 kill it (benchmarks/bench_kill_rates.py); the deploy-rolled-back scenario does."
     ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "

@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig
 from semsim.world.client_object import ClientSettings
-from semsim.world.faults import Cancel, Eviction, FaultPlan, GroupLimitChange, InputFault, LimitChange, Window
+from semsim.world.faults import (
+    Cancel,
+    Eviction,
+    FaultPlan,
+    GroupLimitChange,
+    InputFault,
+    LimitChange,
+    Rollback,
+    Window,
+)
 from semsim.world.operations import DEFAULT_ALARM_HANDOFF_MS, OperationsSpec
 from semsim.world.workload import Workload
 
@@ -228,6 +237,26 @@ def _input_fault(input: str, start_ms: int, end_ms: int, group: str | None, bad:
     return InputFault(input, start_ms, end_ms, group=group, bad=bad, flapping=(end_ms - start_ms) % 2 == 1)
 
 
+_HOLDER: Final = "holder:"
+
+
+def _with_deploys(plan: FaultPlan) -> FaultPlan:
+    """A holder eviction drawn at an odd millisecond is a deploy rolled back and forward
+    (``Rollback``): the instance is evicted, its storage migrated down a version and up again,
+    so the draws run the migrations' down paths and an up over rows that exist. Taken from the
+    time already drawn, as flapping is from a window's length (see ``_input_fault``), so every
+    other choice of every campaign stays as drawn; it shrinks away with the time, towards 0."""
+
+    def deploy(eviction: Eviction) -> bool:
+        return eviction.target.startswith(_HOLDER) and eviction.at_ms % 2 == 1
+
+    rolled = tuple(Rollback(e.target.removeprefix(_HOLDER), e.at_ms) for e in plan.evictions if deploy(e))
+    if not rolled:
+        return plan
+    kept = tuple(e for e in plan.evictions if not deploy(e))
+    return attrs.evolve(plan, evictions=kept, rollbacks=plan.rollbacks + rolled)
+
+
 @functools.cache
 def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str, ...]) -> _PlanStrategies:
     """Built once per kind of world (a handful in all), as the configuration's are (see above)."""
@@ -301,7 +330,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         return list(on(INPUT_KINDS[input], plan.input_faults[input], []))
 
     partitions = on("partitions", plan.partitions, [])  # first: the order every campaign drew in
-    return FaultPlan(
+    drawn = FaultPlan(
         request_loss=on("request_loss", _RATES, 0.0),
         reply_loss=on("reply_loss", _RATES, 0.0),
         duplicate=on("duplicate", _RATES, 0.0),
@@ -323,6 +352,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         faults_until_ms=phase_ms,
         **(_api_faults(draw) if config.operations is not None else {}),
     )
+    return _with_deploys(drawn)
 
 
 _API_RATES: Final = st.sampled_from([0.05, 0.2, 0.5])
