@@ -259,7 +259,10 @@ def main() -> None:
         except (OSError, ValueError) as error:
             parser.error(f"--render: {error}")
         page = MUTANTS_MD.read_text(encoding="utf-8")
-        write_text_whole(MUTANTS_MD, with_section(page, render(record)))
+        try:
+            write_text_whole(MUTANTS_MD, with_section(page, render(record)))
+        except OSError as error:  # a full disk: one line, exit 2, the page as it was
+            parser.exit(2, f"{parser.prog}: error: cannot write {MUTANTS_MD}: {error.strerror}\n")
         print(f"written to {MUTANTS_MD}")
         return
     try:
@@ -296,7 +299,13 @@ def main() -> None:
             )
             print(f"[{done}/{len(jobs)}] {cell.mutant} seed {cell.seed} {cell.mode}: {verdict}", flush=True)
             if args.json is not None:  # as the cells come in: a long benchmark cut short keeps them
-                _write(args.json, args.runs, seeds, modes, [cells[job] for job in jobs if job in cells])
+                try:
+                    _write(args.json, args.runs, seeds, modes, [cells[job] for job in jobs if job in cells])
+                except OSError as error:  # a full disk: exit 2 in one line; the record holds the
+                    # cells of the last write that succeeded, whole (the workers are ended)
+                    parser.exit(
+                        2, f"{parser.prog}: error: --json: cannot write {args.json}: {error.strerror}\n"
+                    )
     ordered = [cells[job] for job in jobs]
     print("\n".join(summary(ordered, args.runs)))
     if args.json is not None:

@@ -276,6 +276,27 @@ def test_kill_rates_on_a_full_disk_say_so_in_one_line_and_exit_2(
     assert not out.exists()
 
 
+def test_time_to_bug_exits_2_in_one_line_on_a_full_disk(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    from benchmarks import bench_time_to_bug as ttb
+
+    def full(path: object, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ttb, "write_text_whole", full)
+    out = tmp_path / "t.json"
+    argv = ["bench_time_to_bug.py", "--seeds", "1", "--runs", "1", "--only", "limit-off-by-one"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--workers", "1", "--json", str(out)])
+    with pytest.raises(SystemExit) as exited:
+        ttb.main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("No space left on device")
+    assert not out.exists()
+
+
 def test_kill_rates_compare_pairs_the_runs_and_tests_the_split() -> None:
     from benchmarks import bench_kill_rates as kr
 
