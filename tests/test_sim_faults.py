@@ -134,6 +134,32 @@ def test_delay_is_bounded_and_adds_to_the_latency() -> None:
     assert len(set(delays)) > 5
 
 
+def test_a_delay_tick_lands_every_message_on_a_multiple_of_it_while_the_faults_last() -> None:
+    async def body(sim: Sim, network: Network, echo: Echo) -> None:
+        for i in range(20):
+            await network.call("client", "server", "ping", i)
+            await sim.sleep(37)  # sends at odd times: the tick, not the sender, sets the landing
+
+    plan = FaultPlan(delay_ms=300, delay_tick_ms=250, duplicate=0.5, faults_until_ms=4_000)
+    t, _ = with_network(plan, body)
+    sent = {e["msg"]: e["t"] for e in t.of_kind("send")}
+    during = [e for e in t.of_kind("deliver") if sent[e["msg"]] < 4_000]
+    after = [e for e in t.of_kind("deliver") if sent[e["msg"]] >= 4_000]
+    assert during
+    assert after
+    assert all(e["t"] % 250 == 0 and e["t"] - sent[e["msg"]] >= 5 for e in during), during
+    assert all(e["t"] - sent[e["msg"]] == 5 for e in after if not e.get("duplicate")), after
+    assert all(e["t"] % 250 == 0 for e in t.of_kind("reply") if e["t"] < 4_000)
+
+
+def test_a_delay_tick_is_checked_and_recorded_only_when_set() -> None:
+    with pytest.raises(ValueError, match=r"faults\.delay_tick_ms must be an integer"):
+        FaultPlan(delay_tick_ms=-1)
+    assert "delay_tick_ms" not in FaultPlan(delay_ms=50).to_dict()
+    plan = FaultPlan(delay_ms=50, delay_tick_ms=500)
+    assert FaultPlan.from_dict(plan.to_dict()) == plan
+
+
 def test_a_duplicated_request_is_handled_twice_and_answered_once() -> None:
     async def body(sim: Sim, network: Network, echo: Echo) -> None:
         assert await network.call("client", "server", "ping", 7) == {"echo": 7}

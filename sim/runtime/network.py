@@ -79,6 +79,8 @@ class MessageFaults(Protocol):
     def reorder(self) -> float: ...
     @property
     def reorder_ms(self) -> int: ...
+    @property
+    def delay_tick_ms(self) -> int: ...
 
     def active(self, t_ms: int) -> bool: ...
 
@@ -202,7 +204,15 @@ class Network:
             duplicate = self._latency_ms + rng.randint(
                 0, max(plan.delay_ms, plan.reorder_ms, DUPLICATE_LAG_MS)
             )
+        if plan.delay_tick_ms:  # after the draws: the tick draws nothing of its own
+            delay = self._on_tick(delay, plan.delay_tick_ms)
+            duplicate = None if duplicate is None else self._on_tick(duplicate, plan.delay_tick_ms)
         return _Fate(lost=lost, delay_ms=delay, duplicate_delay_ms=duplicate)
+
+    def _on_tick(self, delay_ms: int, tick_ms: int) -> int:
+        """``delay_ms`` stretched so the message lands on the next multiple of ``tick_ms``."""
+        lands = self._sim.now() + delay_ms
+        return delay_ms + (-lands) % tick_ms
 
     def _loss(self, lost: bool, leg: str, src: str, dst: str, method: str, sender: str) -> str | None:
         """Why this leg is lost as it leaves ``sender``, or None."""

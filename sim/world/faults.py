@@ -257,6 +257,11 @@ class FaultPlan:
     #: Probability a message is held back by up to ``reorder_ms`` more.
     reorder: float = 0.0
     reorder_ms: int = 0
+    #: While random faults last, every message lands on the next multiple of this many ms at
+    #: or after its time (a network that delivers in batches on a clock tick): messages meet
+    #: in one round, and a claim or report lands on the very millisecond of a deadline or an
+    #: expiry that is a multiple of it. 0: off.
+    delay_tick_ms: int = 0
     partitions: tuple[Window, ...] = ()
     #: Targeted losses: every matching message in a window (a scenario's "this reply is lost").
     drops: tuple[Drop, ...] = ()
@@ -321,7 +326,7 @@ class FaultPlan:
         factor = self.api_slow_factor
         if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= 100:
             raise ValueError(f"faults.api_slow_factor must be an integer in [1, 100], got {factor!r}")
-        for name in ("delay_ms", "reorder_ms"):
+        for name in ("delay_ms", "reorder_ms", "delay_tick_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
                 raise ValueError(f"faults.{name} must be an integer in [0, {MAX_DELAY_MS}], got {value!r}")
@@ -348,6 +353,7 @@ class FaultPlan:
             or self.reply_loss
             or self.duplicate
             or self.delay_ms
+            or self.delay_tick_ms
             or self.reorder
             or self.alarm_failure
             or self.release_loss
@@ -468,6 +474,7 @@ def random_plan(seed: int, targets: list[str], duration_ms: int) -> FaultPlan:
 #: Fields added with the account-concurrency world and the other designs: absent from a recorded
 #: plan that leaves them unset.
 _WRITTEN_WHEN_SET: Final = (
+    "delay_tick_ms",
     "api_error",
     "api_error_after_effect",
     "api_slow",
