@@ -444,8 +444,8 @@ def test_exit_0_when_every_verdict_is_as_in_the_committed_table(
             "this run: killed by conservative",
         ),
         (
-            _result("claim-deadline-off-by-one", "progress"),
-            "claim-deadline-off-by-one: fuzz: the table says survived; this run: killed by progress",
+            _result("lease-ignores-group-room", "progress"),
+            "lease-ignores-group-room: fuzz: the table says survived; this run: killed by progress",
         ),
     ],
     ids=["now-survives", "other-invariant", "now-killed"],

@@ -18,14 +18,15 @@ import attrs
 
 from semaphore_core.fixes import ALL_FIXES
 from semsim.explore.fuzz import RunReport, campaign
-from semsim.explore.strategies import Case
+from semsim.explore.strategies import DELAY_TICK_MS, Case
 from semsim.world.faults import Eviction
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each.
-DRAWN_DIGEST = "0e21d3d823050ec7ade7db8f7f26c44b79fba37f2edd3b94c5b9746feb588951"
-#: The same before input-fault windows of odd length flapped (2026-12-04) and holder evictions at
-#: an odd ms were deploys rolled back: both levers kept every choice, so with them taken out (and
-#: the evictions in time order) the cases are those drawn before them.
+DRAWN_DIGEST = "4a463e777c3681a3ac3fedd2a2115aa171412ff989e474ff3f7cbd4c6aab4111"
+#: The same before input-fault windows of odd length flapped, holder evictions at an odd ms were
+#: deploys rolled back, and runs with delays delivered on a tick (2026-12-04): the levers kept
+#: every choice, so with them taken out (and the evictions in time order) the cases are those
+#: drawn before them.
 BEFORE_DIGEST = "3bbbe72017b9e973a787e20b57b44fb11421a6406b6a599576fcb43bace42905"
 
 
@@ -41,8 +42,8 @@ def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
 
 
 def _as_drawn_before(case: Case) -> Case:
-    """``case`` without the choices taken from drawn values: steady input faults, and each
-    rollback the holder eviction it came from."""
+    """``case`` without the choices taken from drawn values: steady input faults, each rollback
+    the holder eviction it came from, and no delivery tick."""
     faults = case.faults
     rolled = tuple(Eviction(f"holder:{rollback.key}", rollback.at_ms) for rollback in faults.rollbacks)
     return attrs.evolve(
@@ -52,6 +53,7 @@ def _as_drawn_before(case: Case) -> Case:
             input_faults=tuple(attrs.evolve(fault, flapping=False) for fault in faults.input_faults),
             evictions=tuple(sorted(faults.evictions + rolled, key=lambda e: (e.at_ms, e.target))),
             rollbacks=(),
+            delay_tick_ms=0,
         ),
     )
 
@@ -61,6 +63,7 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     drawn = 0
     windows: Counter[bool] = Counter()
     deploys: Counter[bool] = Counter()
+    ticks: Counter[bool] = Counter()
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):
             for case in _drawn(seed, fixes):
@@ -74,6 +77,8 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
                     if eviction.target.startswith("holder:"):
                         assert eviction.at_ms % 2 == 0, eviction
                         deploys[False] += 1
+                assert case.faults.delay_tick_ms == (DELAY_TICK_MS if case.faults.delay_ms else 0)
+                ticks[bool(case.faults.delay_tick_ms)] += 1
                 for rollback in case.faults.rollbacks:
                     assert rollback.at_ms % 2 == 1, rollback
                     deploys[True] += 1
@@ -84,3 +89,5 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     assert windows[False] > 0, windows
     assert deploys[True] > 0, deploys
     assert deploys[False] > 0, deploys
+    assert ticks[True] > 0, ticks
+    assert ticks[False] > 0, ticks

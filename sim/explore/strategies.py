@@ -206,6 +206,11 @@ def _targets(config: WorldConfig) -> list[str]:
 _FAULT_KIND_SETS: Final = st.sets(st.sampled_from(FAULT_KINDS))
 _RATES: Final = st.sampled_from([0.02, 0.1, 0.3])
 _DELAYS_MS: Final = st.sampled_from([50, 500, 3_000])
+#: A drawn run with delays delivers on this tick while its faults last (``FaultPlan.delay_tick_ms``):
+#: it divides every timeout and expiry the swarm draws (grant timeouts of 1, 3 and 10 s, alarm
+#: delays of 1 and 15 s, lease TTLs of 20 and 60 s), so a round on a tick has its deadlines on
+#: ticks too, and a claim or report can land on the very millisecond of one.
+DELAY_TICK_MS: Final = 500
 _REORDER_MS: Final = st.sampled_from([200, 2_000])
 _EVERY_MS: Final = st.sampled_from([None, 20_000, 5_000])
 _ALARM_FAILURES: Final = st.sampled_from([1.0, 0.3])
@@ -238,6 +243,15 @@ def _input_fault(input: str, start_ms: int, end_ms: int, group: str | None, bad:
 
 
 _HOLDER: Final = "holder:"
+
+
+def _on_a_tick(plan: FaultPlan) -> FaultPlan:
+    """A run with delays delivers on a tick (``DELAY_TICK_MS``): messages meet in one round, and
+    land on the millisecond of a deadline or an expiry, where off-by-one bugs live; uniform
+    delays almost never do (docs/BENCHMARKS.md, "Kill rates": a claim on its deadline's
+    millisecond came in no drawn run measured before).
+    Taken from the delay kind already drawn, so every other choice stays as drawn."""
+    return attrs.evolve(plan, delay_tick_ms=DELAY_TICK_MS) if plan.delay_ms else plan
 
 
 def _with_deploys(plan: FaultPlan) -> FaultPlan:
@@ -352,7 +366,7 @@ def fault_plans(draw: st.DrawFn, config: WorldConfig) -> FaultPlan:
         faults_until_ms=phase_ms,
         **(_api_faults(draw) if config.operations is not None else {}),
     )
-    return _with_deploys(drawn)
+    return _with_deploys(_on_a_tick(drawn))
 
 
 _API_RATES: Final = st.sampled_from([0.05, 0.2, 0.5])
