@@ -8,6 +8,10 @@
 - ``alarm_armed``'s second clause: while the same work is pending and not
   yet due, no commit pushes the stored alarm later (the reference engine's
   "preserve a fallback inside this range").
+- A drawn run with delays delivers on a tick, and a drawn holder eviction at
+  an odd ms is a deploy rolled back: a claim lands on its deadline's
+  millisecond (``claim-deadline-off-by-one``), and a down migration runs
+  (``migration-down-keeps-claim-index``).
 
 Each is shown against a catalogued mutant: the check that should see the
 bug stops the run, and the same world without it completes.
@@ -15,6 +19,7 @@ bug stops the run, and the same world without it completes.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,7 +29,8 @@ from hypothesis import HealthCheck, given, settings
 import semsim.check.lockstep
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from semsim.check.coverage import EXPECTED, coverage
-from semsim.explore.strategies import API_FAULT_KINDS, Case, cases
+from semsim.explore.fuzz import load_case, run_case
+from semsim.explore.strategies import API_FAULT_KINDS, DELAY_TICK_MS, Case, cases
 from semsim.harness.run import HolderSpec, WorldConfig, check_plan, run_world
 from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.scenarios.operations import one_job
@@ -317,3 +323,28 @@ def test_a_clients_re_armed_alarm_is_counted_and_a_holders_is_not() -> None:
     counts = coverage(events, latency_ms=5)
     assert counts["ops:client_alarm_retry"] == 1
     assert counts["fault:alarm_failure"] == 2
+
+
+# --- a delivery tick and a rollback, as drawn ------------------------------------------------
+
+#: Seed 3's 39th drawn run of a 50-run campaign (2026-12-04): delays on a 500 ms tick, a grant
+#: timeout of 1 s, and two holder evictions drawn at odd ms, so two rollbacks.
+ON_A_TICK_ROLLED_BACK = Path(__file__).parent / "fixtures" / "drawn_on_a_tick_rolled_back.json"
+
+
+@pytest.mark.parametrize(
+    ("name", "invariant"),
+    [("claim-deadline-off-by-one", "reclaimed"), ("migration-down-keeps-claim-index", "crash")],
+)
+def test_a_drawn_run_on_a_tick_with_rollbacks_reaches_the_exact_deadline_and_the_down_path(
+    name: str, invariant: str
+) -> None:
+    case, tolerated = load_case(ON_A_TICK_ROLLED_BACK)
+    assert case.faults.delay_tick_ms == DELAY_TICK_MS
+    assert case.faults.rollbacks
+    report, _ = run_case(case, tolerated)
+    assert report.outcome == "completed", report
+    untick = attrs.evolve(case, faults=attrs.evolve(case.faults, delay_tick_ms=0, rollbacks=()))
+    for reached, expected in ((case, invariant), (untick, None)):
+        report, _ = run_case(attrs.evolve(reached, variant=f"mutant/{name}"), tolerated)
+        assert (report.failure_name if report.failed else None) == expected, report

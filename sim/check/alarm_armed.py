@@ -15,7 +15,9 @@ fallback on, a failing run arms its own alarm and the platform never drops
 it; a drop while a grant still has unclaimed permits breaks the promise at
 that moment, so it is judged then (later traffic may arm a new alarm and
 hide the gap from every commit after it). With the fallback off, the drop
-is what seed 002 documents (``reclaimed`` counts it).
+is what seed 002 documents (``reclaimed`` counts it). This rests on a
+holder's alarm pass running to its end without waiting, so that no
+eviction cuts into it before its fallback is armed.
 """
 
 from __future__ import annotations

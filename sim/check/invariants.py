@@ -556,6 +556,7 @@ class Monitor:
         self._conservative.on_release(release)
         self._tell("on_release", release)
 
+    @_reads_storage
     def alarm_dropped(self, name: str) -> None:
         """The platform gave up on an object's alarm after its retries: ``alarm_armed`` judges a
         holder's alarm then (with the engine's fallback on, none is dropped with work pending)."""

@@ -245,8 +245,11 @@ def case_length(case: Case) -> int:
         + len(faults.evictions)
         + len(faults.limit_changes)
         + len(faults.group_limit_changes)
+        + len(faults.input_faults)
+        + len(faults.cancels)
         + len(faults.pauses)
         + len(faults.shutdowns)
+        + len(faults.rollbacks)
     )
     return rates + scheduled + len(case.config.workload.script)
 

@@ -208,8 +208,9 @@ _RATES: Final = st.sampled_from([0.02, 0.1, 0.3])
 _DELAYS_MS: Final = st.sampled_from([50, 500, 3_000])
 #: A drawn run with delays delivers on this tick while its faults last (``FaultPlan.delay_tick_ms``):
 #: it divides every timeout and expiry the swarm draws (grant timeouts of 1, 3 and 10 s, alarm
-#: delays of 1 and 15 s, lease TTLs of 20 and 60 s), so a round on a tick has its deadlines on
-#: ticks too, and a claim or report can land on the very millisecond of one.
+#: delays of 1 and 15 s, lease TTLs of 20 and 60 s) and the holder's round timings (1 and 2 s),
+#: so a round on a tick has its deadlines on ticks too, and a claim or report can land on the
+#: very millisecond of one. Semaphore campaigns only: the designs draw plans of their own.
 DELAY_TICK_MS: Final = 500
 _REORDER_MS: Final = st.sampled_from([200, 2_000])
 _EVERY_MS: Final = st.sampled_from([None, 20_000, 5_000])

@@ -260,7 +260,9 @@ class FaultPlan:
     #: While random faults last, every message lands on the next multiple of this many ms at
     #: or after its time (a network that delivers in batches on a clock tick): messages meet
     #: in one round, and a claim or report lands on the very millisecond of a deadline or an
-    #: expiry that is a multiple of it. 0: off.
+    #: expiry that is a multiple of it. Messages landing on one tick land in the order they
+    #: were sent, so delays and reordering shorter than the tick no longer reorder anything.
+    #: 0: off.
     delay_tick_ms: int = 0
     partitions: tuple[Window, ...] = ()
     #: Targeted losses: every matching message in a window (a scenario's "this reply is lost").
