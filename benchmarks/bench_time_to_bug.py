@@ -161,6 +161,11 @@ def summary(cells: Sequence[Cell], runs: int) -> list[str]:
     return lines
 
 
+def _modes_text(modes: list[str]) -> str:
+    said = {"drawn": "with drawn runs only", "scenarios": "with the named scenarios' worlds first"}
+    return " and ".join(said[mode] for mode in modes)
+
+
 def render(record: dict[str, Any]) -> str:
     """The "Time to bug" section of docs/MUTANTS.md, markers included, from a ``--json`` record."""
     cells = [Cell(**cell) for cell in record["cells"]]
@@ -175,8 +180,8 @@ def render(record: dict[str, Any]) -> str:
         "## Time to bug",
         "",
         f"How soon the fuzz finds each planted bug: the ci campaigns (reference, then every fix; {runs} "
-        "runs each, no shrinking) per campaign seed, with drawn runs only and with the named "
-        "scenarios' worlds first. A cell is the run that first broke an invariant (both "
+        f"runs each, no shrinking) per campaign seed, {_modes_text(modes)}. A cell is the run that "
+        "first broke an invariant (both "
         "campaigns' runs counted), the CPU seconds to the end of it, and the invariant; "
         f"**survived** when neither campaign broke one in {runs} runs. "
         '`python benchmarks/bench_time_to_bug.py` reruns it (docs/BENCHMARKS.md, "Time to bug").',

@@ -110,8 +110,9 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "(benchmarks/bench_kill_rates.py)."
     ),
     "lease-expiry-off-by-one": (
-        "Needs a round on the exact millisecond an unreported lease expires; rare: the ci "
-        "campaign first reached it (at run 50) once the swarm drew operations worlds."
+        "Needs a round on the exact millisecond an unreported lease expires: 4 of 300 sampled "
+        "drawn runs kill it (benchmarks/bench_kill_rates.py; 1 before runs with delays "
+        "delivered on a tick); the ci campaign reaches it at run 50."
     ),
     "group-policy-per-demand": (
         "Needs a callback that answers differently within one round: group limits otherwise "
@@ -132,8 +133,8 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
-        "lease demand in that group in one round. Rare in the draws: 150-run campaigns of seeds "
-        "1, 2 and 3 killed it in 1 (at run 3)."
+        "lease demand in that group in one round. Rare in the draws: 14 of 300 sampled drawn "
+        "runs kill it (benchmarks/bench_kill_rates.py), and the ci campaign none in 150."
     ),
 }
 
@@ -142,6 +143,19 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
 #: the time-to-bug section (benchmarks/bench_time_to_bug.py), beside WHY_THE_FUZZ_MISSES. Each
 #: rests on the 150-run campaigns of seeds 1-3 (docs/BENCHMARKS.md, "Time to bug").
 WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
+    "released-not-clamped-to-claimed": (
+        "Needs a grant report whose released lies above claimed but within the grant's permits "
+        "(a forger's lie on a grant claimed in part) where the holder's answer shows it: 9 of 300 "
+        "sampled drawn runs kill it (benchmarks/bench_kill_rates.py), in a few neighbouring "
+        "worlds, so whole campaigns miss it (seeds 2 and 3 here); the forged-grant-reports "
+        "scenario does."
+    ),
+    "unknown-lease-debt-dropped": (
+        "Needs a report of a lease the holder never knew (a forger's lie) in the very round that "
+        "sizes another client's lease, with the lease budget short: 5 of 300 sampled drawn runs "
+        "kill it (benchmarks/bench_kill_rates.py; 10 before runs with delays delivered on a "
+        "tick); the unknown-lease-report scenario does."
+    ),
     "engine-without-fallback": (
         "Needs the platform's alarm to fail on every retry while a grant waits to be claimed "
         "(alarm_armed judges the drop): in drawn runs the engine's early passes and the "
@@ -150,20 +164,25 @@ WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
     ),
     "report-lowers-high-water": (
         "Needs a stale grant report that lands after a newer one for the same grant (a forged "
-        "or duplicated report); drawn on two seeds of three (runs 11-34), not in seed 2's 300 runs."
+        "or duplicated report): 1 of 300 sampled drawn runs kills it "
+        "(benchmarks/bench_kill_rates.py), though two seeds of three here kill it (runs 12, 31)."
     ),
     "reclaim-takes-claimed": (
         "Needs a grant claimed in part whose timeout passes while its claimed permits still "
-        "run, and a reclaim then; drawn late (runs 74-138 on two seeds), not in seed 3's 300 runs."
+        "run, and a reclaim then. Drawn worlds are mostly short of permits, so a grant covers "
+        "no more than the queue even after a cancel: none of 300 sampled drawn runs kills it "
+        "(benchmarks/bench_kill_rates.py); the grant-claimed-in-part scenario does."
     ),
     "alarm-ignores-partly-claimed": (
         "Needs a grant claimed in part with unclaimed permits left when the alarm is armed: the "
-        "same world shape as reclaim-takes-claimed; drawn at runs 74-183, not in seed 3's."
+        "same world shape as reclaim-takes-claimed, as rare; the grant-claimed-in-part scenario "
+        "kills it."
     ),
     "claim-one-attempt-too-many": (
         "Needs a holder eviction during an operation's last attempt, so the attempt is lost and "
-        "another is asked for; drawn evictions at random times showed it in none of 900 drawn "
-        "runs (seeds 1-3, 300 each); the last-attempt-evicted-terminal scenario kills it."
+        "another is asked for; evictions at random times seldom find one: 1 of 300 sampled "
+        "drawn runs kills it (benchmarks/bench_kill_rates.py); the last-attempt-evicted-terminal "
+        "scenario does."
     ),
 }
 
