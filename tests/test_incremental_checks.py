@@ -85,7 +85,11 @@ def _both_modes_over_drawn_cases() -> list[str | None]:
 
 @pytest.mark.parametrize(
     "planted",
-    [None, "reclaim-takes-claimed", "queue-released-permit-drawn-again", "report-lowers-high-water"],
+    # Each broken by some of these drawn cases, on an incremental part: conservative's row mirror,
+    # reclaimed's late-claim clause (judged beside reports_monotone), lease_fairness. The draws
+    # decide which bugs they reach: reclaim-takes-claimed and report-lowers-high-water were here
+    # until runs with delays delivered on a tick (2026-12-04).
+    [None, "queue-released-permit-drawn-again", "claim-window-not-enforced", "lease-candidates-newest-first"],
 )
 def test_drawn_cases_have_the_same_verdicts_and_traces_in_both_modes(planted: str | None) -> None:
     """On the reference and with bugs planted that the incremental parts must see."""
