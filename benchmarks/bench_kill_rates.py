@@ -46,6 +46,7 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_time_to_bug import (
+    cannot_write,
     planted_variant,
     variant_names,
 )  # semsim from this checkout, as that script's
@@ -338,8 +339,8 @@ def main() -> None:
     if args.json is not None:
         try:
             write_text_whole(args.json, json.dumps(record, indent=None) + "\n")
-        except OSError as error:  # a full disk: the user's machine, exit 2 in one line, nothing left behind
-            parser.exit(2, f"{parser.prog}: error: --json: cannot write {args.json}: {error.strerror}\n")
+        except OSError as error:
+            cannot_write(parser, f"--json {args.json}", error)
         print(f"written to {args.json}", file=sys.stderr)
 
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -161,6 +161,12 @@ def summary(cells: Sequence[Cell], runs: int) -> list[str]:
     return lines
 
 
+def cannot_write(parser: argparse.ArgumentParser, what: str, error: OSError) -> NoReturn:
+    """A write that failed (a full disk): the user's machine, exit 2 in one line, no traceback;
+    the file is as it was (``write_text_whole`` writes whole or not at all)."""
+    parser.exit(2, f"{parser.prog}: error: cannot write {what}: {error.strerror}\n")
+
+
 def _modes_text(modes: list[str]) -> str:
     said = {"drawn": "with drawn runs only", "scenarios": "with the named scenarios' worlds first"}
     return " and ".join(said[mode] for mode in modes)
@@ -266,8 +272,8 @@ def main() -> None:
         page = MUTANTS_MD.read_text(encoding="utf-8")
         try:
             write_text_whole(MUTANTS_MD, with_section(page, render(record)))
-        except OSError as error:  # a full disk: one line, exit 2, the page as it was
-            parser.exit(2, f"{parser.prog}: error: cannot write {MUTANTS_MD}: {error.strerror}\n")
+        except OSError as error:
+            cannot_write(parser, str(MUTANTS_MD), error)
         print(f"written to {MUTANTS_MD}")
         return
     try:
@@ -306,11 +312,8 @@ def main() -> None:
             if args.json is not None:  # as the cells come in: a long benchmark cut short keeps them
                 try:
                     _write(args.json, args.runs, seeds, modes, [cells[job] for job in jobs if job in cells])
-                except OSError as error:  # a full disk: exit 2 in one line; the record holds the
-                    # cells of the last write that succeeded, whole (the workers are ended)
-                    parser.exit(
-                        2, f"{parser.prog}: error: --json: cannot write {args.json}: {error.strerror}\n"
-                    )
+                except OSError as error:  # the record keeps the last write's cells; workers end
+                    cannot_write(parser, f"--json {args.json}", error)
     ordered = [cells[job] for job in jobs]
     print("\n".join(summary(ordered, args.runs)))
     if args.json is not None:
