@@ -530,6 +530,22 @@ def test_the_debug_mode_sees_the_incremental_conservative_miss_a_shortfall(
     assert "the incremental conservative judgement missed" in full.detail
 
 
+def test_a_lease_deleted_under_a_running_item_is_judged_alike_in_both_modes() -> None:
+    """A drawn case (queue-released-permit-drawn-again planted): the commit that deletes a lease
+    row leaves an item still running on it. The incremental judgement sees the deleted row among
+    the commit's changes; the debug mode named only the rows still stored as changed, so the
+    judgement beside the full one missed it there, and the run read ``checker`` (a miss) instead
+    of ``conservative``."""
+    case, tolerated = load_case(
+        Path(__file__).parent / "fixtures" / "drawn_lease_row_deleted_under_a_running_item.json"
+    )
+    incremental, _ = run_case(case, tolerated)
+    full, _ = run_case(case, tolerated, full_checks=True)
+    assert incremental.invariant == "conservative", incremental
+    assert " on lease " in incremental.detail
+    assert (full.invariant, full.detail) == (incremental.invariant, incremental.detail)
+
+
 # --- the checkers checked in every campaign: a sample of its runs is judged in full too ----------
 
 

@@ -64,12 +64,19 @@ class CrossCheckedMirror(RowMirror):
         self.key = key
 
     def refresh(self, now: int) -> Delta:
-        """The mirror's delta, with every current row named as changed (checkers judge them all)."""
+        """The mirror's delta, with every current row named as changed (checkers judge them all),
+        then the rows deleted since the last refresh, as the mirror's own delta names them: a
+        checker that judges what ran on a deleted row (``conservative``, a lease gone while an
+        item still runs on it) must see it in this mode too, or the full judgement beside it
+        reports a miss the incremental judgement alone would not have made."""
         delta = super().refresh(now)
         stored = read_rows(self._conn)
         if stored != delta.after:
             raise CrossCheckFailed(f"{self.key}: the row mirror differs from the holder's rows", self.key)
-        every = {name: list(table) for name, table in stored.items()}
+        every = {
+            name: [*table, *(row_id for row_id in delta.changed.get(name, ()) if row_id not in table)]
+            for name, table in stored.items()
+        }
         return Delta(delta.before, stored, every, delta.deadlines)
 
     def unknown_footprint(self, known: Container[str]) -> int:
