@@ -182,7 +182,7 @@ def test_kill_rates_run_every_variant_on_the_same_drawn_runs_and_predict_a_campa
     assert [kr.digest(case) for case in cases] == [kr.digest(case) for case in kr.drawn_cases(1, 3)]
     assert len({kr.digest(case) for case in cases}) == 3
     killed = kr.run_chunk("limit-off-by-one", cases[:2])
-    assert [failure for failure, _ in killed] == ["exact_accounting", "ceiling"]
+    assert [failure for failure, _ in killed] == ["exact_accounting", "exact_accounting"]
     assert [failure for failure, _ in kr.run_chunk(kr.REFERENCE, cases[:2])] == [None, None]
     rate = kr.Rate("x", kills=1, runs=4, hit_cpu_s=0.1, miss_cpu_s=0.2)
     assert rate.rate == 0.25

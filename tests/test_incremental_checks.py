@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import semsim.explore.fuzz as fuzz_module
 from semaphore_core.queue import Admission
+from semaphore_core.queue_state import QueueState
 from semaphore_core.store import HolderStore
 from semsim.check.client_reads import kept
 from semsim.check.conservative import Conservative, charge
@@ -123,13 +124,18 @@ def test_a_planted_bug_gets_the_same_verdict_in_both_modes(
     assert _verdict(incremental) == _verdict(full)
 
 
-def _admit_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
+def _admit_one_more(monkeypatch: pytest.MonkeyPatch, remembered: bool = True) -> None:
     """A planted client bug: every admission through a grant also runs one more queued item on it.
 
     The holder charges the grant its permits until the claim deadline, then
     only what was claimed: the extra item breaks ``conservative`` at once
     when the grant is fully claimed, and only once the deadline has come
     when it is not. Neither moment changes the grant's row.
+
+    ``remembered``: the queue's memory reads its storage again after the item is run, as it
+    does after a rollback. Left queued there, a later grant may claim the item again, and the
+    monitor then stops the run on an item admitted twice (an assertion) instead of judging the
+    one running beyond its grant. The pinned case below was drawn with the bug as it first was.
     """
     admit = ClientObject._admit
 
@@ -149,6 +155,8 @@ def _admit_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
             "WHERE id = ?",
             (admission.grant_id, now, row[0]),
         )
+        if remembered:
+            self.queue._state = QueueState.load(self.ctx.storage)
         admit(self, attrs.evolve(admission, item_id=row[0], body=row[1]), now)
 
     monkeypatch.setattr(ClientObject, "_admit", admit_one_more)
@@ -517,7 +525,7 @@ def test_the_debug_mode_sees_the_incremental_conservative_miss_a_shortfall(
     """A case drawn with the planted client bug above, which ``conservative`` catches item by item
     while the holder's total still covers every permit in use: with the per-item judgement broken
     on purpose, the debug mode's full judgement names the miss."""
-    _admit_one_more(monkeypatch)
+    _admit_one_more(monkeypatch, remembered=False)
     case, tolerated = load_case(PLANTED / "client-runs-more-than-its-grant-covers.json")
     report, _ = run_case(case, tolerated)
     assert report.invariant == "conservative", report

@@ -10,6 +10,7 @@ in the changelog that campaigns draw other cases from the same seeds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -18,16 +19,17 @@ import attrs
 
 from semaphore_core.fixes import ALL_FIXES
 from semsim.explore.fuzz import RunReport, campaign
-from semsim.explore.strategies import DELAY_TICK_MS, Case
+from semsim.explore.strategies import DELAY_TICK_MS, QUIET_MS, Case, _spread
 from semsim.world.faults import Eviction
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each.
-DRAWN_DIGEST = "4a463e777c3681a3ac3fedd2a2115aa171412ff989e474ff3f7cbd4c6aab4111"
+DRAWN_DIGEST = "43b138e8b2952c6f5dbfb44ab34b7f70c5091d2e9f193072723a4af21e8a551d"
 #: The same before input-fault windows of odd length flapped, holder evictions at an odd ms were
-#: deploys rolled back, and runs with delays delivered on a tick (2026-12-04): the levers kept
-#: every choice, so with them taken out (and the evictions in time order) the cases are those
-#: drawn before them.
-BEFORE_DIGEST = "3bbbe72017b9e973a787e20b57b44fb11421a6406b6a599576fcb43bace42905"
+#: deploys rolled back, runs with delays delivered on a tick, and fault times were spread over
+#: the phase (2026-12-04): the levers kept every choice, so with them taken out (the evictions
+#: in time order) the cases are those drawn before them. A window's end is left out: where the
+#: spread start put its end past the phase, the end was cut there and the drawn length is gone.
+BEFORE_DIGEST = "b0d72df0942df226ebf1e2b72f06c18f62e6fe0c77bb0c6f1362e9bd5938d69a"
 
 
 def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
@@ -41,21 +43,46 @@ def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
     return seen
 
 
-def _as_drawn_before(case: Case) -> Case:
-    """``case`` without the choices taken from drawn values: steady input faults, each rollback
-    the holder eviction it came from, and no delivery tick."""
+@functools.cache
+def _drawn_integer(count: int) -> dict[int, int]:
+    """The integer drawn for each moment in ``[0, count)``: ``_spread`` undone."""
+    spread = _spread(count)
+    drawn = {spread(integer): integer for integer in range(count)}
+    assert len(drawn) == count  # a bijection: every moment can be drawn
+    return drawn
+
+
+def _as_drawn_before(case: Case) -> str:
+    """``case`` without the choices taken from drawn values, as JSON: steady input faults, each
+    rollback the holder eviction it came from, no delivery tick, each time the integer drawn
+    for it, and no window's end (see ``BEFORE_DIGEST``)."""
     faults = case.faults
+    phase_ms = case.config.duration_ms - QUIET_MS
+    moment, starting = _drawn_integer(phase_ms), _drawn_integer(phase_ms - 1)
     rolled = tuple(Eviction(f"holder:{rollback.key}", rollback.at_ms) for rollback in faults.rollbacks)
-    return attrs.evolve(
+    evictions = tuple(attrs.evolve(e, at_ms=moment[e.at_ms]) for e in faults.evictions + rolled)
+    before = attrs.evolve(
         case,
         faults=attrs.evolve(
             faults,
-            input_faults=tuple(attrs.evolve(fault, flapping=False) for fault in faults.input_faults),
-            evictions=tuple(sorted(faults.evictions + rolled, key=lambda e: (e.at_ms, e.target))),
+            input_faults=tuple(
+                attrs.evolve(fault, start_ms=starting[fault.start_ms], end_ms=phase_ms, flapping=False)
+                for fault in faults.input_faults
+            ),
+            partitions=tuple(
+                attrs.evolve(w, start_ms=moment[w.start_ms], end_ms=phase_ms) for w in faults.partitions
+            ),
+            evictions=tuple(sorted(evictions, key=lambda e: (e.at_ms, e.target))),
             rollbacks=(),
             delay_tick_ms=0,
+            limit_changes=tuple(attrs.evolve(c, at_ms=moment[c.at_ms]) for c in faults.limit_changes),
+            group_limit_changes=tuple(
+                attrs.evolve(c, at_ms=moment[c.at_ms]) for c in faults.group_limit_changes
+            ),
+            cancels=tuple(attrs.evolve(c, at_ms=moment[c.at_ms]) for c in faults.cancels),
         ),
     )
+    return json.dumps(before.to_dict(), sort_keys=True)
 
 
 def test_campaigns_draw_the_cases_they_always_drew() -> None:
@@ -64,11 +91,12 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     windows: Counter[bool] = Counter()
     deploys: Counter[bool] = Counter()
     ticks: Counter[bool] = Counter()
+    tenths: Counter[int] = Counter()  # timed faults by the tenth of the fault phase they strike in
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):
             for case in _drawn(seed, fixes):
                 digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
-                before.update(json.dumps(_as_drawn_before(case).to_dict(), sort_keys=True).encode())
+                before.update(_as_drawn_before(case).encode())
                 drawn += 1
                 for fault in case.faults.input_faults:
                     assert fault.flapping == ((fault.end_ms - fault.start_ms) % 2 == 1), fault
@@ -82,6 +110,9 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
                 for rollback in case.faults.rollbacks:
                     assert rollback.at_ms % 2 == 1, rollback
                     deploys[True] += 1
+                phase_ms = case.config.duration_ms - QUIET_MS
+                for at_ms in _fault_times(case):
+                    tenths[at_ms * 10 // phase_ms] += 1
     assert drawn == 180
     assert digest.hexdigest() == DRAWN_DIGEST
     assert before.hexdigest() == BEFORE_DIGEST
@@ -91,3 +122,21 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     assert deploys[False] > 0, deploys
     assert ticks[True] > 0, ticks
     assert ticks[False] > 0, ticks
+    # Spread over the phase: no tenth holds more than a fifth of them. Drawn as Hypothesis
+    # draws an integer, 69% of them struck in the first tenth.
+    assert set(tenths) == set(range(10)), tenths
+    assert max(tenths.values()) < sum(tenths.values()) / 5, tenths
+
+
+def _fault_times(case: Case) -> list[int]:
+    """When each of ``case``'s timed faults strikes, or starts."""
+    faults = case.faults
+    return [
+        *(eviction.at_ms for eviction in faults.evictions),
+        *(rollback.at_ms for rollback in faults.rollbacks),
+        *(change.at_ms for change in faults.limit_changes),
+        *(change.at_ms for change in faults.group_limit_changes),
+        *(cancel.at_ms for cancel in faults.cancels),
+        *(window.start_ms for window in faults.partitions),
+        *(fault.start_ms for fault in faults.input_faults),
+    ]
