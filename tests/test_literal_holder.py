@@ -214,3 +214,24 @@ def test_wire_values_that_python_calls_equal_can_differ_on_the_wire() -> None:
         assert not same_wire(core, model)
     # And the other way: a tuple is the same JSON array as a list, though its repr differs.
     assert same_wire({"grants": (1, 2)}, {"grants": [1, 2]})
+
+
+def test_a_holder_whose_usage_fails_after_a_commit_is_judged_by_the_model_not_blamed_on_the_checkers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drawn case (limit-zero-rejected planted: ``usage()`` raises at a limit of 0): after a
+    commit under a limit of 0 the checkers read the holder's ``usage()``, and it raises. The
+    holder failed where the literal model does not: ``exact_accounting``. It read ``checker``
+    ("the checker failed after a commit"), as if a checker had a bug. Without a model beside the
+    holder, nothing can be judged: still ``checker``, naming the holder's ``usage()``."""
+    from semsim.check.invariants import Monitor
+    from semsim.explore.fuzz import load_case, run_case
+
+    case, tolerated = load_case(Path(__file__).parent / "fixtures" / "drawn_usage_fails_after_a_commit.json")
+    report, _ = run_case(case, tolerated)
+    assert report.invariant == "exact_accounting", report
+    assert "the holder's usage failed (limit must resolve" in report.detail
+    monkeypatch.setattr(Monitor, "lockstep", lambda self, obj, config, key: None)
+    unjudged, _ = run_case(case, tolerated)
+    assert unjudged.invariant == "checker", unjudged
+    assert "the holder's usage() failed after a commit" in unjudged.detail

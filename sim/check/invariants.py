@@ -125,6 +125,15 @@ DESIGN_FINDINGS: Final[Mapping[str, frozenset[str]]] = {
 KNOWN_FINDINGS: Final = frozenset().union(*DESIGN_FINDINGS.values())
 
 
+class _UsageFailed(Exception):
+    """The holder's own ``usage()`` raised where the checkers read it after a commit: the holder
+    under test failed, not a checker (a planted bug, or a team's variant, can make it raise)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class InvariantViolation(StopRun):
     """An invariant failed. ``finding`` names the known finding that explains it, if any.
 
@@ -362,6 +371,16 @@ class Monitor:
             commit = self._committed(key, holder)
         except CrossCheckFailed as error:
             self.fail("checker", str(error), **({"key": error.key} if error.key else {}))
+        except _UsageFailed as failed:
+            if holder.lockstep is not None:  # the holder's usage() failing is the holder's own fault
+                holder.lockstep.usage_failed(
+                    self.sim.now(), failed.error
+                )  # exact_accounting, unless both fail
+            self.fail(
+                "checker",
+                f"{key}: the holder's usage() failed after a commit, so nothing could be judged: "
+                f"{type(failed.error).__name__}: {failed.error}",
+            )
         except Exception as error:
             self.fail("checker", f"{key}: the checker failed after a commit: {type(error).__name__}: {error}")
         self._tell("on_commit", commit)
@@ -371,7 +390,10 @@ class Monitor:
         state = self._holders[key]
         delta = state.mirror.refresh(now)  # in the debug mode, every row named as changed
         rows = delta.after
-        usage = holder.judged_usage(now)
+        try:
+            usage = holder.judged_usage(now)
+        except Exception as error:
+            raise _UsageFailed(error) from error
         store = holder.holder.store
         commit = Commit(
             now,
