@@ -106,19 +106,19 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "claim-deadline-off-by-one": (
         "Needs a claim that reaches the holder on the exact millisecond of its deadline: "
         "uniform delays never put one there; runs with delays deliver on a 500 ms tick "
-        "(FaultPlan.delay_tick_ms, since 2026-12-04), and 19 of 300 sampled drawn runs kill it "
-        "(benchmarks/bench_kill_rates.py)."
+        "(FaultPlan.delay_tick_ms, since 2026-12-04), and 30 of 300 sampled drawn runs kill it "
+        "(benchmarks/bench_kill_rates.py, seeds 1-6, fault times spread)."
     ),
     "lease-expiry-off-by-one": (
-        "Needs a round on the exact millisecond an unreported lease expires: 4 of 300 sampled "
-        "drawn runs kill it (benchmarks/bench_kill_rates.py; 1 before runs with delays "
-        "delivered on a tick); the ci campaign reaches it at run 50."
+        "Needs a round on the exact millisecond an unreported lease expires: 7 of 300 sampled "
+        "drawn runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6; 1 before runs with "
+        "delays delivered on a tick); the ci campaign reaches it at run 50."
     ),
     "group-policy-per-demand": (
         "Needs a callback that answers differently within one round: group limits otherwise "
         "change between rounds (a limit_workflow call, a window of time), so resolving them once "
         "per round or once per demand gives the same answers. Drawn input-fault windows of odd "
-        "length flap (InputFault.flapping): about 7% of drawn runs kill it "
+        "length flap (InputFault.flapping): 44 of 300 sampled drawn runs kill it "
         "(benchmarks/bench_kill_rates.py), and the group-limit-flapping scenario does."
     ),
     "rebuilt-holder-drops-retired-leases": (
@@ -128,13 +128,15 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     ),
     "migration-down-keeps-claim-index": (
         "Needs a schema rolled back and forward over a holder's rows: a drawn holder eviction at "
-        "an odd ms is such a deploy (FaultPlan.rollbacks; since 2026-12-04), and 7 drawn runs of "
-        "150 kill it (benchmarks/bench_kill_rates.py); the deploy-rolled-back scenario does."
+        "an odd ms is such a deploy (FaultPlan.rollbacks; since 2026-12-04), and 29 of 300 "
+        "sampled drawn runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6); the "
+        "deploy-rolled-back scenario does."
     ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
-        "lease demand in that group in one round. Rare in the draws: 14 of 300 sampled drawn "
-        "runs kill it (benchmarks/bench_kill_rates.py), and the ci campaign none in 150."
+        "lease demand in that group in one round. Rare in the draws: 2 of 300 sampled drawn "
+        "runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6; 14 before fault times were "
+        "spread over the phase), and the ci campaign none in 150."
     ),
 }
 
@@ -145,44 +147,45 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
 WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
     "released-not-clamped-to-claimed": (
         "Needs a grant report whose released lies above claimed but within the grant's permits "
-        "(a forger's lie on a grant claimed in part) where the holder's answer shows it: 9 of 300 "
-        "sampled drawn runs kill it (benchmarks/bench_kill_rates.py), in a few neighbouring "
-        "worlds, so whole campaigns miss it (seeds 2 and 3 here); the forged-grant-reports "
-        "scenario does."
+        "(a forger's lie on a grant claimed in part) where the holder's answer shows it: 11 of "
+        "300 sampled drawn runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6), in a few "
+        "neighbouring worlds, so whole campaigns can miss it; the forged-grant-reports scenario "
+        "does."
     ),
     "unknown-lease-debt-dropped": (
         "Needs a report of a lease the holder never knew (a forger's lie) in the very round that "
-        "sizes another client's lease, with the lease budget short: 5 of 300 sampled drawn runs "
-        "kill it (benchmarks/bench_kill_rates.py; 10 before runs with delays delivered on a "
-        "tick); the unknown-lease-report scenario does."
+        "sizes another client's lease, with the lease budget short: 20 of 300 sampled drawn "
+        "runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6); the unknown-lease-report "
+        "scenario does."
     ),
     "engine-without-fallback": (
         "Needs the platform's alarm to fail on every retry while a grant waits to be claimed "
         "(alarm_armed judges the drop): in drawn runs the engine's early passes and the "
-        "clients' next commits run the due work first, so 1 drawn run in 150 "
-        "(benchmarks/bench_kill_rates.py) drops it; the alarm-engine-fallback scenario does."
+        "clients' next commits run the due work first, so 2 of 300 sampled drawn runs "
+        "(benchmarks/bench_kill_rates.py, seeds 1-6) drop it; the alarm-engine-fallback "
+        "scenario does."
     ),
     "report-lowers-high-water": (
         "Needs a stale grant report that lands after a newer one for the same grant (a forged "
-        "or duplicated report): 1 of 300 sampled drawn runs kills it "
-        "(benchmarks/bench_kill_rates.py), though two seeds of three here kill it (runs 12, 31)."
+        "or duplicated report): 3 of 300 sampled drawn runs kill it "
+        "(benchmarks/bench_kill_rates.py, seeds 1-6)."
     ),
     "reclaim-takes-claimed": (
         "Needs a grant claimed in part whose timeout passes while its claimed permits still "
         "run, and a reclaim then. Drawn worlds are mostly short of permits, so a grant covers "
-        "no more than the queue even after a cancel: none of 300 sampled drawn runs kills it "
-        "(benchmarks/bench_kill_rates.py); the grant-claimed-in-part scenario does."
+        "no more than the queue even after a cancel: 1 of 300 sampled drawn runs kills it "
+        "(benchmarks/bench_kill_rates.py, seeds 1-6); the grant-claimed-in-part scenario does."
     ),
     "alarm-ignores-partly-claimed": (
         "Needs a grant claimed in part with unclaimed permits left when the alarm is armed: the "
-        "same world shape as reclaim-takes-claimed, as rare; the grant-claimed-in-part scenario "
-        "kills it."
+        "same world shape as reclaim-takes-claimed, as rare (1 of 300 sampled drawn runs); the "
+        "grant-claimed-in-part scenario kills it."
     ),
     "claim-one-attempt-too-many": (
         "Needs a holder eviction during an operation's last attempt, so the attempt is lost and "
-        "another is asked for; evictions at random times seldom find one: 1 of 300 sampled "
-        "drawn runs kills it (benchmarks/bench_kill_rates.py); the last-attempt-evicted-terminal "
-        "scenario does."
+        "another is asked for; evictions at random times seldom find one: 5 of 300 sampled "
+        "drawn runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6); the "
+        "last-attempt-evicted-terminal scenario does."
     ),
 }
 
