@@ -6,7 +6,10 @@ come back (docs/INVARIANTS.md), except
 
 - the documented leak: a lease granted in a reply that was lost, which no
   client knows and so nothing ever settles (counted by name,
-  ``lease_lost_in_reply``, in the run's leaks);
+  ``lease_lost_in_reply``, in the run's leaks). A lease some client drew
+  items on was not lost in a reply: if no client knows it once settled and
+  the holder still charges it, a client forgot it, and that is a violation,
+  not the leak;
 - the leases of clients whose items still wait (in a capped group, say):
   such a client is still working, and keeps its leases until the holder
   says contended, by design.
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from semsim.check import client_reads, holder_reads
 from semsim.check.checker import Checker, Fail
-from semsim.check.events import Finish
+from semsim.check.events import Admission, Finish
 from semsim.check.room import Rooms
 
 if TYPE_CHECKING:
@@ -49,6 +52,12 @@ class CapacityReturns(Checker):
         self.rooms = rooms
         self.clients = clients
         self.leaks = leaks
+        #: Per key, each lease some client drew an item on, and the first client that did.
+        self._drawn_on: dict[str, dict[str, str]] = {}
+
+    def on_admit(self, admission: Admission) -> None:
+        if admission.lease is not None:
+            self._drawn_on.setdefault(admission.key, {}).setdefault(admission.lease, admission.client)
 
     def on_finish(self, finish: Finish) -> None:
         known = self.rooms.known_leases(self.clients)
@@ -63,6 +72,19 @@ class CapacityReturns(Checker):
         now = finish.t_ms
         storage = self.rooms.holders[key].obj.storage
         granted, leased = holder_reads.accounted(storage, now)
+        drawn_on = self._drawn_on.get(key, {})
+        forgotten = sorted(
+            (lease.lease_id, drawn_on[lease.lease_id], lease.permits - lease.released)
+            for lease in holder_reads.leases(storage)
+            if lease.lease_id not in known and lease.lease_id in drawn_on and lease.permits > lease.released
+        )
+        if forgotten:
+            lease_id, client, charged = forgotten[0]
+            self.fail(
+                NAME,
+                f"{key}: once settled, lease {lease_id} still charges {charged} permits and no client "
+                f"knows it, though {client} drew items on it: forgotten, not lost in a reply",
+            )
         leaked = self.rooms.leaked(key, known)
         lost_in_replies = holder_reads.unknown_leases(storage, known)
         if lost_in_replies:  # no name counted zero times: reports list what happened

@@ -444,6 +444,7 @@ class Monitor:
             accounted=accounted,
         )
         self._conservative.on_admit(admission)
+        self._capacity_returns.on_admit(admission)
         self._own(self._progress.on_admit, admission)
         self._real_ceiling.on_admit(admission)
         self._tell("on_admit", admission)
