@@ -372,10 +372,10 @@ class Monitor:
         except CrossCheckFailed as error:
             self.fail("checker", str(error), **({"key": error.key} if error.key else {}))
         except _UsageFailed as failed:
-            if holder.lockstep is not None:  # the holder's usage() failing is the holder's own fault
-                holder.lockstep.usage_failed(
-                    self.sim.now(), failed.error
-                )  # exact_accounting, unless both fail
+            # The holder's usage() failing is the holder's own fault: exact_accounting, when the
+            # model in lockstep does not fail too.
+            if holder.lockstep is not None:
+                holder.lockstep.usage_failed(self.sim.now(), failed.error)
             self.fail(
                 "checker",
                 f"{key}: the holder's usage() failed after a commit, so nothing could be judged: "
