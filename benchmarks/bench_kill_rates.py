@@ -30,6 +30,7 @@ them, so a lever is judged on the cases it changed.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -54,9 +55,10 @@ from semsim.check.invariants import SEMAPHORE_FINDINGS
 from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.fuzz import RunReport, campaign, run_case
-from semsim.explore.strategies import Case
+from semsim.explore.strategies import QUIET_MS, Case, _spread
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
+from semsim.world.faults import Eviction, Rollback
 
 #: The control: the reference, run on every case like any variant.
 REFERENCE = "reference"
@@ -89,10 +91,86 @@ def _aimed_odd(case: Case) -> Case:
     return attrs.evolve(case, faults=attrs.evolve(case.faults, evictions=evictions))
 
 
+def _fewer_items(most: int) -> Callable[[Case], Case]:
+    """Arrivals stop once the workload has offered about ``most`` items (``offered_items``):
+    ``until_ms`` is cut, every other choice stays as drawn. Not kept (docs/BENCHMARKS.md)."""
+
+    def arm(case: Case) -> Case:
+        workload = case.config.workload
+        if workload.arrival == "steady":
+            until_ms = max(1, round(most * 60_000 / (workload.clients * workload.items_per_minute)))
+        else:
+            bursts = max(1, most // (workload.clients * workload.burst_size))
+            until_ms = bursts * workload.burst_every_ms + 1
+        if until_ms >= workload.until_ms:
+            return case
+        workload = attrs.evolve(workload, until_ms=until_ms)
+        return attrs.evolve(case, config=attrs.evolve(case.config, workload=workload))
+
+    return arm
+
+
+@functools.cache
+def _drawn_integer(count: int) -> dict[int, int]:
+    """The integer drawn for each moment in ``[0, count)``: ``strategies._spread`` undone."""
+    spread = _spread(count)
+    return {spread(integer): integer for integer in range(count)}
+
+
+def _start_edge(every: int) -> Callable[[Case], Case]:
+    """A timed fault whose drawn integer is a multiple of ``every`` strikes at that integer over
+    ``every`` ms instead of its spread moment: a run's first seconds as an edge of their own,
+    beside the spread. A window cut at the phase's end keeps its time (its drawn length is
+    gone); a holder eviction moved to an odd ms becomes a rollback, as the draws make one.
+    Not kept (docs/BENCHMARKS.md)."""
+
+    def arm(case: Case) -> Case:
+        faults = case.faults
+        phase_ms = case.config.duration_ms - QUIET_MS
+        at_moment, at_start = _drawn_integer(phase_ms), _drawn_integer(phase_ms - 1)
+
+        def moved(at_ms: int, drawn: dict[int, int] = at_moment) -> int:
+            integer = drawn[at_ms]
+            return integer // every if integer % every == 0 else at_ms
+
+        def window(fault: Any, drawn: dict[int, int]) -> Any:
+            if fault.end_ms >= phase_ms:
+                return fault
+            start_ms = moved(fault.start_ms, drawn)
+            return attrs.evolve(fault, start_ms=start_ms, end_ms=start_ms + fault.end_ms - fault.start_ms)
+
+        evictions: list[Eviction] = []
+        rollbacks = list(faults.rollbacks)
+        for eviction in faults.evictions:
+            at_ms = moved(eviction.at_ms)
+            if eviction.target.startswith("holder:") and at_ms % 2 == 1:
+                rollbacks.append(Rollback(eviction.target.removeprefix("holder:"), at_ms))
+            else:
+                evictions.append(attrs.evolve(eviction, at_ms=at_ms))
+        rewritten = attrs.evolve(
+            faults,
+            evictions=tuple(evictions),
+            rollbacks=tuple(rollbacks),
+            partitions=tuple(window(fault, at_moment) for fault in faults.partitions),
+            input_faults=tuple(window(fault, at_start) for fault in faults.input_faults),
+            limit_changes=tuple(attrs.evolve(c, at_ms=moved(c.at_ms)) for c in faults.limit_changes),
+            group_limit_changes=tuple(
+                attrs.evolve(c, at_ms=moved(c.at_ms)) for c in faults.group_limit_changes
+            ),
+            cancels=tuple(attrs.evolve(c, at_ms=moved(c.at_ms)) for c in faults.cancels),
+        )
+        return case if rewritten == faults else attrs.evolve(case, faults=rewritten)
+
+    return arm
+
+
 #: Rewrites of drawn cases that keep every drawn choice (see the module docstring).
 ARMS: dict[str, Callable[[Case], Case]] = {
     "flapping-odd": _flapping_odd,
     "aimed-odd": _aimed_odd,
+    "items-48": _fewer_items(48),
+    "items-24": _fewer_items(24),
+    "start-edge-4": _start_edge(4),
 }
 
 

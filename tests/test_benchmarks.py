@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from semsim.explore.strategies import QUIET_MS, Case
 from semsim.inputs.commands import EXIT_BROKEN_PIPE, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,6 +216,37 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
             assert arm == case
         plain = tuple(attrs.evolve(eviction, in_attempt=False) for eviction in arm.faults.evictions)
         assert attrs.evolve(arm, faults=attrs.evolve(arm.faults, evictions=plain)) == case
+    # Fewer items: only the arrivals' end moves, and only sooner.
+    fewer = [kr.ARMS["items-24"](case) for case in cases]
+    for case, arm in zip(cases, fewer, strict=True):
+        assert arm.config.workload.until_ms <= case.config.workload.until_ms
+        drawn = attrs.evolve(arm.config.workload, until_ms=case.config.workload.until_ms)
+        assert attrs.evolve(arm, config=attrs.evolve(arm.config, workload=drawn)) == case
+    assert 0 < sum(a != b for a, b in zip(fewer, cases, strict=True)) < len(cases)
+    # The start as an edge: only the faults' times move, and only to the run's first seconds.
+    for case in cases:
+        arm = kr.ARMS["start-edge-4"](case)
+        assert arm.config == case.config
+        assert arm.seed == case.seed
+        before, after = _fault_times(case), _fault_times(arm)
+        assert len(before) == len(after)
+        assert all(at_ms < (case.config.duration_ms - QUIET_MS) / 4 for at_ms in set(after) - set(before))
+    assert any(kr.ARMS["start-edge-4"](case) != case for case in cases)
+
+
+def _fault_times(case: Case) -> list[int]:
+    faults = case.faults
+    return sorted(
+        [
+            *(eviction.at_ms for eviction in faults.evictions),
+            *(rollback.at_ms for rollback in faults.rollbacks),
+            *(change.at_ms for change in faults.limit_changes),
+            *(change.at_ms for change in faults.group_limit_changes),
+            *(cancel.at_ms for cancel in faults.cancels),
+            *(window.start_ms for window in faults.partitions),
+            *(window.start_ms for window in faults.input_faults),
+        ]
+    )
 
 
 def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:
