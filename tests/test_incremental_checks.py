@@ -33,7 +33,7 @@ from semsim.check.coverage import FULL_CHECKS
 from semsim.check.cross_checks import GRANT_CHARGES, LEASE_CHARGES
 from semsim.check.events import RowChanges
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
-from semsim.explore.fuzz import KNOWN_FINDINGS, campaign, judged_in_full, load_case, run_case
+from semsim.explore.fuzz import KNOWN_FINDINGS, RunReport, campaign, judged_in_full, load_case, run_case
 from semsim.explore.strategies import Case, cases
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun, run_world
 from semsim.scenarios import SCENARIOS
@@ -571,13 +571,35 @@ def _mirror_blind_to_leases(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RowMirror, "_take_changes", blind)
 
 
-def test_a_campaign_judges_one_case_in_four_in_full_by_its_seed() -> None:
+def test_a_campaign_judges_one_case_in_four_in_full_by_a_digest_of_the_case() -> None:
     sampled = campaign(runs=12, seed=3, shrink=False, examples=())
     judged = sampled.coverage[FULL_CHECKS]
     assert 0 < judged < sampled.runs, (judged, sampled.runs)
-    case = Case(config=WorldConfig(), faults=FaultPlan(), seed=7)
+    # By the whole case, not its seed: a campaign draws few seeds (seed 0 often), and a rule on
+    # the seed judged 15 of these 150 runs in full, 37 by the digest.
+    drawn: list[Case] = []
+
+    def note(case: Case, tolerated: frozenset[str]) -> RunReport:
+        drawn.append(case)
+        return RunReport(case, "completed", None, None, "", 0, Counter(), Counter(), Counter())
+
+    for seed in (1, 2, 3):
+        campaign(50, seed, runner=note, shrink=False)
+    assert len({case.seed for case in drawn}) < len(drawn) / 2
+    assert 0.18 < sum(map(judged_in_full, drawn)) / len(drawn) < 0.32
+    base = Case(config=WorldConfig(), faults=FaultPlan(), seed=0)
+    judged_seeds = [seed for seed in range(40) if judged_in_full(attrs.evolve(base, seed=seed))]
+    assert 0 < len(judged_seeds) < 40
+    case = attrs.evolve(base, seed=judged_seeds[0])
     assert judged_in_full(case)
-    assert not judged_in_full(attrs.evolve(case, seed=8))
+    # A case read back from its file is judged as it was when drawn (a replay judges alike).
+    for drawn_case in drawn[:30]:
+        read_back = Case(
+            WorldConfig.from_dict(drawn_case.config.to_dict()),
+            FaultPlan.from_dict(drawn_case.faults.to_dict()),
+            drawn_case.seed,
+        )
+        assert judged_in_full(read_back) == judged_in_full(drawn_case)
     report, run = run_case(case, frozenset())
     assert report.coverage[FULL_CHECKS] == 1
     assert isinstance(run, WorldRun)

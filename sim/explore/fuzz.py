@@ -12,6 +12,7 @@ line and a closing summary), the pytest fuzz suite and ``semsim mutants``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import traceback
@@ -92,15 +93,21 @@ class RunReport:
 
 def judged_in_full(case: Case) -> bool:
     """Whether a semaphore case is judged with the checker's full checks whatever was asked: one
-    seed in ``FULL_CHECKS_EVERY`` (the last of each ``FULL_CHECKS_EVERY``: 3, 7, 11, ...).
+    case in ``FULL_CHECKS_EVERY``, by a digest of the whole case.
 
     The checks read incrementally (a mirror of the holder's rows, kept readings of the clients'
     storage); the full checks read the same from scratch beside them, and a disagreement is the
     ``checker`` verdict. Fuzzing correct code cannot show a check that judges too little; this
-    sample of every campaign's runs can. The rule is the case's own (its seed), so a campaign,
-    its shrinking and a replay of its case all judge a case alike, on any number of workers.
+    sample of every campaign's runs can. The rule is the case's own, so a campaign, its
+    shrinking and a replay of its case all judge a case alike, on any number of workers. It
+    reads the whole case, not its seed alone: Hypothesis draws few distinct seeds (14-19 in a
+    50-run campaign, seed 0 in a fifth of the runs), so a rule on the seed judged one run in
+    ten in full, and a whole family of neighbouring cases alike (docs/BENCHMARKS.md).
     """
-    return case.config.design.name == "semaphore" and case.seed % FULL_CHECKS_EVERY == FULL_CHECKS_EVERY - 1
+    if case.config.design.name != "semaphore":
+        return False
+    digest = hashlib.sha256(json.dumps(case.to_dict(), sort_keys=True).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % FULL_CHECKS_EVERY == FULL_CHECKS_EVERY - 1
 
 
 def run_case(
