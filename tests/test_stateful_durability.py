@@ -68,3 +68,25 @@ def test_the_machine_reaches_every_path() -> None:
         _run_variant(name)
     missing = [name for name in MUST_REACH if not REACH[name]]
     assert not missing, (missing, dict(REACH))
+
+
+def test_a_zombie_report_whose_permit_starts_its_rows_next_attempt_is_still_fenced() -> None:
+    """Drawn by the ``semsim-ci`` profile in one process (2026-12-04; the draws move with the
+    modules loaded). With one permit, op-1's first attempt takes it as it is registered; the
+    alarm pass that runs then listed op-0 and op-1 as due, and its one lane waits for the permit.
+    op-1's attempt times out and its handler runs on (a zombie) holding it. Its report frees the
+    permit, the lane finds op-0 settled and claims op-1's next attempt (claimAttempt does not look
+    at next_attempt_at): the row moves by the claim, not by the report, which the fence keeps out."""
+    machine = type("OnePermit", (DurabilityMachine,), VARIANTS["one-permit"])()
+    machine.register_new(id="op-0", n=0)
+    machine.evict()  # op-0's attempt runs on in the retired instance
+    machine.register_new(id="op-1", n=0)
+    [attempt] = [live for live in machine.running_here() if live.id == "op-1"]
+    machine.now = attempt.timeout_at_ms
+    machine.absorb(machine.shell.engine.advance(machine.now))
+    assert machine.shell.engine.is_zombie(attempt)
+    before = REACH["report freed a permit for the same row"]
+    machine.teardown()  # the stale report, then the zombie's, then the drain
+    assert REACH["report freed a permit for the same row"] == before + 1
+    row = machine.shell.row("op-1")
+    assert (row.status, row.attempt, row.result) == ("completed", 2, '"op-1#2"')
