@@ -55,10 +55,10 @@ from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.examples import fuzz_examples
 from semsim.explore.fuzz import Campaign, RunReport, campaign
 from semsim.explore.mutants import why_drawn_runs_miss
+from semsim.harness.catalog import MUTANTS, mutant
 from semsim.harness.variants import find_variant
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
-from semsim.world.mutant_catalog import MUTANTS, mutant
 
 MODES = ("drawn", "scenarios")
 #: docs/MUTANTS.md's section lies between these lines.

@@ -1,12 +1,15 @@
-"""Builders shared by the core tests: holders on in-memory SQLite and wire messages."""
+"""Builders shared by the tests: holders on in-memory SQLite, wire messages, the row mirror's
+tables, and the project's bindings (to show a planted bug rebinds only what it claims)."""
 
 from __future__ import annotations
 
 import itertools
 import sqlite3
+import sys
 from typing import Any
 
 from semaphore_core import Event, Holder, HolderConfig
+from semaphore_core.store import GRANTS, LEASES
 
 
 def ids(prefix: str = "id") -> Any:
@@ -129,3 +132,36 @@ class OveraskJudge:
         self.checker.on_request(Request(now, key, request.client_id, request))
         assert all(name == "no_overask" for name, _ in self.found), self.found
         return self.found[0][1] if self.found else None
+
+
+def mirror_store() -> sqlite3.Connection:
+    """A connection with the holder's grant and lease tables, as the checkers' row mirror reads them."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(
+        f"CREATE TABLE {GRANTS} (grant_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
+        "claimed INTEGER, released INTEGER, created_at INTEGER, expires_at INTEGER)"
+    )
+    conn.execute(
+        f"CREATE TABLE {LEASES} (lease_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
+        "released INTEGER, created_at INTEGER, expires_at INTEGER, retired INTEGER)"
+    )
+    return conn
+
+
+def bindings() -> dict[tuple[str, str], object]:
+    """Every attribute of every project module, and of every class defined in one."""
+    seen: dict[tuple[str, str], object] = {}
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or module_name.split(".")[0] not in ("semaphore_core", "semsim"):
+            continue
+        for attr, value in vars(module).items():
+            seen[module_name, attr] = value
+            if isinstance(value, type) and value.__module__ == module_name:
+                for member, member_value in vars(value).items():
+                    seen[f"{module_name}.{attr}", member] = member_value
+    return seen
+
+
+def changed_bindings(before: dict[tuple[str, str], object]) -> set[tuple[str, str]]:
+    after = bindings()
+    return {key for key in before.keys() | after.keys() if before.get(key) is not after.get(key)}

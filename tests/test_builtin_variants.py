@@ -19,11 +19,11 @@ from semaphore_core.fixes import ALL_FIXES, CLAIMS_RESPECT_THE_LIMIT, KNOWN_FIXE
 from semsim.cli.main import main
 from semsim.explore.fuzz import KNOWN_FINDINGS, RunReport, campaign, load_case, run_case
 from semsim.explore.strategies import Case
+from semsim.harness.catalog import MUTANTS, mutant
 from semsim.harness.run import run_world
 from semsim.harness.variants import EVERY_FIX, VariantLookupError, builtin, find_variant
 from semsim.runtime.kernel import Limits
 from semsim.scenarios import SCENARIOS
-from semsim.world.mutant_catalog import MUTANTS, mutant
 from semsim.world.variant import REFERENCE, Variant
 from tests.installed import install_entry_points
 

@@ -25,8 +25,8 @@ import pytest
 from semaphore_core.protocol import parse_message
 from semsim.cli.main import parsers
 from semsim.explore.fuzz import CASE_FORMAT, KNOWN_FINDINGS, load_case
+from semsim.harness.catalog import MUTANTS
 from semsim.scenarios import SCENARIOS
-from semsim.world.mutant_catalog import MUTANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Built from parts so that this file does not match itself.

@@ -41,6 +41,7 @@ from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Workload
+from tests.helpers import mirror_store
 
 #: Cases drawn with a bug planted in a test (not in the catalog): they hold only with it planted.
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "planted"
@@ -286,7 +287,7 @@ def test_a_lease_that_grows_back_is_seen_in_both_modes(monkeypatch: pytest.Monke
 def test_the_oracle_charges_a_grant_as_the_full_checks_query_does(
     permits: int, claimed: int, released: int, expires_at: int, now: int
 ) -> None:
-    conn = _store()
+    conn = mirror_store()
     conn.execute(
         f"INSERT INTO {GRANTS} VALUES ('g', 'c', 'a', ?, ?, ?, 0, ?)",
         (permits, claimed, released, expires_at),
@@ -305,19 +306,6 @@ def test_the_oracle_charges_a_grant_as_the_full_checks_query_does(
 # --- the mirror itself -------------------------------------------------------------------------
 
 
-def _store() -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute(
-        f"CREATE TABLE {GRANTS} (grant_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
-        "claimed INTEGER, released INTEGER, created_at INTEGER, expires_at INTEGER)"
-    )
-    conn.execute(
-        f"CREATE TABLE {LEASES} (lease_id TEXT PRIMARY KEY, client_id TEXT, grp TEXT, permits INTEGER, "
-        "released INTEGER, created_at INTEGER, expires_at INTEGER, retired INTEGER)"
-    )
-    return conn
-
-
 def _grant(
     conn: sqlite3.Connection, grant_id: str, group: str, permits: int, claimed: int, expires: int
 ) -> None:
@@ -328,7 +316,7 @@ def _grant(
 
 
 def test_the_mirror_sees_inserts_updates_and_deletes_and_names_what_changed() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     assert mirror.refresh(0).after == {"grants": {}, "leases": {}}  # the first refresh reads everything
     _grant(conn, "g1", "a", 3, 0, 100)
@@ -348,7 +336,7 @@ def test_the_mirror_sees_inserts_updates_and_deletes_and_names_what_changed() ->
 
 
 def test_a_rolled_back_transaction_changes_nothing_in_the_mirror() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     mirror.refresh(0)
     conn.execute("BEGIN")
@@ -360,7 +348,7 @@ def test_a_rolled_back_transaction_changes_nothing_in_the_mirror() -> None:
 
 
 def test_a_recreated_table_makes_the_mirror_reread_everything_and_keep_tracking() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     mirror.refresh(0)
     _grant(conn, "g1", "a", 3, 0, 100)
@@ -379,7 +367,7 @@ def test_tables_created_after_the_mirror_are_picked_up() -> None:
     mirror = RowMirror(conn)
     assert mirror.refresh(0).after == {"grants": {}, "leases": {}}
     conn.close()
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     mirror.refresh(0)
     _grant(conn, "g1", "a", 3, 0, 100)
@@ -387,7 +375,7 @@ def test_tables_created_after_the_mirror_are_picked_up() -> None:
 
 
 def test_the_totals_follow_claim_deadlines_without_any_write() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     _grant(conn, "g1", "a", 5, 2, 100)  # 3 unclaimed stop counting at 100
     _grant(conn, "g2", "a", 2, 2, 50)  # fully claimed: the deadline changes nothing
@@ -441,7 +429,7 @@ def test_the_checkers_keep_client_reads_outside_the_debug_mode_only() -> None:
 
 
 def test_a_table_renamed_and_kept_leaves_no_trigger_standing_in_for_the_new_one() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     mirror.refresh(0)
     conn.execute(f"ALTER TABLE {GRANTS} RENAME TO kept_grants")  # the old triggers follow it
@@ -454,7 +442,7 @@ def test_a_table_renamed_and_kept_leaves_no_trigger_standing_in_for_the_new_one(
 
 
 def test_a_mirror_refuses_to_refresh_inside_a_transaction() -> None:
-    conn = _store()
+    conn = mirror_store()
     mirror = RowMirror(conn)
     mirror.refresh(0)
     conn.execute("SAVEPOINT s")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from semaphore_core.protocol import (
 from semaphore_core.queue import QueueClient, QueueItem
 from semsim.harness.run import WorldRun
 from semsim.world.mutant_catalog import MUTANTS, Mutant, mutant
-from tests.helpers import holder, ids, request, sync
+from tests.helpers import bindings, changed_bindings, holder, ids, request, sync
 from tests.operation_worlds import WORLDS as OPERATION_WORLDS
 
 TTL = 60_000
@@ -616,55 +615,36 @@ def test_the_mutant_changes_what_it_claims_and_the_original_comes_back(name: str
     assert scenario.run() == scenario.faithful
 
 
-def _bindings() -> dict[tuple[str, str], object]:
-    """Every attribute of every project module, and of every class defined in one."""
-    seen: dict[tuple[str, str], object] = {}
-    for module_name, module in sorted(sys.modules.items()):
-        if module is None or module_name.split(".")[0] not in ("semaphore_core", "semsim"):
-            continue
-        for attr, value in vars(module).items():
-            seen[module_name, attr] = value
-            if isinstance(value, type) and value.__module__ == module_name:
-                for member, member_value in vars(value).items():
-                    seen[f"{module_name}.{attr}", member] = member_value
-    return seen
-
-
-def _changed(before: dict[tuple[str, str], object]) -> set[tuple[str, str]]:
-    after = _bindings()
-    return {key for key in before.keys() | after.keys() if before.get(key) is not after.get(key)}
-
-
 @pytest.mark.parametrize("mutant_", MUTANTS, ids=lambda m: m.name)
 def test_the_patch_rebinds_only_the_holders_code_and_restores_every_binding(mutant_: Mutant) -> None:
-    before = _bindings()
+    before = bindings()
     assert any(module.startswith("semsim.check.") for module, _ in before)  # the checkers are watched
     with mutant_.patch():
-        changed = _changed(before)
+        changed = changed_bindings(before)
     assert changed, "the patch rebound nothing"
     # The checkers read their own modules' names, HolderStore and Holder.usage: never mutated.
     assert not any(module.startswith("semsim.check.") for module, _ in changed)
     assert not any(module == "semaphore_core.store.HolderStore" for module, _ in changed)
     assert ("semaphore_core.holder.Holder", "usage") not in changed
-    assert _changed(before) == set()
+    assert changed_bindings(before) == set()
 
 
 def test_a_block_that_raises_is_restored_too() -> None:
-    before = _bindings()
+    before = bindings()
     with pytest.raises(RuntimeError, match="boom"), mutant("limit-off-by-one").patch():
         raise RuntimeError("boom")
-    assert _changed(before) == set()
+    assert changed_bindings(before) == set()
     assert limit_off_by_one() == [("g", 3)]
 
 
 def test_mutants_nest_and_unwind_in_order() -> None:
-    before = _bindings()
+    before = bindings()
     with mutant("limit-off-by-one").patch(), mutant("group-ceiling-ignored").patch():
         h = holder(limit=3, group_limit=lambda g: 1)
         [reply] = h.run_round([request("a", [("g", 9, 0)])], now=0)
         assert _grants(reply) == [("g", 4)]  # both bugs at once: no group cap, one extra permit
         assert limit_off_by_one() == [("g", 4)]
-    assert _changed(before) == set()
+    assert changed_bindings(before) == set()
     assert group_ceiling_ignored() == [("small", 2)]
 
 
@@ -682,8 +662,8 @@ def _missing_target() -> Iterator[None]:
 
 @pytest.mark.usefixtures("_missing_target")
 def test_a_missing_target_fails_loudly_and_undoes_what_it_did() -> None:
-    before = _bindings()
+    before = bindings()
     missing = r"semaphore_core\.holder\.allocate does not exist"
     with pytest.raises(AttributeError, match=missing), mutant("limit-off-by-one").patch():
         pass  # pragma: no cover
-    assert _changed(before) == set()
+    assert changed_bindings(before) == set()

@@ -24,12 +24,13 @@ from semsim.cli.main import main
 from semsim.explore.fuzz import Campaign
 from semsim.explore.mutant_layers import NOT_RUN, SURVIVED, LayerVerdict
 from semsim.explore.mutants import FuzzResult, MutantResult
+from semsim.harness.catalog import MUTANTS, mutant
 from semsim.harness.run import HolderSpec, WorldConfig, run_world
 from semsim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError
 from semsim.scenarios import SCENARIOS
 from semsim.world.faults import FaultPlan
 from semsim.world.forger import GRANT_LIES
-from semsim.world.mutant_catalog import MUTANTS, Mutant, mutant
+from semsim.world.mutant_catalog import Mutant
 from semsim.world.workload import Arrival, Workload
 from tests.helpers import NoLockstep
 

@@ -296,7 +296,10 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
     mutants = command(
         "mutants",
         help="run every layer of the suite against each protocol mutant and print the kill table",
-        description="Apply each catalogued mutant of semaphore_core and report which layers kill it.",
+        description=(
+            "Apply each catalogued mutant (a planted bug in semaphore_core, the world or the "
+            "checkers) and report which layers kill it."
+        ),
     )
     mutants.add_argument("--only", metavar="A,B", help="run only these mutants")
     mutants.add_argument("--markdown", type=_path, metavar="F.md", help="write the table here")

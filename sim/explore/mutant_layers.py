@@ -39,7 +39,7 @@ from typing import Final
 
 import attrs
 
-from semsim.world.mutant_catalog import mutant
+from semsim.harness.catalog import mutant
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 #: The layers, in the order they run and appear in the table.

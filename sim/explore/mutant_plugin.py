@@ -15,7 +15,7 @@ from typing import Final
 
 import pytest
 
-from semsim.world.mutant_catalog import mutant
+from semsim.harness.catalog import mutant
 
 _STACK_KEY: Final = pytest.StashKey[contextlib.ExitStack]()
 

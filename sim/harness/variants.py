@@ -23,8 +23,8 @@ import functools
 from typing import Final
 
 from semaphore_core.fixes import ALL_FIXES, KNOWN_FIXES
+from semsim.harness.catalog import MUTANTS
 from semsim.inputs.references import ReferenceLookupError, did_you_mean, entry_points, find_named
-from semsim.world.mutant_catalog import MUTANTS
 from semsim.world.variant import REFERENCE, Variant
 
 #: The entry-point group installed packages register their variants under.

@@ -131,7 +131,9 @@ def _rebound(rebinds: Sequence[Rebind]) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def _patcher(*rebinds: Rebind) -> Callable[[], contextlib.AbstractContextManager[None]]:
+def patcher(*rebinds: Rebind) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """A mutant's ``patch``: each ``(owner, name, make)`` rebound for the block, and put back after
+    (``_rebound``). Public for the catalogs above this layer (``semsim.check.planted``)."""
     return lambda: _rebound(rebinds)
 
 
@@ -863,127 +865,127 @@ _FROM_THE_REFERENCE: Final[tuple[Mutant, ...]] = (
     Mutant(
         "claim-deadline-off-by-one",
         "a claim arriving exactly at the claim deadline is accepted in full (> where the reference has >=)",
-        _patcher((grants_module, "effective_permits", _claim_deadline_exclusive)),
+        patcher((grants_module, "effective_permits", _claim_deadline_exclusive)),
     ),
     Mutant(
         "reclaim-deadline-off-by-one",
         "reclaim takes only grants whose deadline has passed by a millisecond, not those due now",
-        _patcher(*_everywhere(_GRANT_REPORT_USERS, "reclaim", _reclaim_deadline_exclusive)),
+        patcher(*_everywhere(_GRANT_REPORT_USERS, "reclaim", _reclaim_deadline_exclusive)),
     ),
     Mutant(
         "lease-expiry-off-by-one",
         "the lease pass retires an unreported lease a millisecond after its expiry, not at it",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_expiry_exclusive)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_expiry_exclusive)),
     ),
     Mutant(
         "group-policy-per-demand",
         "group policies are resolved again for every demand instead of once per round",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _policy_per_demand)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _policy_per_demand)),
     ),
     Mutant(
         "group-limit-zero-unlimited",
         "a group limit of 0 is read as no group limit",
-        _patcher((holder_module, "group_policy", _group_limit_zero_unlimited)),
+        patcher((holder_module, "group_policy", _group_limit_zero_unlimited)),
     ),
     Mutant(
         "limit-zero-rejected",
         "a limit of 0 fails the round instead of admitting nothing",
-        _patcher((holder_module, "resolve_limit", _limit_zero_rejected)),
+        patcher((holder_module, "resolve_limit", _limit_zero_rejected)),
     ),
     Mutant(
         "usage-available-ignores-footprint",
         "usage().available in strict mode does not subtract the lease footprint",
-        _patcher((holder_module.Holder, "_grant_room", _available_ignores_footprint)),
+        patcher((holder_module.Holder, "_grant_room", _available_ignores_footprint)),
     ),
     Mutant(
         "usage-available-ignores-reserve",
         "usage().available in under mode is counted from the limit, not limit - reserve",
-        _patcher((holder_module.Holder, "_grant_room", _available_ignores_reserve)),
+        patcher((holder_module.Holder, "_grant_room", _available_ignores_reserve)),
     ),
     Mutant(
         "usage-wire-drops-zero-group-limit",
         "usage's wire form leaves out a group limit of 0, as if the group were unlimited",
-        _patcher((Usage, "to_wire", _usage_wire_drops_zero_limit)),
+        patcher((Usage, "to_wire", _usage_wire_drops_zero_limit)),
     ),
     Mutant(
         "ties-by-code-point",
         "equally old demand is ordered by clientId code points instead of localeCompare",
-        _patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_by_code_point)),
+        patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_by_code_point)),
     ),
     Mutant(
         "ties-case-blind",
         "ids that differ only in case tie, so arrival order decides instead of localeCompare",
-        _patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_case_blind)),
+        patcher(*_everywhere((rounds_module, leases_module), "locale_key", _ties_case_blind)),
     ),
     Mutant(
         "strict-lease-budget-net",
         "the strict lease pass is handed capacity net of live footprint and nets it out again",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _strict_lease_budget_net)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _strict_lease_budget_net)),
     ),
     Mutant(
         "release-only-report-not-persisted",
         "a grant report that only advances released (claimed unchanged) is not written",
-        _patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _release_only_not_persisted)),
+        patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _release_only_not_persisted)),
     ),
     Mutant(
         "sync-ignores-lease-reports",
         "a sync applies grant reports only; its lease reports are dropped",
-        _patcher((holder_module.Holder, "sync_message", _sync_ignores_lease_reports)),
+        patcher((holder_module.Holder, "sync_message", _sync_ignores_lease_reports)),
     ),
     Mutant(
         "alarm-ignores-partly-claimed",
         "the alarm follows only grants with nothing claimed, not every grant with unclaimed permits",
-        _patcher((holder_module.Holder, "next_alarm_at", _alarm_ignores_partly_claimed)),
+        patcher((holder_module.Holder, "next_alarm_at", _alarm_ignores_partly_claimed)),
     ),
     Mutant(
         "rebuilt-holder-drops-retired-leases",
         "a rebuilt holder instance deletes retired leases, losing footprint that survived the eviction",
-        _patcher((holder_module.Holder, "__init__", _rebuilt_drops_retired_leases)),
+        patcher((holder_module.Holder, "__init__", _rebuilt_drops_retired_leases)),
     ),
     Mutant(
         "migration-down-keeps-claim-index",
         "migration 0002's down path leaves an index behind, so migrating up again fails",
-        _patcher((migrations_module, "SEMAPHORE_MIGRATIONS", _down_keeps_claim_index)),
+        patcher((migrations_module, "SEMAPHORE_MIGRATIONS", _down_keeps_claim_index)),
     ),
     Mutant(
         "reply-omits-empty-leases",
         "a round reply leaves out leases (and contended) when the list is empty, though the request asked",
-        _patcher((PermitGrant, "to_wire", _reply_omits_empty_leases)),
+        patcher((PermitGrant, "to_wire", _reply_omits_empty_leases)),
     ),
     Mutant(
         "parse-empty-leases-as-plain",
         "a request whose leases list is empty is parsed as a plain client's",
-        _patcher((protocol_module, "_reports", _empty_leases_as_plain)),
+        patcher((protocol_module, "_reports", _empty_leases_as_plain)),
     ),
     Mutant(
         "parse-accepts-negative-counts",
         "parsing accepts negative counts (demand, claimed, released, drawn)",
-        _patcher((protocol_module, "_integer", _negative_counts_accepted)),
+        patcher((protocol_module, "_integer", _negative_counts_accepted)),
     ),
     Mutant(
         "queue-reports-assumed-delivered",
         "the queue counts its reports acknowledged when sent, so a lost request is never resent",
-        _patcher((QueueClient, "sent", _reports_assumed_delivered)),
+        patcher((QueueClient, "sent", _reports_assumed_delivered)),
     ),
     Mutant(
         "queue-demand-counts-running",
         "the queue's demand counts items already running, asking again for permits it holds",
-        _patcher((QueueClient, "build_request", _demand_counts_running)),
+        patcher((QueueClient, "build_request", _demand_counts_running)),
     ),
     Mutant(
         "queue-released-permit-drawn-again",
         "a lease permit released by its item can be drawn again (leases are one-shot)",
-        _patcher((QueueClient, "draw_leases", _released_permit_drawn_again)),
+        patcher((QueueClient, "draw_leases", _released_permit_drawn_again)),
     ),
     Mutant(
         "engine-without-fallback",
         "the engine hands a throwing alarm to the platform instead of arming its own fallback",
-        _patcher((Engine, "_arm_fallback_alarm", _engine_without_fallback)),
+        patcher((Engine, "_arm_fallback_alarm", _engine_without_fallback)),
     ),
     Mutant(
         "engine-pushes-alarm-later",
         "every commit rewrites the alarm to its target, pushing a pending reclaim later",
-        _patcher((Engine, "_alarm_target", _alarm_pushed_later)),
+        patcher((Engine, "_alarm_target", _alarm_pushed_later)),
     ),
 )
 
@@ -994,47 +996,47 @@ _FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
     Mutant(
         "report-lowers-high-water",
         "a stale grant report rewinds claimed/released, so the marks are not monotone",
-        _patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _report_lowers_high_water)),
+        patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _report_lowers_high_water)),
     ),
     Mutant(
         "released-not-clamped-to-claimed",
         "a grant report's released is clamped to the grant's permits instead of to claimed",
-        _patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _released_not_clamped_to_claimed)),
+        patcher(*_everywhere(_GRANT_REPORT_USERS, "apply_grant_reports", _released_not_clamped_to_claimed)),
     ),
     Mutant(
         "reclaim-takes-claimed",
         "reclaim deletes an expired grant outright, taking back its claimed, running permits too",
-        _patcher(*_everywhere(_GRANT_REPORT_USERS, "reclaim", _reclaim_takes_claimed)),
+        patcher(*_everywhere(_GRANT_REPORT_USERS, "reclaim", _reclaim_takes_claimed)),
     ),
     Mutant(
         "strict-forgets-lease-footprint",
         "in strict mode the grant pass ignores live lease footprint, so grants plus leases pass the limit",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _strict_forgets_footprint)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _strict_forgets_footprint)),
     ),
     Mutant(
         "under-reserve-takes-last-permit",
         "the under reserve is capped at the limit, not limit - 1, so plain clients can get no permit",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "budgets", _under_takes_last_permit)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "budgets", _under_takes_last_permit)),
     ),
     Mutant(
         "unknown-lease-debt-dropped",
         "a reported lease the holder does not know is not charged against the lease budget",
-        _patcher(*_everywhere(_LEASE_REPORT_USERS, "apply_lease_reports", _unknown_debt_dropped)),
+        patcher(*_everywhere(_LEASE_REPORT_USERS, "apply_lease_reports", _unknown_debt_dropped)),
     ),
     Mutant(
         "expired-lease-footprint-dropped",
         "the lease pass deletes an expired lease instead of retiring it, dropping its footprint",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _expired_footprint_dropped)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _expired_footprint_dropped)),
     ),
     Mutant(
         "oldest-first-reversed",
         "demand is served newest first instead of oldest first, in the grant and the lease pass",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _oldest_first_reversed)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _oldest_first_reversed)),
     ),
     Mutant(
         "group-ceiling-ignored",
         "the grant pass ignores group limits (the lease pass still honours them)",
-        _patcher(
+        patcher(
             *_everywhere(_ALLOCATE_USERS, "allocate", _group_ceiling_ignored),
             *_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_pass_sees_group_limits),
         ),
@@ -1042,37 +1044,37 @@ _FIRST_CATALOG: Final[tuple[Mutant, ...]] = (
     Mutant(
         "claim-window-not-enforced",
         "a claim after the grant's deadline (not yet reclaimed) is accepted in full and answered ok",
-        _patcher((grants_module, "effective_permits", _claim_window_ignored)),
+        patcher((grants_module, "effective_permits", _claim_window_ignored)),
     ),
     Mutant(
         "alarm-armed-before-round-writes",
         "a round arms the alarm from the rows before its writes, so its new grants commit without one",
-        _patcher((Engine, "transaction", _alarm_armed_before_writes)),
+        patcher((Engine, "transaction", _alarm_armed_before_writes)),
     ),
     Mutant(
         "reports-after-allocation",
         "a round allocates demand before applying its grant and lease reports",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _reports_after_allocation)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _reports_after_allocation)),
     ),
     Mutant(
         "limit-off-by-one",
         "the allocator computes its room from limit + 1, so one permit too many is handed out",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _limit_off_by_one)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _limit_off_by_one)),
     ),
     Mutant(
         "contended-never-set",
         "rounds never mark replies contended, so clients never return idle lease headroom",
-        _patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _contended_never_set)),
+        patcher(*_everywhere(_ALLOCATE_USERS, "allocate", _contended_never_set)),
     ),
     Mutant(
         "alarm-latest-deadline",
         "the alarm is armed for the latest claim deadline instead of the earliest",
-        _patcher((holder_module.Holder, "next_alarm_at", _alarm_latest_deadline)),
+        patcher((holder_module.Holder, "next_alarm_at", _alarm_latest_deadline)),
     ),
     Mutant(
         "retired-report-shrinks-to-released",
         "a retired lease report shrinks the lease to released, not drawn, settling running permits",
-        _patcher(
+        patcher(
             *_everywhere(_LEASE_REPORT_USERS, "apply_lease_reports", _retired_report_shrinks_to_released)
         ),
     ),
@@ -1128,27 +1130,27 @@ _FOR_THE_OPERATIONS: Final[tuple[Mutant, ...]] = (
     Mutant(
         "retry-after-last-attempt",
         "decideRetry compares attempt > maxAttempts, so the last attempt's failure schedules a retry",
-        _patcher((Engine, "_decide_retry", _retry_after_last_attempt)),
+        patcher((Engine, "_decide_retry", _retry_after_last_attempt)),
     ),
     Mutant(
         "claim-one-attempt-too-many",
         "claimAttempt allows attempt <= maxAttempts, so a lost last attempt runs once more",
-        _patcher((engine_module, "claim_attempt", _claims_one_attempt_too_many)),
+        patcher((engine_module, "claim_attempt", _claims_one_attempt_too_many)),
     ),
     Mutant(
         "handoff-arms-no-alarm",
         "an alarm pass that hands off returns without arming a fresh alarm for its running work",
-        _patcher((Engine, "_arm_for_handoff", _handoff_arms_no_alarm)),
+        patcher((Engine, "_arm_for_handoff", _handoff_arms_no_alarm)),
     ),
     Mutant(
         "payload-compared-as-text",
         "a re-registration's payload is compared as text, so one in another key order is refused",
-        _patcher((operations_module, "canonical", _payload_compared_as_text)),
+        patcher((operations_module, "canonical", _payload_compared_as_text)),
     ),
     Mutant(
         "idempotency-key-per-attempt",
         "the handler keys each attempt's call apart (id:attempt), so the API takes every attempt's effect",
-        _patcher((client_object_module, "api_request", _idempotency_key_per_attempt)),
+        patcher((client_object_module, "api_request", _idempotency_key_per_attempt)),
     ),
 )
 
@@ -1158,22 +1160,22 @@ _FOR_THE_ALLOCATION_CHECKS: Final[tuple[Mutant, ...]] = (
     Mutant(
         "lease-share-not-capped",
         "the lease pass's equal share is not capped at permits_per_lease",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_share_not_capped)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_share_not_capped)),
     ),
     Mutant(
         "lease-candidates-newest-first",
         "the lease pass serves the newest demand first, so when short the oldest get no lease",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_candidates_newest_first)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_candidates_newest_first)),
     ),
     Mutant(
         "lease-ignores-group-room",
         "with within_group_limit a lease is sized by the share alone, not by the group limit's room",
-        _patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_ignores_group_room)),
+        patcher(*_everywhere(_LEASE_PASS_USERS, "allocate_leases", _lease_ignores_group_room)),
     ),
     Mutant(
         "client-asks-for-held-capacity",
         "a client's demand counts its claimed and running items too, asking again for what it holds",
-        _patcher((queue_module.QueueClient, "build_request", _asks_for_held_capacity)),
+        patcher((queue_module.QueueClient, "build_request", _asks_for_held_capacity)),
     ),
 )
 
@@ -1183,13 +1185,21 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     *_FOR_THE_ALLOCATION_CHECKS,
     *_FOR_THE_OPERATIONS,
 )
-_BY_NAME: Final[Mapping[str, Mutant]] = {m.name: m for m in MUTANTS}
-assert len(_BY_NAME) == len(MUTANTS), "mutant names must be unique"
 
 
-def mutant(name: str) -> Mutant:
-    """The catalogued mutant called ``name``; ValueError listing the known names otherwise."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise ValueError(f"unknown mutant {name!r}; known mutants: {', '.join(_BY_NAME)}") from None
+def by_name(mutants: Sequence[Mutant]) -> Callable[[str], Mutant]:
+    """The lookup of a catalog: the mutant called ``name``, or ValueError listing the known names."""
+    found: dict[str, Mutant] = {m.name: m for m in mutants}
+    assert len(found) == len(mutants), "mutant names must be unique"
+
+    def lookup(name: str) -> Mutant:
+        try:
+            return found[name]
+        except KeyError:
+            raise ValueError(f"unknown mutant {name!r}; known mutants: {', '.join(found)}") from None
+
+    return lookup
+
+
+#: The catalogued mutant called ``name``; ValueError listing the known names otherwise.
+mutant: Final = by_name(MUTANTS)
