@@ -252,12 +252,16 @@ class DurabilityMachine(RuleBasedStateMachine):
             REACH["stale report landed"] += 1
         if not current or zombie:
             after = self.shell.row(attempt.id)
-            if any(started.id == attempt.id for started in step.started):
+            restarted = [started for started in step.started if started.id == attempt.id]
+            if restarted:
                 # The permit the report freed went to a waiting lane of a pass that listed this row
                 # as due before this attempt ran: that lane claimed its next attempt (claimAttempt
                 # does not look at next_attempt_at), which moves the attempt count and nothing else.
                 REACH["report freed a permit for the same row"] += 1
-                assert after.attempt == row.attempt + 1, "fenced: the row's next attempt is the only change"
+                [claimed] = restarted
+                assert row.status == "pending", "fenced: a settled row was claimed again"
+                assert (claimed.attempt, claimed.generation) == (row.attempt + 1, row.generation_id)
+                assert after.attempt == claimed.attempt, "fenced: the row's next attempt is the only change"
                 after = attrs.evolve(after, attempt=row.attempt)
             assert after == row, "fenced: a stale or zombie report changed the row"
 

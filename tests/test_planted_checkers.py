@@ -19,15 +19,17 @@ from semsim.world import mutant_catalog
 from tests.helpers import bindings, mirror_store
 
 
-def outstanding_at_the_deadline() -> tuple[int, list[str]]:
-    """A grant of 5 with 2 claimed, due at 100: what the mirror counts outstanding at 100, and
-    which deadlines the refresh at 100 reports."""
+def outstanding_at_the_deadline() -> tuple[int, list[str], int, list[str]]:
+    """A grant of 5 with 2 claimed, due at 100: what the mirror counts outstanding at 100 and
+    which deadlines the refresh at 100 reports; then the same at 101."""
     conn = mirror_store()
     mirror = RowMirror(conn)
     conn.execute(f"INSERT INTO {GRANTS} VALUES ('g1', 'c', 'a', 5, 2, 0, 0, 100)")
     mirror.refresh(0)
-    deadlines = mirror.refresh(100).deadlines
-    return mirror.totals(100).granted, deadlines
+    at_deadline = mirror.refresh(100).deadlines
+    outstanding = mirror.totals(100).granted
+    after = mirror.refresh(101).deadlines
+    return outstanding, at_deadline, mirror.totals(101).granted, after
 
 
 def footprint_after_a_report() -> int:
@@ -42,7 +44,8 @@ def footprint_after_a_report() -> int:
 
 
 SCENARIOS: dict[str, tuple[Callable[[], object], object, object]] = {
-    "mirror-deadline-late": (outstanding_at_the_deadline, (2, ["g1"]), (5, [])),
+    # A millisecond late, not never: at 101 the mirror has caught up.
+    "mirror-deadline-late": (outstanding_at_the_deadline, (2, ["g1"], 2, []), (5, [], 2, ["g1"])),
     "mirror-footprint-ignores-updates": (footprint_after_a_report, 1, 4),
 }
 
@@ -79,3 +82,8 @@ def test_the_catalog_joins_the_holders_mutants_and_the_checkers() -> None:
         catalog.mutant("nope")
     # Found by name wherever a variant is named: semsim fuzz --variant mutant/NAME.
     assert find_variant("mutant/mirror-deadline-late").patch is CHECKER_MUTANTS[0].patch
+
+
+def test_a_catalog_with_two_mutants_of_one_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="mutant names must be unique"):
+        mutant_catalog.by_name((CHECKER_MUTANTS[0], CHECKER_MUTANTS[0]))

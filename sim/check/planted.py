@@ -23,6 +23,7 @@ joins the two.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from semsim.check.row_mirror import RowMirror, Rows
@@ -58,7 +59,7 @@ def _footprint_on_insert_and_delete(original: UpdateTotals) -> UpdateTotals:
     return _update_totals
 
 
-def _rebind(name: str, make: Callable[[Any], Any]) -> Callable[[], Any]:
+def _rebind(name: str, make: Callable[[Any], Any]) -> Callable[[], AbstractContextManager[None]]:
     return patcher((RowMirror, name, make))
 
 

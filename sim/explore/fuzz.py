@@ -57,7 +57,7 @@ CASE_FORMAT: Final = "semsim-case/1"
 #: two minutes at most (docs/BENCHMARKS.md).
 SHRINK_BUDGET_EVENTS: Final = 1_000_000
 MAX_CASE_BYTES: Final = 1_000_000
-#: One semaphore case in this many (by seed) is judged with the checker's full checks too
+#: One semaphore case in this many (by a digest of the case) is judged with the checker's full checks too
 #: (:func:`judged_in_full`): they cost some 7% more CPU per run (docs/BENCHMARKS.md).
 FULL_CHECKS_EVERY: Final = 4
 
@@ -98,15 +98,19 @@ def judged_in_full(case: Case) -> bool:
     The checks read incrementally (a mirror of the holder's rows, kept readings of the clients'
     storage); the full checks read the same from scratch beside them, and a disagreement is the
     ``checker`` verdict. Fuzzing correct code cannot show a check that judges too little; this
-    sample of every campaign's runs can. The rule is the case's own, so a campaign, its
-    shrinking and a replay of its case all judge a case alike, on any number of workers. It
-    reads the whole case, not its seed alone: Hypothesis draws few distinct seeds (14-19 in a
-    50-run campaign, seed 0 in a fifth of the runs), so a rule on the seed judged one run in
-    ten in full, and a whole family of neighbouring cases alike (docs/BENCHMARKS.md).
+    sample of every campaign's runs can. The rule is the case's own, so a campaign and a replay
+    of its case judge a case alike, on any number of workers. It reads the world (seed, config,
+    faults), not the seed alone: Hypothesis draws few distinct seeds (14-19 in a 50-run
+    campaign, seed 0 in a fifth of the runs), so a rule on the seed judged one run in ten in
+    full, and a whole family of neighbouring cases alike (docs/BENCHMARKS.md). Not the variant
+    or the user's invariants: a planted bug's campaign judges in full the runs the reference's
+    does. The cost: a shrink candidate is judged in full one time in four, so a ``checker``
+    failure shrinks less far than others (the case it keeps still fails).
     """
     if case.config.design.name != "semaphore":
         return False
-    digest = hashlib.sha256(json.dumps(case.to_dict(), sort_keys=True).encode()).digest()
+    world = {"seed": case.seed, "config": case.config.to_dict(), "faults": case.faults.to_dict()}
+    digest = hashlib.sha256(json.dumps(world, sort_keys=True).encode()).digest()
     return int.from_bytes(digest[:8], "big") % FULL_CHECKS_EVERY == FULL_CHECKS_EVERY - 1
 
 

@@ -14,7 +14,8 @@ What cannot be loaded is a :class:`VariantLookupError` saying which and why.
 
 semsim's own come first (:func:`builtin`): ``reference``; ``every-fix`` and
 ``fix/NAME``, the reference with its opt-in fixes (docs/FINDINGS.md);
-``mutant/NAME``, each planted bug of :mod:`semsim.world.mutant_catalog`.
+``mutant/NAME``, each planted bug of :mod:`semsim.harness.catalog` (the world's catalog and
+the checkers' own).
 """
 
 from __future__ import annotations

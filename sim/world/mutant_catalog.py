@@ -1190,7 +1190,8 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
 def by_name(mutants: Sequence[Mutant]) -> Callable[[str], Mutant]:
     """The lookup of a catalog: the mutant called ``name``, or ValueError listing the known names."""
     found: dict[str, Mutant] = {m.name: m for m in mutants}
-    assert len(found) == len(mutants), "mutant names must be unique"
+    if len(found) != len(mutants):
+        raise ValueError(f"mutant names must be unique: {sorted(m.name for m in mutants)}")
 
     def lookup(name: str) -> Mutant:
         try:
