@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
+import semaphore_core.durability.engine as engine_module
 from semaphore_core.durability import AttemptSettled, AttemptStarted, Terminal
 from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.events import OperationEntity
@@ -114,9 +115,17 @@ def started(attempt: int, t: int = 0) -> AttemptStarted:
     return AttemptStarted(entity=ENTITY, timestamp=t, attempt=attempt)
 
 
-def settled(attempt: int, outcome: Any, t: int = 0, next_at: int | None = None) -> AttemptSettled:
+def settled(
+    attempt: int, outcome: Any, t: int = 0, next_at: int | None = None, error: str | None = None
+) -> AttemptSettled:
     return AttemptSettled(
-        entity=ENTITY, timestamp=t, attempt=attempt, duration_ms=0, outcome=outcome, next_attempt_at=next_at
+        entity=ENTITY,
+        timestamp=t,
+        attempt=attempt,
+        duration_ms=0,
+        outcome=outcome,
+        error=None if error is None else SerializedError(name=error, message="boom"),
+        next_attempt_at=next_at,
     )
 
 
@@ -130,6 +139,9 @@ def test_a_run_within_its_attempts_is_heard_without_a_violation() -> None:
         settled(3, "failed", 50),
     )
     heard(started(1), Terminal(entity=ENTITY, timestamp=5, attempt=3, error=ERROR))
+    # decideRetry fails these at once, attempts left or not.
+    for error in ("NonRetryableError", "DurableResultSerializationError", "DurableRetryPolicyError"):
+        heard(started(1), settled(1, "failed", 5, error=error))
 
 
 @pytest.mark.parametrize(
@@ -149,6 +161,10 @@ def test_a_run_within_its_attempts_is_heard_without_a_violation() -> None:
         (
             (started(1), settled(1, "retry_scheduled", 5, 4)),
             "retry_before_last: .* at 4, before the failure at 5",
+        ),
+        (
+            (started(2), settled(2, "failed", 5, error="DurableAttemptTimeoutError")),
+            "retry_before_last: .* failed for good at attempt 2 of 3 .* with DurableAttemptTimeoutError",
         ),
     ],
 )
@@ -180,3 +196,15 @@ def test_effect_once_counts_an_operation_under_every_key() -> None:
         check.on_api(call)
     check.on_api(attrs.evolve(call, idempotent=False))  # a non-idempotent API promises nothing
     check.on_api(attrs.evolve(call, operation_effects=1))
+
+
+def test_a_retryable_failure_treated_as_terminal_stops_a_world_on_retry_before_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The converse of a retry after the last attempt: an engine that fails every error at once
+    (as if each were a NonRetryableError) gives up on an operation with attempts left."""
+    assert run_world(*every_attempt_fails(), seed=1).result.outcome == "completed"
+    monkeypatch.setattr(engine_module, "is_non_retryable", lambda error: True)
+    run = run_world(*every_attempt_fails(), seed=1)
+    assert run.result.invariant == "retry_before_last", run.result
+    assert "failed for good at attempt 1 of" in run.result.detail

@@ -45,7 +45,11 @@ BUILTIN: Final = (
         "safety",
         "an operation's attempts stay within maxAttempts, and none starts once it ended",
     ),
-    Builtin("retry_before_last", "safety", "a retry is scheduled only before the last attempt"),
+    Builtin(
+        "retry_before_last",
+        "safety",
+        "a retryable failure before the last attempt is retried, and only such a failure",
+    ),
     Builtin(
         "handoff_alarm", "safety", "after an alarm pass hands off, an alarm is set within alarmMinDelayMs"
     ),
