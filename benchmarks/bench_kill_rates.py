@@ -30,7 +30,6 @@ them, so a lever is judged on the cases it changed.
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import math
@@ -55,7 +54,7 @@ from semsim.check.invariants import SEMAPHORE_FINDINGS
 from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.fuzz import RunReport, campaign, run_case
-from semsim.explore.strategies import QUIET_MS, Case, _spread
+from semsim.explore.strategies import QUIET_MS, Case, _drawn_for
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
 from semsim.world.faults import Eviction, Rollback
@@ -110,13 +109,6 @@ def _fewer_items(most: int) -> Callable[[Case], Case]:
     return arm
 
 
-@functools.cache
-def _drawn_integer(count: int) -> dict[int, int]:
-    """The integer drawn for each moment in ``[0, count)``: ``strategies._spread`` undone."""
-    spread = _spread(count)
-    return {spread(integer): integer for integer in range(count)}
-
-
 def _start_edge(every: int) -> Callable[[Case], Case]:
     """A timed fault whose drawn integer is a multiple of ``every`` strikes at that integer over
     ``every`` ms instead of its spread moment: a run's first seconds as an edge of their own,
@@ -127,7 +119,7 @@ def _start_edge(every: int) -> Callable[[Case], Case]:
     def arm(case: Case) -> Case:
         faults = case.faults
         phase_ms = case.config.duration_ms - QUIET_MS
-        at_moment, at_start = _drawn_integer(phase_ms), _drawn_integer(phase_ms - 1)
+        at_moment, at_start = _drawn_for(phase_ms), _drawn_for(phase_ms - 1)
 
         def moved(at_ms: int, drawn: dict[int, int] = at_moment) -> int:
             integer = drawn[at_ms]

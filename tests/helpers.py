@@ -6,10 +6,13 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semaphore_core import Event, Holder, HolderConfig
 from semaphore_core.store import GRANTS, LEASES
+
+if TYPE_CHECKING:
+    from semsim.explore.strategies import Case
 
 
 def ids(prefix: str = "id") -> Any:
@@ -165,3 +168,17 @@ def bindings() -> dict[tuple[str, str], object]:
 def changed_bindings(before: dict[tuple[str, str], object]) -> set[tuple[str, str]]:
     after = bindings()
     return {key for key in before.keys() | after.keys() if before.get(key) is not after.get(key)}
+
+
+def fault_times(case: Case) -> list[int]:
+    """When each of ``case``'s timed faults strikes, or starts."""
+    faults = case.faults
+    return [
+        *(eviction.at_ms for eviction in faults.evictions),
+        *(rollback.at_ms for rollback in faults.rollbacks),
+        *(change.at_ms for change in faults.limit_changes),
+        *(change.at_ms for change in faults.group_limit_changes),
+        *(cancel.at_ms for cancel in faults.cancels),
+        *(window.start_ms for window in faults.partitions),
+        *(fault.start_ms for fault in faults.input_faults),
+    ]

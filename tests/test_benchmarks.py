@@ -10,8 +10,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from semsim.explore.strategies import QUIET_MS, Case
+from semsim.explore.strategies import QUIET_MS
 from semsim.inputs.commands import EXIT_BROKEN_PIPE, UsageError
+from tests.helpers import fault_times
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -228,25 +229,10 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
         arm = kr.ARMS["start-edge-4"](case)
         assert arm.config == case.config
         assert arm.seed == case.seed
-        before, after = _fault_times(case), _fault_times(arm)
+        before, after = sorted(fault_times(case)), sorted(fault_times(arm))
         assert len(before) == len(after)
         assert all(at_ms < (case.config.duration_ms - QUIET_MS) / 4 for at_ms in set(after) - set(before))
     assert any(kr.ARMS["start-edge-4"](case) != case for case in cases)
-
-
-def _fault_times(case: Case) -> list[int]:
-    faults = case.faults
-    return sorted(
-        [
-            *(eviction.at_ms for eviction in faults.evictions),
-            *(rollback.at_ms for rollback in faults.rollbacks),
-            *(change.at_ms for change in faults.limit_changes),
-            *(change.at_ms for change in faults.group_limit_changes),
-            *(cancel.at_ms for cancel in faults.cancels),
-            *(window.start_ms for window in faults.partitions),
-            *(window.start_ms for window in faults.input_faults),
-        ]
-    )
 
 
 def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:

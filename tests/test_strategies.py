@@ -10,7 +10,6 @@ in the changelog that campaigns draw other cases from the same seeds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections import Counter
@@ -19,8 +18,9 @@ import attrs
 
 from semaphore_core.fixes import ALL_FIXES
 from semsim.explore.fuzz import RunReport, campaign
-from semsim.explore.strategies import DELAY_TICK_MS, QUIET_MS, Case, _spread
+from semsim.explore.strategies import DELAY_TICK_MS, QUIET_MS, Case, _drawn_for
 from semsim.world.faults import Eviction
+from tests.helpers import fault_times
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each.
 DRAWN_DIGEST = "43b138e8b2952c6f5dbfb44ab34b7f70c5091d2e9f193072723a4af21e8a551d"
@@ -43,22 +43,13 @@ def _drawn(seed: int, fixes: tuple[str, ...]) -> list[Case]:
     return seen
 
 
-@functools.cache
-def _drawn_integer(count: int) -> dict[int, int]:
-    """The integer drawn for each moment in ``[0, count)``: ``_spread`` undone."""
-    spread = _spread(count)
-    drawn = {spread(integer): integer for integer in range(count)}
-    assert len(drawn) == count  # a bijection: every moment can be drawn
-    return drawn
-
-
 def _as_drawn_before(case: Case) -> str:
     """``case`` without the choices taken from drawn values, as JSON: steady input faults, each
     rollback the holder eviction it came from, no delivery tick, each time the integer drawn
     for it, and no window's end (see ``BEFORE_DIGEST``)."""
     faults = case.faults
     phase_ms = case.config.duration_ms - QUIET_MS
-    moment, starting = _drawn_integer(phase_ms), _drawn_integer(phase_ms - 1)
+    moment, starting = _drawn_for(phase_ms), _drawn_for(phase_ms - 1)
     rolled = tuple(Eviction(f"holder:{rollback.key}", rollback.at_ms) for rollback in faults.rollbacks)
     evictions = tuple(attrs.evolve(e, at_ms=moment[e.at_ms]) for e in faults.evictions + rolled)
     before = attrs.evolve(
@@ -111,7 +102,7 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
                     assert rollback.at_ms % 2 == 1, rollback
                     deploys[True] += 1
                 phase_ms = case.config.duration_ms - QUIET_MS
-                for at_ms in _fault_times(case):
+                for at_ms in fault_times(case):
                     tenths[at_ms * 10 // phase_ms] += 1
     assert drawn == 180
     assert digest.hexdigest() == DRAWN_DIGEST
@@ -126,17 +117,3 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     # draws an integer, 69% of them struck in the first tenth.
     assert set(tenths) == set(range(10)), tenths
     assert max(tenths.values()) < sum(tenths.values()) / 5, tenths
-
-
-def _fault_times(case: Case) -> list[int]:
-    """When each of ``case``'s timed faults strikes, or starts."""
-    faults = case.faults
-    return [
-        *(eviction.at_ms for eviction in faults.evictions),
-        *(rollback.at_ms for rollback in faults.rollbacks),
-        *(change.at_ms for change in faults.limit_changes),
-        *(change.at_ms for change in faults.group_limit_changes),
-        *(cancel.at_ms for cancel in faults.cancels),
-        *(window.start_ms for window in faults.partitions),
-        *(fault.start_ms for fault in faults.input_faults),
-    ]

@@ -46,14 +46,10 @@ def _deadline_late(original: Advance) -> Advance:
 
 
 def _footprint_on_insert_and_delete(original: UpdateTotals) -> UpdateTotals:
-    def _update_totals(
-        self: RowMirror, before: Rows, after: Rows, ids: dict[str, list[str]], now: int
-    ) -> None:
+    def _update_totals(self: RowMirror, before: Rows, after: Rows, ids: Changed, now: int) -> None:
         # MUTATION: the lease footprint's running sum moves when a lease row is inserted or deleted,
         # not when a report updates one (released permits, a retired lease's shrunken permits).
-        leases = [
-            i for i in ids["leases"] if before["leases"].get(i) is None or after["leases"].get(i) is None
-        ]
+        leases = [i for i in ids["leases"] if i not in before["leases"] or i not in after["leases"]]
         original(self, before, after, {**ids, "leases": leases}, now)
 
     return _update_totals

@@ -302,6 +302,17 @@ def _spread(count: int) -> Callable[[int], int]:
 
 
 @functools.cache
+def _drawn_for(count: int) -> dict[int, int]:
+    """``_spread(count)`` undone: the integer drawn for each moment in ``[0, count)``. For what
+    pairs a case with its draws (tests/test_strategies.py, benchmarks/bench_kill_rates.py);
+    cached, as a campaign's phases are few."""
+    spread = _spread(count)
+    drawn = {spread(integer): integer for integer in range(count)}
+    assert len(drawn) == count, "the spread is a bijection"
+    return drawn
+
+
+@functools.cache
 def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str, ...]) -> _PlanStrategies:
     """Built once per kind of world (a handful in all), as the configuration's are (see above)."""
     at = st.integers(0, phase_ms - 1)
