@@ -78,6 +78,13 @@ QUEUED_BY_GROUP: Final = (
     "SELECT grp, count(*) FROM durability_semaphore_queue_items "
     "WHERE key = ? AND status = 'queued' GROUP BY grp"
 )
+#: When the oldest item of key ``?`` and group ``?`` still queued arrived: one ``(enqueued_at,)``
+#: row, or none. Items are inserted as they arrive, so the first by ``seq`` is the oldest (an
+#: index probe, whatever the backlog: the items' index on ``(key, status, grp)`` ends in ``seq``).
+OLDEST_QUEUED: Final = (
+    "SELECT enqueued_at FROM durability_semaphore_queue_items "
+    "WHERE key = ? AND status = 'queued' AND grp = ? ORDER BY seq LIMIT 1"
+)
 #: The same for every key: ``(key, grp, count)`` rows, unordered.
 QUEUED_BY_KEY_AND_GROUP: Final = (
     "SELECT key, grp, count(*) FROM main.durability_semaphore_queue_items "
@@ -107,6 +114,7 @@ ALL: Final = {
     "IDLE_HEADROOM": (IDLE_HEADROOM, ("acct", 0)),
     "EXPIRY_DUE": (EXPIRY_DUE, (0,)),
     "QUEUED_BY_GROUP": (QUEUED_BY_GROUP, ("acct",)),
+    "OLDEST_QUEUED": (OLDEST_QUEUED, ("acct", "wf-1")),
     "QUEUED_BY_KEY_AND_GROUP": (QUEUED_BY_KEY_AND_GROUP, ()),
     "LEASE_HEADROOM_BY_GROUP": (LEASE_HEADROOM_BY_GROUP, ("acct", 0)),
 }

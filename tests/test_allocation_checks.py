@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import semsim.check.lockstep
@@ -390,3 +391,36 @@ def test_replay_judges_every_round_of_recorded_traffic(
     with mutant(name).patch():
         assert main(["replay", example]) == 1
     assert f"VIOLATED {invariant} at " in capsys.readouterr().out
+
+
+def test_no_overask_fails_on_demand_dated_by_a_younger_item() -> None:
+    """The holder serves oldest demand first across clients: the date must be the oldest item's."""
+    queue = QueueClient(sqlite3.connect(":memory:"), "a")
+    queue.enqueue([QueueItem("item-0", KEY, "g")], now=10)
+    queue.enqueue([QueueItem("item-1", KEY, "g")], now=20)
+    checks = OveraskJudge(queue._conn)
+    assert checks(KEY, queue.build_request(KEY, now=30), now=30) is None
+    assert checks(KEY, _request("a", [("g", 2, 20)]), now=30) == (
+        f"{KEY}: a dated its demand in g 20, but its oldest queued item there arrived at 10"
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_queue_that_dates_demand_by_its_newest_item_stops_a_simulated_run(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The literal model judges the holder, not the queue: only this check sees the wrong date."""
+    faithful = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
+    assert faithful.result.outcome == "completed", faithful.result
+    build = QueueClient.build_request
+
+    def newest_first(self: QueueClient, key: str, now: int) -> PermitRequest:
+        request = build(self, key, now)
+        groups = self._state.queued.get(key) or {}
+        demand = tuple(attrs.evolve(d, oldest_at=groups[d.group][-1][0]) for d in request.demand)
+        return attrs.evolve(request, demand=demand)
+
+    monkeypatch.setattr(QueueClient, "build_request", newest_first)
+    planted = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
+    assert (planted.result.outcome, planted.result.invariant) == ("violation", NO_OVERASK), planted.result
+    assert "dated its demand in" in planted.result.detail

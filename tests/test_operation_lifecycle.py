@@ -10,6 +10,7 @@ real). The checkers' own edges are shown on events written by hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -19,17 +20,26 @@ import semaphore_core.durability.engine as engine_module
 from semaphore_core.durability import AttemptSettled, AttemptStarted, Terminal
 from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.events import OperationEntity
+from semsim.check.alarm_follows_work import AlarmFollowsWork, Reconciled
 from semsim.check.attempts_bounded import AttemptsBounded
 from semsim.check.effect_once import EffectOnce
 from semsim.check.events import ApiCallChange, Operation
 from semsim.check.handoff_alarm import Handoff, HandoffAlarm
+from semsim.check.invariants import Monitor
 from semsim.check.retry_before_last import RetryBeforeLast
-from semsim.harness.run import WorldConfig, run_world
+from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.scenarios.operations import one_job
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.operations import OperationsSpec
-from tests.operation_worlds import WORLDS, every_attempt_fails, evicted_at, handoff_world, repeating
+from tests.operation_worlds import (
+    WORLDS,
+    every_attempt_fails,
+    evicted_at,
+    handoff_world,
+    repeating,
+    run_story,
+)
 
 
 @pytest.mark.parametrize("name", sorted(WORLDS))
@@ -208,3 +218,81 @@ def test_a_retryable_failure_treated_as_terminal_stops_a_world_on_retry_before_l
     run = run_world(*every_attempt_fails(), seed=1)
     assert run.result.invariant == "retry_before_last", run.result
     assert "failed for good at attempt 1 of" in run.result.detail
+
+
+@pytest.mark.parametrize(
+    ("alarm_ms", "pending_ms", "broken"),
+    [
+        (15_000, 0, False),
+        (15_001, 0, True),
+        (None, 0, True),
+        (None, None, False),
+        (40_000, None, False),  # nothing pending: an alarm left over wakes the object for nothing
+        (30_000, 30_000, False),
+        (30_001, 30_000, True),
+    ],
+)
+def test_the_reconciled_alarm_bound(alarm_ms: int | None, pending_ms: int | None, broken: bool) -> None:
+    check = AlarmFollowsWork(fail)
+    reconciled = Reconciled(
+        t_ms=0, object="client-0", alarm_ms=alarm_ms, pending_ms=pending_ms, alarm_min_delay_ms=15_000
+    )
+    if broken:
+        with pytest.raises(Failed, match="alarm_follows_work: client-0: work pending at"):
+            check.on_reconciled(reconciled)
+    else:
+        check.on_reconciled(reconciled)
+
+
+def _latest_participant(self: engine_module.Engine) -> tuple[int | None, int | None]:
+    """``reconcile``'s reading with the latest participant's time for the earliest (a lost min)."""
+    readings = [self._pending_times(participant) for participant in self._participants]
+    physical = [p for p, _ in readings if p is not None]
+    timers = [t for _, t in readings if t is not None]
+    return max(physical, default=None), max(timers, default=None)
+
+
+def _never_pulled_in(self: engine_module.Engine, physical_next_at: int, current: int | None) -> int | None:
+    """``reconcile``'s decision without ``currentAlarm > target``: a later alarm is kept."""
+    target = max(physical_next_at, self.now_ms + self.options.alarm_min_delay_ms)
+    return target if current is None or current < physical_next_at else None
+
+
+def _retrying_job() -> WorldRun:
+    return run_world(*every_attempt_fails(), seed=1)
+
+
+def _burst() -> WorldRun:
+    return run_story("over-burst")
+
+
+@pytest.mark.parametrize(
+    ("attribute", "broken", "world"),
+    [("_targets", _latest_participant, _retrying_job), ("_alarm_target", _never_pulled_in, _burst)],
+    ids=["reads-the-latest-participant", "never-pulls-the-alarm-in"],
+)
+def test_a_client_alarm_reconciled_past_its_work_stops_a_world_on_alarm_follows_work(
+    monkeypatch: pytest.MonkeyPatch, attribute: str, broken: Any, world: Callable[[], WorldRun]
+) -> None:
+    """A client object's scheduler arms one alarm for its queue and its operations: a reconcile
+    that arms it for the wrong participant (a job retrying while the queue waits), or keeps an
+    alarm later than the work now needs (a burst after a quiet spell), is judged at once, with
+    no eviction needed to show the work would wait."""
+    assert world().result.outcome == "completed"
+    monkeypatch.setattr(engine_module.Engine, attribute, broken)
+    run = world()
+    assert run.result.invariant == "alarm_follows_work", run.result
+    assert "client-" in run.result.detail
+
+
+def test_every_objects_reconciles_are_judged_holders_and_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    judged: list[str] = []
+    real = Monitor.reconciled
+
+    def heard(self: Monitor, object: str, *args: Any) -> None:
+        judged.append(object)
+        real(self, object, *args)
+
+    monkeypatch.setattr(Monitor, "reconciled", heard)
+    assert _retrying_job().result.outcome == "completed"
+    assert sorted(set(judged)) == ["client-0", "holder:acct"]

@@ -353,6 +353,9 @@ class Engine:
         self._pass_ids = 0
         self._out: Outbox | None = None
         self._now = 0
+        #: How many times ``reconcile`` ran on this instance: a read, for checkers (a step that
+        #: moved it left the alarm as reconcile decided).
+        self.reconciles = 0
         self._retired = False
 
     # --- steps ----------------------------------------------------------------------
@@ -557,9 +560,22 @@ class Engine:
         )
 
     def pending_at(self) -> int | None:
-        """The earliest time any participant has work pending (what ``reconcile`` arms the
-        physical alarm from), or None; a read, for checkers."""
-        return self._targets()[0]
+        """The earliest time any participant has work pending (what ``reconcile`` should arm the
+        physical alarm from), or None; a read, for checkers.
+
+        Read apart from ``reconcile``'s own reading (``_targets``): a checker
+        that holds the alarm against it judges that reading too.
+        """
+        times: list[int] = []
+        for participant in self._participants:
+            if participant.next_pending_at is not None:
+                at = participant.next_pending_at(self.conn)
+            else:
+                heads = pending_heads(self.conn, participant.table, 1)
+                at = heads[0][1] if heads else None
+            if at is not None:
+                times.append(at)
+        return min(times, default=None)
 
     def _alarm_target(self, physical_next_at: int, current: int | None) -> int | None:
         """The alarm ``reconcile`` writes, or None to leave ``current`` (lines 1309-1317)."""
@@ -572,6 +588,7 @@ class Engine:
     @js_async
     async def _reconcile(self, txn: TransactionAlarm) -> int | None:
         """``reconcile`` (lines 1284-1319): arm the physical alarm; return the early timer's time."""
+        self.reconciles += 1
         physical_next_at, timer_next_at = self._targets()
         current = await txn.get_alarm()
         if physical_next_at is None:
@@ -585,6 +602,7 @@ class Engine:
 
     def _reconcile_now(self) -> int | None:
         """``reconcile`` with no hop between its awaits (``transaction``'s synchronous form)."""
+        self.reconciles += 1
         physical_next_at, timer_next_at = self._targets()
         current = self._alarm.get_alarm()
         if physical_next_at is None:

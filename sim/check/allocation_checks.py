@@ -353,6 +353,32 @@ def overask_rule(
     return None
 
 
+def oldest_queued(conn: Any, key: str, groups: Sequence[str]) -> dict[str, int]:
+    """When the oldest still-queued item of each of ``groups`` arrived (a group with none is left out)."""
+    found: dict[str, int] = {}
+    for group in groups:
+        row = conn.execute(queue_reads.OLDEST_QUEUED, (key, group)).fetchone()
+        if row is not None:
+            found[group] = int(row[0])
+    return found
+
+
+def dating_rule(request: PermitRequest, oldest: Mapping[str, int]) -> str | None:
+    """``no_overask``'s second half: None if each demand is dated by its group's oldest queued item.
+
+    The holder serves demand oldest first across clients by ``oldestAt``
+    (seed 001, line 82: ``oldestAt: oldestEnqueuedAt``), so a request that
+    dates its demand by a younger item, or by none, is served out of turn.
+    """
+    for demand in request.demand:
+        if demand.count > 0 and oldest.get(demand.group) != demand.oldest_at:
+            return (
+                f"{request.client_id} dated its demand in {demand.group} {demand.oldest_at}, but its "
+                f"oldest queued item there arrived at {oldest.get(demand.group)}"
+            )
+    return None
+
+
 # --- one round, as a whole ------------------------------------------------------------------
 
 

@@ -54,6 +54,16 @@ BUILTIN: Final = (
         "handoff_alarm", "safety", "after an alarm pass hands off, an alarm is set within alarmMinDelayMs"
     ),
     Builtin(
+        "alarm_follows_work",
+        "safety",
+        "after each reconcile, an object's alarm is set no later than its earliest work needs",
+    ),
+    Builtin(
+        "replies_applied",
+        "safety",
+        "a client's leases follow each reply's echoes, and it returns idle leases when contended",
+    ),
+    Builtin(
         "registration_idempotent",
         "safety",
         "registering an operation again with an equal payload is accepted as a no-op",
@@ -64,7 +74,11 @@ BUILTIN: Final = (
     Builtin("operation_progress", "liveness", "once settled, no durable operation is still pending"),
     Builtin("reuse", "allocation", "capacity a report released is offered in the round that applies it"),
     Builtin("lease_fairness", "allocation", "each round issues exactly the reference's leases"),
-    Builtin("no_overask", "allocation", "a client never asks for more than its uncovered queued items"),
+    Builtin(
+        "no_overask",
+        "allocation",
+        "a client never asks for more than its uncovered queued items, dated by the oldest",
+    ),
 )
 
 

@@ -44,6 +44,7 @@ from semsim.check import client_reads, holder_reads
 from semsim.check import lockstep as lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.alarm_armed import AlarmArmed
+from semsim.check.alarm_follows_work import AlarmFollowsWork, Reconciled
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.attempts_bounded import AttemptsBounded
 from semsim.check.builtin import names
@@ -89,6 +90,7 @@ from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
 from semsim.check.reclaimed import Reclaimed
 from semsim.check.registration import RegistrationIdempotent
+from semsim.check.replies_applied import RepliesApplied
 from semsim.check.reports_monotone import ReportsMonotone
 from semsim.check.retry_before_last import RetryBeforeLast
 from semsim.check.reuse import Reuse
@@ -234,6 +236,8 @@ class Monitor:
             else (AttemptsBounded(self.fail, max_attempts), RetryBeforeLast(self.fail, max_attempts))
         )
         self._handoff_alarm = HandoffAlarm(self.fail)
+        self._alarm_follows_work = AlarmFollowsWork(self.fail)
+        self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
         self._effect_once = EffectOnce(self.fail)
         self._external_ceiling = ExternalCeiling(self.fail)
@@ -487,6 +491,15 @@ class Monitor:
         (:mod:`semsim.check.handoff_alarm`) judges the alarm the step left."""
         self._handoff_alarm.on_handoff(Handoff(self.sim.now(), client, alarm_ms, pending_ms, min_delay_ms))
 
+    def reconciled(
+        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+    ) -> None:
+        """``object``'s scheduler reconciled its alarm in a step: ``alarm_follows_work``
+        (:mod:`semsim.check.alarm_follows_work`) judges the alarm the step left."""
+        self._alarm_follows_work.on_reconciled(
+            Reconciled(self.sim.now(), object, alarm_ms, pending_ms, min_delay_ms)
+        )
+
     @_reads_storage
     def registration_refused(
         self, client: str, id: str, payload: Any, storage: sqlite3.Connection, error: str
@@ -560,6 +573,12 @@ class Monitor:
         sent = Request(self.sim.now(), key, client, request)
         self._no_overask.on_request(sent)
         self._tell("on_request", sent)
+
+    @_reads_storage
+    def reply_applied(self, client: str, key: str, reply: Any, conn: sqlite3.Connection) -> None:
+        """A client applied the holder's ``reply`` (the wire's dict) for ``key``; ``conn`` is its own
+        storage: ``replies_applied`` (:mod:`semsim.check.replies_applied`) judges what it holds now."""
+        self._replies_applied.on_reply_applied(self.sim.now(), client, key, reply, conn)
 
     def lease_expired(self, key: str, client: str = "") -> None:
         """A client retired a lease at its expiry: its report is on the way, so the run still moves

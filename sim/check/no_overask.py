@@ -1,4 +1,5 @@
-"""``no_overask``: a client never asks for more than its queued items no permit already covers.
+"""``no_overask``: a client never asks for more than its queued items no permit already covers,
+and dates each group's demand by its oldest queued item.
 
 Judged at every request a client sends, against its own storage as it
 sends it (the rule: :func:`~semsim.check.allocation_checks.overask_rule`).
@@ -8,7 +9,9 @@ key; from then on they are kept by triggers on its connection
 (:class:`~semsim.check.queued_counts.QueuedCounts`), so the check costs the
 same however long the backlog grows, and a short run (most of a fuzz
 campaign's) pays nothing for the triggers. The debug mode also counts them
-from the table and stops the run as ``checker`` if the two differ.
+from the table and stops the run as ``checker`` if the two differ. The
+oldest item of each group asked for is one index probe
+(:func:`~semsim.check.allocation_checks.oldest_queued`), whatever the backlog.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from semsim.check.allocation_checks import KEEP_COUNTS_FROM, NO_OVERASK, client_cover, overask_rule
+from semsim.check.allocation_checks import (
+    KEEP_COUNTS_FROM,
+    NO_OVERASK,
+    client_cover,
+    dating_rule,
+    oldest_queued,
+    overask_rule,
+)
 from semsim.check.checker import Checker, Fail
 from semsim.check.events import Request
 from semsim.check.queued_counts import QueuedCounts
@@ -26,7 +36,7 @@ class NoOverask(Checker):
     """Reads each requesting client's queue; keeps counts for clients with a long backlog."""
 
     name = NO_OVERASK
-    description = "a client never asks for more than its uncovered queued items"
+    description = "a client never asks for more than its uncovered queued items, dated by the oldest"
 
     def __init__(
         self,
@@ -61,5 +71,8 @@ class NoOverask(Checker):
                     key=key,
                 )
         broken = overask_rule(request.request, queued, headroom)
+        if broken is None:
+            groups = sorted({demand.group for demand in request.request.demand})
+            broken = dating_rule(request.request, oldest_queued(conn, key, groups))
         if broken is not None:
             self.fail(NO_OVERASK, f"{key}: {broken}", key=key)

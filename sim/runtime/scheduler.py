@@ -157,15 +157,20 @@ class DurabilityScheduler:
         fallback: bool = True,
         on_applied: Callable[[], None] | None = None,
         on_handoff: Callable[[int | None, int | None], None] | None = None,
+        on_reconciled: Callable[[int | None, int | None], None] | None = None,
     ) -> None:
         """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
         ``on_applied``: called after every step is done (a checker of the object's commits).
         ``on_handoff``: called after a step in which an alarm pass handed off, with the stored
-        alarm and the earliest pending work's time (a checker of ``armForHandoff``)."""
+        alarm and the earliest pending work's time (a checker of ``armForHandoff``).
+        ``on_reconciled``: the same two, after a step in which ``reconcile`` ran (a checker of
+        ``reconcile``)."""
         self.ctx = ctx
         self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options, on_abort=self._on_abort)
         self._on_applied = on_applied
         self._on_handoff = on_handoff
+        self._on_reconciled = on_reconciled
+        self._reconciles_seen = 0
         self.durability: Durability | None = None
         self._handler: Handler | None = None
         self._on_event = on_event
@@ -306,8 +311,13 @@ class DurabilityScheduler:
             self._on_handoff(ctx.get_alarm(), self.engine.pending_at())
         # A pass that threw and could not re-arm committed nothing, and the platform's retry
         # comes next: there is no commit to judge.
-        if self._on_applied is not None and not any(end.outcome == "failed" for end in step.alarm_ends):
+        if any(end.outcome == "failed" for end in step.alarm_ends):
+            return
+        if self._on_applied is not None:
             self._on_applied()
+        if self._on_reconciled is not None and self.engine.reconciles != self._reconciles_seen:
+            self._reconciles_seen = self.engine.reconciles
+            self._on_reconciled(ctx.get_alarm(), self.engine.pending_at())
 
     def _on_abort(self, attempt: Attempt, reason: BaseException) -> None:
         """The attempt's signal fires: its handler rejects now (``fetch`` rejects on abort), inside

@@ -97,6 +97,16 @@ class ClientMonitor(Protocol):
         """Registering operation ``id`` with ``payload`` was refused with ``error``."""
         ...
 
+    def reconciled(
+        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+    ) -> None:
+        """A step of the client's scheduler reconciled its alarm: the alarm the step left."""
+        ...
+
+    def reply_applied(self, client: str, key: str, reply: Any, conn: Any) -> None:
+        """The client applied the holder's ``reply`` (the wire's dict); ``conn``: its storage now."""
+        ...
+
 
 class ClientObject:
     """One live instance of a client object."""
@@ -151,6 +161,7 @@ class ClientObject:
             else operations.scheduler_options(ALARM_FLOOR_MS),
             on_event=self._lifecycle,
             on_handoff=None if monitor is None else self._handed_off,
+            on_reconciled=None if monitor is None else self._reconciled,
         )
         # As seed 000's JobShard builds them: the operations first, then the queue.
         self.jobs_run: Durability | None = (
@@ -375,6 +386,8 @@ class ClientObject:
         if key not in self.queue.dirty_keys():
             self._dirty_since.pop(key, None)
         self._apply(key, step, now)
+        if self.monitor is not None:
+            self.monitor.reply_applied(self.ctx.name, key, reply, self.ctx.storage)
 
     def _apply(self, key: str, step: Step, now: int) -> None:
         for grant, count in step.claims:
@@ -461,6 +474,11 @@ class ClientObject:
         assert self.monitor is not None
         options = self.scheduler.engine.options
         self.monitor.handed_off(self.ctx.name, alarm_ms, pending_ms, options.alarm_min_delay_ms)
+
+    def _reconciled(self, alarm_ms: int | None, pending_ms: int | None) -> None:
+        assert self.monitor is not None
+        options = self.scheduler.engine.options
+        self.monitor.reconciled(self.ctx.name, alarm_ms, pending_ms, options.alarm_min_delay_ms)
 
     def _lifecycle(self, event: Event) -> None:
         """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""

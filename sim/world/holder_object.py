@@ -121,6 +121,12 @@ class HolderMonitor(Protocol):
         self, key: str, requests: Sequence[PermitRequest], replies: Sequence[PermitGrant]
     ) -> None: ...
 
+    def reconciled(
+        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+    ) -> None:
+        """A step of the holder's scheduler reconciled its alarm: the alarm the step left."""
+        ...
+
 
 #: The holder as a participant of its object's scheduler: grants with unclaimed permits.
 GRANTS_TABLE: Final = DurableTable(name="durability_semaphore_grants", key="grant_id")
@@ -150,6 +156,11 @@ class HolderObject:
             SchedulerOptions(alarm_min_delay_ms=env.alarm_min_delay_ms),
             fallback=env.engine_fallback,
             on_applied=None if monitor is None else lambda: monitor.committed(key, self),
+            on_reconciled=None
+            if monitor is None
+            else lambda alarm_ms, pending_ms: monitor.reconciled(
+                ctx.name, alarm_ms, pending_ms, env.alarm_min_delay_ms
+            ),
         )
         #: Set while the platform's alarm() runs: a pass that starts otherwise is the early timer's.
         self._platform_alarm = False
