@@ -33,6 +33,7 @@ from semaphore_core.protocol import (
 from semaphore_core.queue import QueueClient, QueueItem
 from semaphore_core.usage import GroupUsage, Usage
 from semsim.check.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
+from semsim.check.events import Request
 from semsim.check.invariants import INVARIANTS
 from semsim.cli.main import main
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
@@ -421,6 +422,41 @@ def test_a_queue_that_dates_demand_by_its_newest_item_stops_a_simulated_run(
         return attrs.evolve(request, demand=demand)
 
     monkeypatch.setattr(QueueClient, "build_request", newest_first)
+    planted = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
+    assert (planted.result.outcome, planted.result.invariant) == ("violation", NO_OVERASK), planted.result
+    assert "dated its demand in" in planted.result.detail
+
+
+def test_no_overask_judges_the_demand_as_sent_on_the_wire() -> None:
+    """The holder receives the wire's dict: a demand serialised wrongly is judged, not the object."""
+    queue = QueueClient(sqlite3.connect(":memory:"), "a")
+    queue.enqueue([QueueItem("item-0", KEY, "g")], now=5_000)
+    request = queue.build_request(KEY, now=6_000)
+    judge = OveraskJudge(queue._conn)
+    assert judge.checker is not None
+    wire = request.to_wire()
+    judge.found.clear()
+    judge.checker.on_request(Request(6_000, KEY, "a", request, wire))
+    assert judge.found == []
+    in_seconds = {**wire, "demand": [{**wire["demand"][0], "oldestAt": 5}]}
+    judge.checker.on_request(Request(6_000, KEY, "a", request, in_seconds))
+    found = [detail for _, detail in judge.found]
+    assert found == [f"{KEY}: a dated its demand in g 5, but its oldest queued item there arrived at 5000"]
+    doubled = {**wire, "demand": [{**wire["demand"][0], "count": 2}]}
+    judge.found.clear()
+    judge.checker.on_request(Request(6_000, KEY, "a", request, doubled))
+    assert "a asked for 2 permits in g but only 1" in judge.found[0][1]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_demand_serialised_in_seconds_stops_a_simulated_run(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        Demand,
+        "to_wire",
+        lambda self: {"group": self.group, "count": self.count, "oldestAt": self.oldest_at // 1000},
+    )
     planted = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
     assert (planted.result.outcome, planted.result.invariant) == ("violation", NO_OVERASK), planted.result
     assert "dated its demand in" in planted.result.detail

@@ -35,7 +35,7 @@ from semaphore_core import queue_reads
 from semaphore_core.collation import locale_key
 from semaphore_core.config import LeaseOptions, Over, Strict, Under, budgets
 from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
-from semaphore_core.protocol import PermitGrant, PermitRequest
+from semaphore_core.protocol import Demand, PermitGrant, PermitRequest
 from semaphore_core.usage import Usage
 from semsim.check.queued_counts import QueuedCounts
 
@@ -351,6 +351,24 @@ def overask_rule(
                 f"queued items are uncovered ({waiting} queued, {undrawn} undrawn lease headroom)"
             )
     return None
+
+
+def as_sent(request: PermitRequest, wire: Any) -> PermitRequest:
+    """``request`` with its demand read back from ``wire``, the dict the holder receives (as built
+    when there is no wire, or its demand is not a list of well-formed entries: the holder's parser,
+    judged by the literal model, refuses those)."""
+    entries = wire.get("demand") if isinstance(wire, dict) else None
+    if not isinstance(entries, list):
+        return request
+    demand = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            return request
+        group, count, oldest_at = entry.get("group"), entry.get("count"), entry.get("oldestAt")
+        if not (isinstance(group, str) and type(count) is int and type(oldest_at) is int):
+            return request
+        demand.append(Demand(group=group, count=count, oldest_at=oldest_at))
+    return attrs.evolve(request, demand=tuple(demand))
 
 
 def oldest_queued(conn: Any, key: str, groups: Sequence[str]) -> dict[str, int]:

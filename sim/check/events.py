@@ -243,14 +243,18 @@ class Request:
     """``client`` is sending ``request`` for ``key`` (a round's request, not a sync), as it
     built it from its own queue at this moment.
 
-    As built, not as sent: a client that cannot take leases builds ``leases=()`` and the wire
-    drops the field, so the holder's parse of it (in :attr:`Round.requests`) has ``leases=None``.
+    ``request`` as built, not as sent: a client that cannot take leases builds ``leases=()`` and
+    the wire drops the field, so the holder's parse of it (in :attr:`Round.requests`) has
+    ``leases=None``. ``wire`` is what is sent: judge it to see what a serialiser got wrong.
     """
 
     t_ms: int
     key: str
     client: str
     request: PermitRequest
+    #: The request as it goes on the wire (the dict the holder receives), or None when the
+    #: sender gave none. ``no_overask`` judges this: a demand serialised wrongly is what counts.
+    wire: Any = None
 
 
 @attrs.frozen

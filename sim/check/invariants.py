@@ -492,13 +492,20 @@ class Monitor:
         self._handoff_alarm.on_handoff(Handoff(self.sim.now(), client, alarm_ms, pending_ms, min_delay_ms))
 
     def reconciled(
-        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+        self,
+        object: str,
+        alarm_ms: int | None,
+        pending_at: Callable[[], int | None],
+        min_delay_ms: int,
     ) -> None:
         """``object``'s scheduler reconciled its alarm in a step: ``alarm_follows_work``
-        (:mod:`semsim.check.alarm_follows_work`) judges the alarm the step left."""
-        self._alarm_follows_work.on_reconciled(
-            Reconciled(self.sim.now(), object, alarm_ms, pending_ms, min_delay_ms)
-        )
+        (:mod:`semsim.check.alarm_follows_work`) judges the alarm the step left. An alarm within
+        ``alarmMinDelayMs`` of now is within the bound whatever is pending, so the pending work
+        (a query per participant) is read only for a later alarm, or none."""
+        now = self.sim.now()
+        if alarm_ms is not None and alarm_ms <= now + min_delay_ms:
+            return
+        self._alarm_follows_work.on_reconciled(Reconciled(now, object, alarm_ms, pending_at(), min_delay_ms))
 
     @_reads_storage
     def registration_refused(
@@ -566,11 +573,14 @@ class Monitor:
         """One of semsim's own checkers hears ``event``; what it reads fails as ``checker``."""
         hook(event)
 
-    def requesting(self, client: str, key: str, request: PermitRequest, conn: sqlite3.Connection) -> None:
-        """A client sends a request for ``key``; ``conn`` is its own storage: ``no_overask``
-        (:mod:`semsim.check.no_overask`) judges it, then the user's checkers hear it."""
+    def requesting(
+        self, client: str, key: str, request: PermitRequest, conn: sqlite3.Connection, wire: Any = None
+    ) -> None:
+        """A client sends a request for ``key`` (``wire``: as serialised); ``conn`` is its own
+        storage: ``no_overask`` (:mod:`semsim.check.no_overask`) judges it, then the user's
+        checkers hear it."""
         self._client_storage[client] = conn
-        sent = Request(self.sim.now(), key, client, request)
+        sent = Request(self.sim.now(), key, client, request, wire)
         self._no_overask.on_request(sent)
         self._tell("on_request", sent)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from semsim.check.allocation_checks import (
     KEEP_COUNTS_FROM,
     NO_OVERASK,
+    as_sent,
     client_cover,
     dating_rule,
     oldest_queued,
@@ -54,7 +55,8 @@ class NoOverask(Checker):
         self._counts: dict[sqlite3.Connection, QueuedCounts] = {}
 
     def on_request(self, request: Request) -> None:
-        if not request.request.demand:
+        sent = as_sent(request.request, request.wire)  # judged as the holder receives it
+        if not sent.demand:
             return
         key, conn = request.key, self._storage(request.client)
         counts = self._counts.get(conn)
@@ -70,9 +72,9 @@ class NoOverask(Checker):
                     f"differ from the table's {counted[0]}",
                     key=key,
                 )
-        broken = overask_rule(request.request, queued, headroom)
+        broken = overask_rule(sent, queued, headroom)
         if broken is None:
-            groups = sorted({demand.group for demand in request.request.demand})
-            broken = dating_rule(request.request, oldest_queued(conn, key, groups))
+            groups = sorted({demand.group for demand in sent.demand})
+            broken = dating_rule(sent, oldest_queued(conn, key, groups))
         if broken is not None:
             self.fail(NO_OVERASK, f"{key}: {broken}", key=key)

@@ -157,14 +157,15 @@ class DurabilityScheduler:
         fallback: bool = True,
         on_applied: Callable[[], None] | None = None,
         on_handoff: Callable[[int | None, int | None], None] | None = None,
-        on_reconciled: Callable[[int | None, int | None], None] | None = None,
+        on_reconciled: Callable[[int | None, Callable[[], int | None]], None] | None = None,
     ) -> None:
         """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
         ``on_applied``: called after every step is done (a checker of the object's commits).
         ``on_handoff``: called after a step in which an alarm pass handed off, with the stored
         alarm and the earliest pending work's time (a checker of ``armForHandoff``).
-        ``on_reconciled``: the same two, after a step in which ``reconcile`` ran (a checker of
-        ``reconcile``)."""
+        ``on_reconciled``: after a step in which ``reconcile`` ran, with the stored alarm and a
+        read of the earliest pending work's time (a checker of ``reconcile``; the read costs a
+        query per participant, so it is the checker's to make only when it needs it)."""
         self.ctx = ctx
         self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options, on_abort=self._on_abort)
         self._on_applied = on_applied
@@ -317,7 +318,7 @@ class DurabilityScheduler:
             self._on_applied()
         if self._on_reconciled is not None and self.engine.reconciles != self._reconciles_seen:
             self._reconciles_seen = self.engine.reconciles
-            self._on_reconciled(ctx.get_alarm(), self.engine.pending_at())
+            self._on_reconciled(ctx.get_alarm(), self.engine.pending_at)
 
     def _on_abort(self, attempt: Attempt, reason: BaseException) -> None:
         """The attempt's signal fires: its handler rejects now (``fetch`` rejects on abort), inside

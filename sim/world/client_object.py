@@ -73,7 +73,9 @@ class ClientSettings:
 class ClientMonitor(Protocol):
     """What a checker is told by a client (``semsim.check.invariants.Monitor`` is one)."""
 
-    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any) -> None: ...
+    def requesting(self, client: str, key: str, request: PermitRequest, conn: Any, wire: Any = None) -> None:
+        """The client sends ``request`` for ``key`` (``wire``: as serialised); ``conn``: its storage."""
+        ...
 
     def admitted(
         self, key: str, group: str, *, client: str, item: str, grant: str | None, lease: str | None
@@ -98,9 +100,10 @@ class ClientMonitor(Protocol):
         ...
 
     def reconciled(
-        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+        self, object: str, alarm_ms: int | None, pending_at: Callable[[], int | None], min_delay_ms: int
     ) -> None:
-        """A step of the client's scheduler reconciled its alarm: the alarm the step left."""
+        """A step of the client's scheduler reconciled its alarm: the alarm the step left, and a
+        read of the earliest pending work's time."""
         ...
 
     def reply_applied(self, client: str, key: str, reply: Any, conn: Any) -> None:
@@ -358,11 +361,11 @@ class ClientObject:
     async def _exchange(self, key: str, kind: str) -> None:
         now = self.sim.now()
         message = self.queue.build_request(key, now) if kind == "request" else self.queue.build_sync(key, now)
-        if self.monitor is not None and isinstance(message, PermitRequest):
-            self.monitor.requesting(self.ctx.name, key, message, self.ctx.storage)
         wire = message.to_wire()
         if not self.settings.lease_capable:
             wire.pop("leases", None)
+        if self.monitor is not None and isinstance(message, PermitRequest):
+            self.monitor.requesting(self.ctx.name, key, message, self.ctx.storage, wire)
         changes = self.queue.sent(key, now)
         try:
             reply = await self.network.call(
@@ -475,10 +478,10 @@ class ClientObject:
         options = self.scheduler.engine.options
         self.monitor.handed_off(self.ctx.name, alarm_ms, pending_ms, options.alarm_min_delay_ms)
 
-    def _reconciled(self, alarm_ms: int | None, pending_ms: int | None) -> None:
+    def _reconciled(self, alarm_ms: int | None, pending_at: Callable[[], int | None]) -> None:
         assert self.monitor is not None
         options = self.scheduler.engine.options
-        self.monitor.reconciled(self.ctx.name, alarm_ms, pending_ms, options.alarm_min_delay_ms)
+        self.monitor.reconciled(self.ctx.name, alarm_ms, pending_at, options.alarm_min_delay_ms)
 
     def _lifecycle(self, event: Event) -> None:
         """Seed 000's ``onLifecycleEvent``: a finished operation gives its permit back."""

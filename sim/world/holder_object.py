@@ -23,7 +23,7 @@ callbacks answer the same with or without a model beside the holder.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
@@ -122,9 +122,10 @@ class HolderMonitor(Protocol):
     ) -> None: ...
 
     def reconciled(
-        self, object: str, alarm_ms: int | None, pending_ms: int | None, min_delay_ms: int
+        self, object: str, alarm_ms: int | None, pending_at: Callable[[], int | None], min_delay_ms: int
     ) -> None:
-        """A step of the holder's scheduler reconciled its alarm: the alarm the step left."""
+        """A step of the holder's scheduler reconciled its alarm: the alarm the step left, and a
+        read of the earliest pending work's time."""
         ...
 
 
@@ -158,8 +159,8 @@ class HolderObject:
             on_applied=None if monitor is None else lambda: monitor.committed(key, self),
             on_reconciled=None
             if monitor is None
-            else lambda alarm_ms, pending_ms: monitor.reconciled(
-                ctx.name, alarm_ms, pending_ms, env.alarm_min_delay_ms
+            else lambda alarm_ms, pending_at: monitor.reconciled(
+                ctx.name, alarm_ms, pending_at, env.alarm_min_delay_ms
             ),
         )
         #: Set while the platform's alarm() runs: a pass that starts otherwise is the early timer's.
