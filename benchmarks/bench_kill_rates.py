@@ -55,6 +55,7 @@ from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.fuzz import RunReport, campaign, run_case
 from semsim.explore.strategies import QUIET_MS, Case, _drawn_for
+from semsim.harness.catalog import mutant
 from semsim.inputs.commands import UsageError, output_file, run_printing
 from semsim.inputs.files import write_text_whole
 from semsim.world.faults import Eviction, Rollback
@@ -358,7 +359,16 @@ def main() -> None:
         seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds: integers separated by commas, got {args.seeds!r}")
-    names = [REFERENCE, *variant_names(parser, args)]
+    asked = variant_names(parser, args)
+    # The sample is the semaphore's reference campaign: a design's planted bug runs in its own
+    # design's campaigns (bench_time_to_bug.py measures those).
+    of_designs = [n for n in asked if ":" not in n and mutant(n).design != "semaphore"]
+    if of_designs and args.only is not None:
+        parser.error(
+            f"--only: {of_designs[0]} is a planted bug of the {mutant(of_designs[0]).design} design; "
+            "kill rates sample the semaphore's campaign (bench_time_to_bug.py measures the designs')"
+        )
+    names = [REFERENCE, *(n for n in asked if n not in of_designs)]
     baseline = _read(parser, "--baseline", args.baseline) if args.baseline is not None else None
     if args.json is not None:
         try:

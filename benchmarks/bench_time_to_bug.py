@@ -48,13 +48,11 @@ from typing import Any, NoReturn
 
 import attrs
 
-from semaphore_core.fixes import ALL_FIXES
-from semsim.check.invariants import SEMAPHORE_FINDINGS
 from semsim.cli.main import runs_arg
 from semsim.explore.campaigns import default_workers, local_pool
 from semsim.explore.examples import fuzz_examples
 from semsim.explore.fuzz import Campaign, RunReport, campaign
-from semsim.explore.mutants import why_drawn_runs_miss
+from semsim.explore.mutants import fuzz_campaigns, why_drawn_runs_miss
 from semsim.harness.catalog import MUTANTS, mutant
 from semsim.harness.variants import find_variant
 from semsim.inputs.commands import UsageError, output_file, run_printing
@@ -94,12 +92,10 @@ def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
     """One job: the mutant ``name``'s campaigns under ``seed`` in ``mode`` (module docstring);
     a ``module:attribute`` name is a team's variant, run as it is."""
     planted = planted_variant(name)
+    design = "semaphore" if name == "reference" or ":" in name else mutant(name).design
     started = time.process_time()
     total = 0
-    for label, fixes, tolerated in (
-        ("reference", (), SEMAPHORE_FINDINGS),
-        ("every fix", tuple(sorted(ALL_FIXES)), frozenset[str]()),
-    ):
+    for label, fixes, tolerated in fuzz_campaigns(design):
         failed: list[tuple[int, float, str]] = []
 
         def heard(
@@ -112,7 +108,7 @@ def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
                 failed.append((state.runs, time.process_time() - started, report.failure_name))
 
         examples = (
-            [attrs.evolve(example, variant=planted) for example in fuzz_examples(fixes)]
+            [attrs.evolve(example, variant=planted) for example in fuzz_examples(fixes, design=design)]
             if mode == "scenarios"
             else []
         )
@@ -125,6 +121,7 @@ def time_to_bug(name: str, seed: int, mode: str, runs: int) -> Cell:
             shrink=False,
             examples=examples,
             variant=planted,
+            design=design,
         )
         if failed:
             (at, cpu_s, caught_by) = failed[0]

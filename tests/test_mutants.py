@@ -312,7 +312,9 @@ def _canned(
 
     monkeypatch.setattr(semsim.explore.mutants, "score_mutant", fake)
     # The baseline (each pytest layer without a mutant) passes, without running pytest.
-    monkeypatch.setattr(semsim.explore.mutants, "run_pytest_layer", lambda name, layer, budget: SURVIVED)
+    monkeypatch.setattr(
+        semsim.explore.mutants, "run_pytest_layer", lambda name, layer, budget, design: SURVIVED
+    )
 
 
 def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mutant(
@@ -321,7 +323,7 @@ def test_a_pytest_layer_that_fails_without_a_mutant_stops_the_run_before_any_mut
     _canned(monkeypatch)  # any mutant run would fail the test: no canned results
     baseline: list[tuple[str | None, str]] = []
 
-    def clean(name: str | None, layer: str, budget: int) -> LayerVerdict:
+    def clean(name: str | None, layer: str, budget: int, design: str) -> LayerVerdict:
         baseline.append((name, layer))
         return LayerVerdict("killed", "test_docs.py::test_every_option") if layer == "unit" else SURVIVED
 

@@ -16,6 +16,7 @@ from semsim.check.row_mirror import GRANTS, LEASES, RowMirror
 from semsim.harness import catalog
 from semsim.harness.variants import find_variant
 from semsim.world import mutant_catalog
+from semsim.world.design_mutants import DESIGN_MUTANTS
 from tests.helpers import bindings, mirror_store
 
 
@@ -75,7 +76,7 @@ def test_a_checker_mutant_rebinds_only_the_row_mirror_and_restores_it(planted: m
 
 
 def test_the_catalog_joins_the_holders_mutants_and_the_checkers() -> None:
-    assert (*mutant_catalog.MUTANTS, *CHECKER_MUTANTS) == catalog.MUTANTS
+    assert (*mutant_catalog.MUTANTS, *CHECKER_MUTANTS, *DESIGN_MUTANTS) == catalog.MUTANTS
     assert catalog.mutant("limit-off-by-one") is mutant_catalog.mutant("limit-off-by-one")
     assert catalog.mutant("mirror-deadline-late") is CHECKER_MUTANTS[0]
     with pytest.raises(ValueError, match=r"unknown mutant 'nope'.*mirror-deadline-late"):

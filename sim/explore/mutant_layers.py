@@ -5,14 +5,16 @@ developer (or a user checking their own change) can run:
 
 - ``unit``: the pytest suite minus the other layers' files; a subprocess
   with the plugin (``semsim.explore.mutant_plugin``), ``-x``, the ``semsim-ci``
-  profile. Left out as well: the mutant catalog's own tests (they pin the
-  *faithful* behaviour outside a patch block, so they would "kill" every
-  mutant), and the tests whose work runs in a child process that the plugin
+  profile. Left out as well: the mutant catalogs' own tests (the core's, the
+  checkers', the designs': they pin the *faithful* behaviour outside a patch
+  block, so they would "kill" every mutant), and the tests whose work runs in a child process that the plugin
   does not reach (the determinism workers, the notebooks): under a mutant
   they only cost time.
-- ``state-machine``: ``tests/test_stateful_holder.py`` the same way.
-- ``scenarios``: every named scenario, run in this process with the
-  mutant applied; killed when a scenario's documented outcome or an
+- ``state-machine``: ``tests/test_stateful_holder.py`` the same way (for a
+  planted bug of the gate or the leased worker, that design's state
+  machine, :data:`DESIGN_MACHINES`).
+- ``scenarios``: every named scenario of the mutant's design, run in this
+  process with the mutant applied; killed when a scenario's documented outcome or an
   invariant fails (the scenarios' own expectations, which the fuzz
   campaign's explicit examples do not judge).
 - ``fuzz``: the whole-system fuzz campaigns (``semsim.explore.mutants.try_mutant``).
@@ -50,6 +52,8 @@ _NOT_UNIT: Final = (
     "tests/test_stateful_holder.py",
     "tests/test_scenarios.py",
     "tests/test_mutant_catalog.py",
+    "tests/test_planted_checkers.py",
+    "tests/test_design_mutants.py",
     "tests/test_mutants.py",
     "tests/test_sim_determinism.py",
     "tests/test_notebooks.py",
@@ -58,6 +62,11 @@ _NOT_UNIT: Final = (
 PYTEST_LAYERS: Final[dict[str, tuple[str, ...]]] = {
     "unit": ("tests", *(f"--ignore={path}" for path in _NOT_UNIT)),
     "state-machine": ("tests/test_stateful_holder.py",),
+}
+#: The state machine of each other design: the state-machine layer for its planted bugs.
+DESIGN_MACHINES: Final[dict[str, str]] = {
+    "gate": "tests/test_gate.py::test_the_ledger_keeps_its_promises_under_random_sequences",
+    "leased-worker": "tests/test_leased_store.py::test_the_store_keeps_its_promises_under_random_sequences",
 }
 #: A pytest layer's default CPU budget per mutant, in seconds (a clean unit layer takes about 4 min).
 DEFAULT_CPU_BUDGET_S: Final = 20 * 60
@@ -101,8 +110,16 @@ def pytest_layers_missing() -> str | None:
     return None
 
 
-def layer_command(name: str | None, layer: str) -> list[str]:
-    """The command that runs ``layer`` of the pytest suite with mutant ``name`` applied (None: none)."""
+def pytest_selection(layer: str, design: str = "semaphore") -> tuple[str, ...]:
+    """What pytest runs for ``layer`` when the mutant is ``design``'s."""
+    if layer == "state-machine" and design != "semaphore":
+        return (DESIGN_MACHINES[design],)
+    return PYTEST_LAYERS[layer]
+
+
+def layer_command(name: str | None, layer: str, design: str = "semaphore") -> list[str]:
+    """The command that runs ``layer`` of the pytest suite with mutant ``name`` applied (None: none),
+    for a mutant of ``design``."""
     return [
         sys.executable,
         "-m",
@@ -116,7 +133,7 @@ def layer_command(name: str | None, layer: str) -> list[str]:
         "-p",
         "no:cacheprovider",
         "--hypothesis-profile=semsim-ci",
-        *PYTEST_LAYERS[layer],
+        *pytest_selection(layer, design),
     ]
 
 
@@ -126,15 +143,18 @@ def _limit_cpu(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
 
 
-def run_pytest_layer(name: str | None, layer: str, cpu_budget_s: int = DEFAULT_CPU_BUDGET_S) -> LayerVerdict:
-    """Run one pytest layer in a subprocess with the mutant applied (None: the clean code); its verdict.
+def run_pytest_layer(
+    name: str | None, layer: str, cpu_budget_s: int = DEFAULT_CPU_BUDGET_S, design: str = "semaphore"
+) -> LayerVerdict:
+    """Run one pytest layer in a subprocess with the mutant applied (None: the clean code, as a
+    mutant of ``design`` meets the layer); its verdict.
 
     Raises RuntimeError when pytest itself could not run (a usage error, no
     tests collected): that is semsim's fault, not the mutant's.
     """
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     completed = subprocess.run(
-        layer_command(name, layer),
+        layer_command(name, layer, design),
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -157,13 +177,15 @@ def run_pytest_layer(name: str | None, layer: str, cpu_budget_s: int = DEFAULT_C
 
 
 def run_scenarios_layer(name: str) -> LayerVerdict:
-    """Every named scenario with the mutant applied: the first whose outcome or invariants fail."""
+    """Every named scenario of the mutant's design with the mutant applied: the first whose outcome
+    or invariants fail."""
     from semsim.scenarios import SCENARIOS, run_scenario
 
-    planted = mutant(name).variant  # in the runs; each scenario's check reads its trace unpatched
+    candidate = mutant(name)
+    planted = candidate.variant  # in the runs; each scenario's check reads its trace unpatched
     for scenario_name, scenario in SCENARIOS.items():
-        if scenario.config.design.name != "semaphore":
-            continue  # the gate's and the leased worker's stories run no holder
+        if scenario.config.design.name != candidate.design:
+            continue  # another design's stories run none of the code it changes
         try:
             result = run_scenario(scenario, variant=planted)
         except Exception as error:  # a crash under a mutant is a kill, named by the scenario

@@ -69,6 +69,7 @@ from semaphore_core.rounds import RoundResult
 from semaphore_core.store import GRANTS, LEASES, GrantRow, HolderStore, LeaseRow
 from semaphore_core.transaction import transaction
 from semaphore_core.usage import Usage
+from semsim.world.design import DESIGNS, DesignName
 from semsim.world.variant import Variant
 
 #: A mutant's variant is named this and then the mutant's name.
@@ -93,12 +94,18 @@ class Mutant:
     name: str = attrs.field(validator=_check_name)
     description: str = attrs.field(validator=_check_description)
     patch: Callable[[], contextlib.AbstractContextManager[None]]
+    #: The design whose code the patch changes (``semsim.world.design.DESIGNS``): only its runs
+    #: can show the bug, so only its scenarios and campaigns score it.
+    design: DesignName = attrs.field(default="semaphore", validator=attrs.validators.in_(DESIGNS))
 
     @property
     def variant(self) -> Variant:
-        """The mutant as a holder variant, ``mutant/NAME``: judged as the reference is, so any
-        world, scenario or campaign runs it by name (``semsim fuzz --variant mutant/NAME``)."""
-        return Variant(f"{VARIANT_PREFIX}{self.name}", description=self.description, patch=self.patch)
+        """The mutant as a variant, ``mutant/NAME``: judged as the reference is, so any world,
+        scenario or campaign of its design runs it by name (``semsim fuzz --variant mutant/NAME``,
+        with ``--design`` for the gate's and the leased worker's)."""
+        return Variant(
+            f"{VARIANT_PREFIX}{self.name}", description=self.description, patch=self.patch, design=self.design
+        )
 
 
 # --- applying and restoring ---------------------------------------------------------------

@@ -52,7 +52,9 @@ Such a run is judged by its design's promises
 (:mod:`semsim.check.design_promises`), whatever ``model`` says, and a
 ``patch`` applies to it as to any run. A variant that changes what the
 design it runs does not have (a holder or holder fixes for the gate, a
-ledger for the semaphore) is refused (:meth:`Variant.check_design`).
+ledger for the semaphore), or that names another ``design`` as the one it
+is written for (a planted bug names the design whose code it patches), is
+refused (:meth:`Variant.check_design`).
 """
 
 from __future__ import annotations
@@ -132,6 +134,14 @@ def _check_patch(instance: object, attribute: Any, value: Any) -> None:
         )
 
 
+#: What a variant may change in each design (:meth:`Variant.check_design`).
+_PARTS: Final[dict[str, tuple[str, ...]]] = {
+    "semaphore": ("a holder", "holder fixes"),
+    "gate": ("a ledger",),
+    "leased-worker": ("a store",),
+}
+
+
 @attrs.frozen
 class Variant:
     """A holder design a world runs, and the judges of its runs (see the module docstring)."""
@@ -150,6 +160,11 @@ class Variant:
     ledger: LedgerFactory | None = attrs.field(default=None, validator=_check_factory)
     #: The leased workers' store (None: seed 004's ``LeaseStore`` as modelled).
     store: StoreFactory | None = attrs.field(default=None, validator=_check_factory)
+    #: The one design the variant is written for (its ``patch`` changes that design's code), or
+    #: None: any design that has the parts it changes.
+    design: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(_PARTS))
+    )
 
     def check_design(self, design: str) -> None:
         """``ValueError`` if the variant changes a part ``design`` does not have: it would be ignored."""
@@ -159,9 +174,16 @@ class Variant:
             "a ledger": self.ledger is not None,
             "a store": self.store is not None,
         }
-        # semsim's own planted bugs (mutant/NAME) patch the semaphore's core: on another design
-        # the patch would change nothing that runs.
-        changed["the semaphore's core (a planted bug)"] = self.name.startswith("mutant/")
+        if self.design is not None and self.design != design:
+            raise ValueError(
+                f"variant {self.name!r} is written for the {self.design} design, not the {design} design "
+                "(its patch would change nothing that runs)"
+            )
+        # A planted bug (mutant/NAME) that names no design patches the semaphore's core: on
+        # another design the patch would change nothing that runs.
+        changed["the semaphore's core (a planted bug)"] = (
+            self.name.startswith("mutant/") and self.design is None
+        )
         theirs = (
             (*_PARTS[design], "the semaphore's core (a planted bug)")
             if design == "semaphore"
@@ -221,14 +243,6 @@ class Variant:
                 f"variant {self.name!r} built a {type(holder).__name__}, not a semaphore_core.Holder"
             )
         return holder
-
-
-#: What a variant may change in each design (:meth:`Variant.check_design`).
-_PARTS: Final[dict[str, tuple[str, ...]]] = {
-    "semaphore": ("a holder", "holder fixes"),
-    "gate": ("a ledger",),
-    "leased-worker": ("a store",),
-}
 
 
 def _name_of(factory: object) -> str:
