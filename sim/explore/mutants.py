@@ -137,11 +137,12 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     ),
     "leased-write-after-expiry": (
         "The store accepts a write whose lease ran out while nobody has claimed the instance "
-        "again. The leased worker never sends one in a drawn world as far as 300 ci runs show: it "
-        "skips its write once a renewal said the lease is lost, and a write after a silent expiry "
-        "needs the worker to stall (a pause) past its lease with its call done and no other "
-        "worker claiming the instance first. Read from the code, not probed; the store's state "
-        "machine, which writes with stale tokens directly, kills it."
+        "again. The leased worker skips its write once a renewal said the lease is lost, so one "
+        "needs a silent expiry: the worker stalled (a pause) past its lease with its call done "
+        "and no other worker claiming the instance first. Rare in the draws: the ci campaigns' "
+        "300 runs never reach it, the time-to-bug campaigns on one seed of three (run 82, "
+        "fenced_write); the store's state machine, which writes with stale tokens directly, kills "
+        "it."
     ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
