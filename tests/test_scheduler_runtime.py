@@ -30,6 +30,7 @@ from semaphore_core.durability import (
     RetryOptions,
     SchedulerOptions,
 )
+from semaphore_core.durability.records import Step
 from semaphore_core.durability.storage import DurableTable
 from semsim.runtime.durable import DurableObject, HandlerFailure, ObjectContext
 from semsim.runtime.kernel import Sim, run
@@ -367,13 +368,23 @@ def test_eviction_mid_attempt_runs_the_next_attempt_under_the_same_id() -> None:
 class Ledger:
     """A toy participant: rows with a due time; ``fail`` makes its due work throw."""
 
-    def __init__(self, ctx: ObjectContext, fallback: bool = True, fail: bool = False) -> None:
+    def __init__(
+        self, ctx: ObjectContext, fallback: bool = True, fail: bool = False, write_first: bool = False
+    ) -> None:
         self.ctx = ctx
         self.fail = fail
+        #: With ``fail``: the due work commits a write (its reconcile with it) before it throws.
+        self.write_first = write_first
         self.applied = 0
+        #: ``(alarm, pending)`` after each step in which ``reconcile`` ran, as a checker hears it.
+        self.reconciled: list[tuple[int | None, int | None]] = []
         ctx.storage.execute("CREATE TABLE IF NOT EXISTS due (id TEXT PRIMARY KEY, at INTEGER)")
         self.scheduler = DurabilityScheduler(
-            ctx, SchedulerOptions(alarm_min_delay_ms=1_000), fallback=fallback, on_applied=self._applied
+            ctx,
+            SchedulerOptions(alarm_min_delay_ms=1_000),
+            fallback=fallback,
+            on_applied=self._applied,
+            on_reconciled=lambda alarm, pending_at: self.reconciled.append((alarm, pending_at())),
         )
         self.scheduler.attach(
             Participant(table=DurableTable("due", "id"), run_due=self._due, next_pending_at=self._next)
@@ -388,6 +399,8 @@ class Ledger:
 
     def _due(self, now_ms: int, info: object) -> None:
         if self.fail:
+            if self.write_first:
+                self.scheduler.transaction(lambda conn: conn.execute("UPDATE due SET at = at + 60000"))
             raise HandlerFailure("due work threw")
 
     def handle(self, method: str, payload: Any) -> Any:
@@ -462,3 +475,23 @@ def test_with_the_fallback_a_throwing_pass_arms_its_own_alarm_and_says_so() -> N
     assert "due work threw" in retry["error"]
     assert trace.of_kind("alarm_failed") == []
     assert trace.of_kind("operation_failure") == []  # the report is the alarm_retry event
+
+
+def test_a_failed_pass_is_not_judged_later_by_a_step_that_reconciles_nothing() -> None:
+    """A pass that throws and cannot re-arm may reconcile before it fails; that step is skipped
+    (the platform's retry comes next), and so is its reconcile: a later step that runs no
+    reconcile of its own is not judged (it would be on whatever alarm the platform left)."""
+
+    async def body(sim: Sim, obj: DurableObject) -> None:
+        ledger = obj.instance()
+        assert isinstance(ledger, Ledger)
+        scheduler = ledger.scheduler
+        scheduler.transaction(lambda conn: conn.execute("INSERT INTO due VALUES ('a', 20000)"))
+        assert ledger.reconciled == [(20_000, 20_000)]
+        before = scheduler.engine.reconciles
+        await sim.sleep(20_500)  # the pass at 20 000 throws; no fallback
+        assert scheduler.engine.reconciles > before, "the failed pass reconciled"
+        scheduler.apply(Step(now_ms=sim.now()))  # a step that reconciles nothing
+        assert ledger.reconciled == [(20_000, 20_000)]
+
+    _ledger_world(body, fallback=False, fail=True, write_first=True)

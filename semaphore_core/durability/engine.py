@@ -563,8 +563,10 @@ class Engine:
         """The earliest time any participant has work pending (what ``reconcile`` should arm the
         physical alarm from), or None; a read, for checkers.
 
-        Read apart from ``reconcile``'s own reading (``_targets``): a checker
-        that holds the alarm against it judges that reading too.
+        Each participant's own pending time, the minimum taken apart from
+        ``reconcile``'s reading (``_targets``): a checker that holds the alarm
+        against it judges that reading and the alarm decision, not what a
+        participant reports of itself.
         """
         times: list[int] = []
         for participant in self._participants:

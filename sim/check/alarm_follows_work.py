@@ -9,9 +9,12 @@ object back, so an alarm later than that bound leaves due work waiting for
 traffic that may never come (a client object's retries and queue, a
 holder's grants). ``alarm_armed`` judges the holder's grants against the
 holder's own reading; this judges every object's scheduler, holders and
-clients alike, against a reading of the participants apart from
-``reconcile``'s own (``Engine.pending_at``), so a reconcile that reads
-the wrong time is caught too.
+clients alike. The earliest pending time is ``Engine.pending_at``: each
+participant's own pending time, the minimum taken apart from
+``reconcile``'s ``_targets``, so a reconcile that arms for the wrong
+participant, or keeps a later alarm, is caught. A participant that reports
+a wrong time of its own is not (its own checks judge that: ``alarm_armed``
+for the holder's grants).
 
 Judged after each step in which ``reconcile`` ran, once the step's commit
 was judged (``alarm_armed``, the narrower check, speaks first), with the

@@ -38,6 +38,7 @@ from semaphore_core.fixes import UNDER_SHARES_THE_LIMIT
 from semaphore_core.protocol import Demand, PermitGrant, PermitRequest
 from semaphore_core.usage import Usage
 from semsim.check.queued_counts import QueuedCounts
+from semsim.check.reads import select
 
 REUSE: Final = "reuse"
 LEASE_FAIRNESS: Final = "lease_fairness"
@@ -375,9 +376,9 @@ def oldest_queued(conn: Any, key: str, groups: Sequence[str]) -> dict[str, int]:
     """When the oldest still-queued item of each of ``groups`` arrived (a group with none is left out)."""
     found: dict[str, int] = {}
     for group in groups:
-        row = conn.execute(queue_reads.OLDEST_QUEUED, (key, group)).fetchone()
-        if row is not None:
-            found[group] = int(row[0])
+        rows = select(conn, queue_reads.OLDEST_QUEUED, (key, group))
+        if rows:
+            found[group] = int(rows[0][0])
     return found
 
 

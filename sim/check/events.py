@@ -254,7 +254,9 @@ class Request:
     request: PermitRequest
     #: The request as it goes on the wire (the dict the holder receives), or None when the
     #: sender gave none. ``no_overask`` judges this: a demand serialised wrongly is what counts.
-    wire: Any = None
+    #: Read it, never change it: it is the very dict the network carries. Not part of equality
+    #: or the hash (a dict has none), so a ``Request`` still goes in a set.
+    wire: Any = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen

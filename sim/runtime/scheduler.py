@@ -313,6 +313,8 @@ class DurabilityScheduler:
         # A pass that threw and could not re-arm committed nothing, and the platform's retry
         # comes next: there is no commit to judge.
         if any(end.outcome == "failed" for end in step.alarm_ends):
+            # Nor is its reconcile (if any) judged later, by a step that runs none of its own.
+            self._reconciles_seen = self.engine.reconciles
             return
         if self._on_applied is not None:
             self._on_applied()
