@@ -35,12 +35,13 @@ from semaphore_core.usage import GroupUsage, Usage
 from semsim.check.allocation_checks import LEASE_FAIRNESS, NO_OVERASK, REUSE, AllocationChecks, grant_room
 from semsim.check.events import Request
 from semsim.check.invariants import INVARIANTS
+from semsim.check.queue_lockstep import EXACT_QUEUE
 from semsim.cli.main import main
 from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
 from semsim.world.faults import FaultPlan, GroupLimitChange
 from semsim.world.mutant_catalog import mutant
 from semsim.world.workload import Arrival, Workload
-from tests.helpers import NoLockstep, OveraskJudge
+from tests.helpers import NoLockstep, OveraskJudge, without_queue_model
 
 KEY = "acct"
 NOW = 10_000
@@ -369,6 +370,7 @@ def test_a_planted_bug_stops_a_simulated_run_on_the_check(
 ) -> None:
     # This check is under test: the literal model would name a core mutant first (exact_accounting).
     monkeypatch.setattr(semsim.check.lockstep, "Lockstep", NoLockstep)
+    without_queue_model(monkeypatch)  # and the queue model a queue mutant (exact_queue)
     faithful = run_world(config, faults, seed=seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed", faithful.result
     with mutant(name).patch():
@@ -410,7 +412,8 @@ def test_no_overask_fails_on_demand_dated_by_a_younger_item() -> None:
 def test_a_queue_that_dates_demand_by_its_newest_item_stops_a_simulated_run(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The literal model judges the holder, not the queue: only this check sees the wrong date."""
+    """The holder's literal model judges the holder, not the queue: beside the queue model
+    (exact_queue, which names it first), only this check sees the wrong date."""
     faithful = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
     assert faithful.result.outcome == "completed", faithful.result
     build = QueueClient.build_request
@@ -422,6 +425,9 @@ def test_a_queue_that_dates_demand_by_its_newest_item_stops_a_simulated_run(
         return attrs.evolve(request, demand=demand)
 
     monkeypatch.setattr(QueueClient, "build_request", newest_first)
+    modelled = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
+    assert modelled.result.invariant == EXACT_QUEUE, modelled.result
+    without_queue_model(monkeypatch)
     planted = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
     assert (planted.result.outcome, planted.result.invariant) == ("violation", NO_OVERASK), planted.result
     assert "dated its demand in" in planted.result.detail
@@ -457,6 +463,9 @@ def test_a_demand_serialised_in_seconds_stops_a_simulated_run(
         "to_wire",
         lambda self: {"group": self.group, "count": self.count, "oldestAt": self.oldest_at // 1000},
     )
+    modelled = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
+    assert modelled.result.invariant == EXACT_QUEUE, modelled.result  # the request as sent
+    without_queue_model(monkeypatch)
     planted = run_world(CONTENDED, FaultPlan(), seed=seed, tolerated=FINDINGS)
     assert (planted.result.outcome, planted.result.invariant) == ("violation", NO_OVERASK), planted.result
     assert "dated its demand in" in planted.result.detail

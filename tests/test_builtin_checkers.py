@@ -23,7 +23,8 @@ from semsim.harness.run import run_world
 from semsim.scenarios import SCENARIOS
 
 #: Judged by something other than a checker of the run: see the module docstring.
-NOT_A_CHECKER = {"deterministic", "exact_accounting"}
+#: Judged by the kernel (deterministic) and by the models in lockstep, not by a Checker.
+NOT_A_CHECKER = {"deterministic", "exact_accounting", "exact_queue"}
 
 
 def _checkers() -> dict[str, list[type[Checker]]]:

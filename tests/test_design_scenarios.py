@@ -220,7 +220,12 @@ def test_semsim_run_of_the_measured_semaphore_story_keeps_its_judges(
     assert (result["design"], result["variant"]) == ("semaphore", "reference")
     assert result["trade_offs"]["peak_over_admission"] == 0
     # The semaphore's own judges, as in any of its runs: measuring it takes none away.
-    assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
+    assert result["judges"] == [
+        "exact_accounting against the literal model",
+        "exact_queue against the literal queue model",
+        "safety",
+        "liveness",
+    ]
 
 
 @pytest.mark.parametrize("option", [["--full-checks"], ["--per-group", "--plot", "{tmp}/p.png"]])

@@ -22,7 +22,12 @@ def test_run_json_is_the_verdict_and_the_report_goes_to_stderr(capsys: pytest.Ca
     assert result["scenario"] == "late-claim-not-found"
     assert result["passed"] is True
     assert result["outcome"] == "completed"
-    assert result["judges"] == ["exact_accounting against the literal model", "safety", "liveness"]
+    assert result["judges"] == [
+        "exact_accounting against the literal model",
+        "exact_queue against the literal queue model",
+        "safety",
+        "liveness",
+    ]
     assert all(expectation["held"] for expectation in result["expectations"])
     assert "every expectation and invariant held" in err
 
@@ -97,6 +102,7 @@ def test_list_json_is_every_item_with_its_fields(
     if listing == "variants":
         assert result["items"][0]["judges"] == [
             "exact_accounting against the literal model",
+            "exact_queue against the literal queue model",
             "safety",
             "liveness",
         ]

@@ -139,7 +139,10 @@ def test_a_users_invariant_fails_the_test_and_its_case_replays_it(
     result.assert_outcomes(failed=3)
     text = result.stdout.str()
     assert "invariant violated: max_grant at t=" in text
-    assert "judged by: exact_accounting against the literal model, safety, liveness, max_grant" in text
+    assert (
+        "judged by: exact_accounting against the literal model, "
+        "exact_queue against the literal queue model, safety, liveness, max_grant" in text
+    )
     assert "broke max_grant" in text  # the campaign's
     assert "define it at the top level of a module" in text
     cases = sorted(out.glob("*.json"))

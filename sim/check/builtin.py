@@ -37,6 +37,7 @@ BUILTIN: Final = (
     Builtin("alarm_armed", "safety", "while permits wait to be claimed, an alarm is set in time"),
     Builtin("deterministic", "safety", "same seed and plan, same trace bytes"),
     Builtin("exact_accounting", "safety", "the holder agrees with the model run in lockstep"),
+    Builtin("exact_queue", "safety", "each client's queue agrees with the literal queue model in lockstep"),
     Builtin("external_ceiling", "safety", "calls in flight at the external API stay within the limit"),
     Builtin("effect_once", "safety", "at an idempotent API, each operation takes effect at most once"),
     Builtin("fenced", "safety", "an operation records only the outcome of its latest attempt"),

@@ -40,8 +40,10 @@ import attrs
 from semaphore_core.config import HolderConfig
 from semaphore_core.durability import AttemptSettled, AttemptStarted, Event
 from semaphore_core.protocol import PermitGrant, PermitRequest
+from semaphore_core.queue import QueueClient
 from semsim.check import client_reads, holder_reads
 from semsim.check import lockstep as lockstep_module
+from semsim.check import queue_lockstep as queue_lockstep_module
 from semsim.check.across_clients import AcrossClients
 from semsim.check.alarm_armed import AlarmArmed
 from semsim.check.alarm_follows_work import AlarmFollowsWork, Reconciled
@@ -85,6 +87,7 @@ from semsim.check.no_overask import NoOverask
 from semsim.check.operation_progress import OperationProgress
 from semsim.check.progress import PROGRESS_WINDOW_MS as PROGRESS_WINDOW_MS
 from semsim.check.progress import Progress
+from semsim.check.queue_lockstep import QueueLockstep
 from semsim.check.reads import CheckerReadError
 from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
@@ -589,6 +592,19 @@ class Monitor:
         """A client applied the holder's ``reply`` (the wire's dict) for ``key``; ``conn`` is its own
         storage: ``replies_applied`` (:mod:`semsim.check.replies_applied`) judges what it holds now."""
         self._replies_applied.on_reply_applied(self.sim.now(), client, key, reply, conn)
+
+    def queue_in_lockstep(
+        self, obj: DurableObject, queue: QueueClient, return_idle_leases: bool
+    ) -> QueueLockstep | None:
+        """``queue`` with the variant's queue model beside it (``exact_queue``), or None when the
+        variant has none (its ``queue_model`` is None)."""
+        build = self.variant.queue_model
+        if build is None:
+            return None
+        model = queue_lockstep_module.model_for(
+            obj, queue.client_id, return_idle_leases, None if build == "literal" else build
+        )
+        return QueueLockstep(queue, model, obj.name, self)
 
     def lease_expired(self, key: str, client: str = "") -> None:
         """A client retired a lease at its expiry: its report is on the way, so the run still moves

@@ -222,6 +222,10 @@ class DurableObject:
         #: A second database a checker keeps beside this object's own (the literal model of
         #: ``exact_accounting``): it survives eviction as the storage does; the object never reads it.
         self.shadow_storage: sqlite3.Connection | None = None
+        #: A checker's model of this object's durable state, kept beside it (the literal queue
+        #: model of ``exact_queue``): it survives eviction as the storage does; the object never
+        #: reads it.
+        self.shadow_model: Any = None
         #: What a checker read from this object's storage, kept while the storage is unchanged
         #: (``semsim.check.invariants``; None: not kept). The object never reads it.
         self.checker_reads: dict[Any, Any] | None = None

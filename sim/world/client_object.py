@@ -25,7 +25,7 @@ scheduler's engine arms the alarm from it by the reference's rule.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 import attrs
@@ -36,7 +36,7 @@ from semaphore_core.durability.errors import DuplicateDurablePayloadError
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
-from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSyncResult, parse_response
+from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from semsim.inputs.validation import boolean, integer, js_int
 from semsim.runtime.durable import ObjectContext
@@ -68,6 +68,37 @@ class ClientSettings:
     finished_check_ms: int = attrs.field(default=60_000, converter=js_int, validator=integer(1, MAX_DELAY_MS))
     #: A plain client sends no ``leases`` key, so it is never leased.
     lease_capable: bool = attrs.field(default=True, validator=boolean)
+
+
+class ClientQueue(Protocol):
+    """What the object asks of its queue: ``QueueClient``, or one with a model beside it."""
+
+    def enqueue(self, items: Iterable[QueueItem], now: int) -> int: ...
+    def release(self, item_id: str) -> tuple[str, str] | None: ...
+    def cancel(self, item_id: str) -> bool: ...
+    def status(self, item_id: str) -> str | None: ...
+    def running(self) -> list[tuple[str, int]]: ...
+    def newest_queued(self, count: int) -> list[str]: ...
+    def draw_leases(self, now: int) -> list[Admission]: ...
+    def retire_expired(self, now: int) -> list[tuple[str, str]]: ...
+    def heartbeat_keys(self, now: int) -> list[str]: ...
+    def keys_due(self, now: int) -> list[str]: ...
+    def dirty_keys(self) -> list[str]: ...
+    def next_wakeup(self) -> tuple[int | None, int | None, int | None, int | None]: ...
+    def build_request(self, key: str, now: int) -> PermitRequest: ...
+    def build_sync(self, key: str, now: int) -> PermitSync: ...
+    def sent(self, key: str, now: int) -> int: ...
+    def acked(self, key: str, changes: int) -> None: ...
+    def on_grant(self, key: str, reply: PermitGrant, now: int) -> Step: ...
+    def on_synced(self, key: str, reply: PermitSyncResult, now: int) -> Step: ...
+
+
+class QueueInLockstep(ClientQueue, Protocol):
+    """A queue with a model beside it (``exact_queue``), which reads each reply off the wire."""
+
+    def heard(self, reply: Any) -> None:
+        """The holder's reply as the wire carried it, before ``on_grant`` or ``on_synced``."""
+        ...
 
 
 class ClientMonitor(Protocol):
@@ -110,6 +141,12 @@ class ClientMonitor(Protocol):
         """The client applied the holder's ``reply`` (the wire's dict); ``conn``: its storage now."""
         ...
 
+    def queue_in_lockstep(
+        self, obj: Any, queue: QueueClient, return_idle_leases: bool
+    ) -> QueueInLockstep | None:
+        """``queue`` with a model beside it, for the object ``obj`` (None: the queue is not modelled)."""
+        ...
+
 
 class ClientObject:
     """One live instance of a client object."""
@@ -134,7 +171,14 @@ class ClientObject:
         self.jobs = jobs
         self.holder_for = holder_for
         self.monitor = monitor
-        self.queue = QueueClient(ctx.storage, ctx.name, return_idle_leases=RETURN_IDLE_LEASES in fixes)
+        queue = QueueClient(ctx.storage, ctx.name, return_idle_leases=RETURN_IDLE_LEASES in fixes)
+        #: The queue with its model beside it (``exact_queue``), when the monitor models it.
+        self._modelled = (
+            None
+            if monitor is None
+            else monitor.queue_in_lockstep(ctx.object, queue, RETURN_IDLE_LEASES in fixes)
+        )
+        self.queue: ClientQueue = queue if self._modelled is None else self._modelled
         self._wake = ctx.sim.signal()
         self._in_flight: dict[str, str] = {}
         self._retry_at: dict[str, int] = {}
@@ -380,6 +424,8 @@ class ClientObject:
             self._in_flight.pop(key, None)
             self._poke()
         now = self.sim.now()
+        if self._modelled is not None:
+            self._modelled.heard(reply)
         if isinstance(parsed, PermitGrant):
             step = self.queue.on_grant(key, parsed, now)
         else:

@@ -22,6 +22,16 @@ Whichever it is, the verdict says so (:meth:`Variant.judges`). The
 invariants read the holder's storage, so a variant keeps the reference's
 tables and columns.
 
+The client's queue has a model of its own, chosen by ``queue_model``:
+``"literal"`` (the literal queue model in lockstep with every client's
+queue, ``exact_queue``), a factory built as
+``LiteralQueue(client_id, return_idle_leases)`` is (a subclass of
+:class:`semsim.check.literal_queue.LiteralQueue` with a team's change to the
+client), or ``None`` (no model of the queue). Unless given, it follows
+``model``: the literal queue model beside a holder model, none with the
+invariants alone. A team changing the client and not the holder sets
+``queue_model=None`` (or its own) and keeps ``model="literal"``.
+
 Two more fields make a variant of what is not a holder subclass:
 
 - ``fixes``: opt-in fixes of :mod:`semaphore_core.fixes` every run of the
@@ -76,6 +86,9 @@ HolderFactory: TypeAlias = Callable[[sqlite3.Connection, HolderConfig, Callable[
 #: Builds one model instance as ``LiteralHolder(conn, options, new_id)`` does (semsim.check.literal_holder).
 ModelFactory: TypeAlias = Callable[[sqlite3.Connection, Any, Callable[[], str]], Any]
 
+#: Builds one queue model as ``LiteralQueue(client_id, return_idle_leases)`` does (check.literal_queue).
+QueueModelFactory: TypeAlias = Callable[[str, bool], Any]
+
 #: Builds a gate's ledger as ``ConcurrencySlots(new_token, max_in_flight=, stale_ms=)`` does.
 LedgerFactory: TypeAlias = Callable[..., ConcurrencySlots]
 #: Builds the leased workers' store as ``LeaseStore(conn)`` does.
@@ -103,6 +116,14 @@ def _check_model(instance: object, attribute: Any, value: Any) -> None:
         raise TypeError(
             f"a variant's model is 'literal', a model factory (a LiteralHolder subclass, say) or None "
             f"(the invariants alone), got {value!r}"
+        )
+
+
+def _check_queue_model(instance: object, attribute: Any, value: Any) -> None:
+    if value is not None and value != "literal" and not callable(value):
+        raise TypeError(
+            f"a variant's queue_model is 'literal', a queue model factory (a LiteralQueue subclass, "
+            f"say) or None (no model of the client's queue), got {value!r}"
         )
 
 
@@ -152,6 +173,12 @@ class Variant:
     model: Literal["literal"] | ModelFactory | None = attrs.field(default="literal", validator=_check_model)
     #: One line, for listings.
     description: str = ""
+    #: The model run beside every client's queue (``exact_queue``; see the module docstring).
+    #: Unless given, the literal one when the holder has a model, none when it has not.
+    queue_model: Literal["literal"] | QueueModelFactory | None = attrs.field(
+        default=attrs.Factory(lambda self: None if self.model is None else "literal", takes_self=True),
+        validator=_check_queue_model,
+    )
     #: Opt-in fixes every run of the variant has (names in ``semaphore_core.fixes.KNOWN_FIXES``).
     fixes: frozenset[str] = attrs.field(default=frozenset(), converter=_as_fixes, validator=_check_fixes)
     #: Entered around each run, in the process that runs it (see the module docstring).
@@ -212,10 +239,20 @@ class Variant:
 
     def judges(self) -> tuple[str, ...]:
         """Who judges its runs, in words a verdict can print."""
-        if self.model is None:
-            return INVARIANT_JUDGES
-        model = "the literal model" if self.model == "literal" else f"its own model ({_name_of(self.model)})"
-        return (f"exact_accounting against {model}", *INVARIANT_JUDGES)
+        judges: list[str] = []
+        if self.model is not None:
+            model = (
+                "the literal model" if self.model == "literal" else f"its own model ({_name_of(self.model)})"
+            )
+            judges.append(f"exact_accounting against {model}")
+        if self.queue_model is not None:
+            queue = (
+                "the literal queue model"
+                if self.queue_model == "literal"
+                else f"its own queue model ({_name_of(self.queue_model)})"
+            )
+            judges.append(f"exact_queue against {queue}")
+        return (*judges, *INVARIANT_JUDGES)
 
     def applied(self) -> contextlib.AbstractContextManager[None]:
         """The variant's ``patch`` entered (nothing, for a variant without one)."""
