@@ -52,6 +52,11 @@ BUILTIN: Final = (
         "a retryable failure before the last attempt is retried, and only such a failure",
     ),
     Builtin(
+        "lifecycle_recorded",
+        "safety",
+        "an operation's row and its retries' times are what its lifecycle events and policy say",
+    ),
+    Builtin(
         "handoff_alarm", "safety", "after an alarm pass hands off, an alarm is set within alarmMinDelayMs"
     ),
     Builtin(

@@ -83,6 +83,7 @@ from semsim.check.fenced import Fenced
 from semsim.check.group_ceiling import GroupCeiling
 from semsim.check.handoff_alarm import Handoff, HandoffAlarm
 from semsim.check.lease_fairness import LeaseFairness
+from semsim.check.lifecycle_recorded import LifecycleRecorded
 from semsim.check.no_overask import NoOverask
 from semsim.check.operation_progress import OperationProgress
 from semsim.check.progress import PROGRESS_WINDOW_MS as PROGRESS_WINDOW_MS
@@ -216,12 +217,15 @@ class Monitor:
         api: ExternalApi | None = None,
         clients: Mapping[str, DurableObject] | None = None,
         max_attempts: int | None = None,
+        retry_delay: Callable[[int], float] | None = None,
     ) -> None:
         """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
         in a unit test): what is on the wire, the external API of the account-concurrency world,
         and the client objects by name, which the world fills in as it builds them.
         ``max_attempts``: the durable operations' ``maxAttempts`` in that world (None: no
-        operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing)."""
+        operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing).
+        ``retry_delay``: that world's retry policy, the delay after attempt ``n`` failed
+        (None: ``lifecycle_recorded`` judges nothing)."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
         #: the ones that define it: only they hear it (each event is built once, for semsim's own
@@ -233,11 +237,16 @@ class Monitor:
         self._alarm_armed = AlarmArmed(self.fail)
         self._fenced = Fenced(self.fail)
         #: The durable operations' lifecycle (the account-concurrency world's clients).
+        self._lifecycle = (
+            None
+            if retry_delay is None
+            else LifecycleRecorded(self.fail, {} if clients is None else clients, retry_delay)
+        )
         self._attempts: tuple[Checker, ...] = (
             ()
             if max_attempts is None
             else (AttemptsBounded(self.fail, max_attempts), RetryBeforeLast(self.fail, max_attempts))
-        )
+        ) + (() if self._lifecycle is None else (self._lifecycle,))
         self._handoff_alarm = HandoffAlarm(self.fail)
         self._alarm_follows_work = AlarmFollowsWork(self.fail)
         self._replies_applied = RepliesApplied(self.fail)
@@ -728,6 +737,8 @@ class Monitor:
         )
         if self._operation_progress is not None:
             self._operation_progress.judge(clients)
+        if self._lifecycle is not None:
+            self._lifecycle.judge(clients)
         known = self._rooms.known_leases(clients)
         for key in keys:  # key by key, as liveness was always judged
             self._reclaimed.judge(finish, key)

@@ -372,6 +372,7 @@ def run_world(
                     api=api,
                     clients=clients,
                     max_attempts=None if config.operations is None else config.operations.max_attempts,
+                    retry_delay=None if config.operations is None else config.operations.retry_delay(),
                 )
 
             world = _build(sim, config, faults, nursery, judge, variant)

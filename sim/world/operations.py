@@ -22,6 +22,7 @@ ignores, so that permit comes back only through ``finished`` (docs/DURABILITY.md
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -34,7 +35,7 @@ from semaphore_core.durability import (
     SchedulerOptions,
     Terminal,
 )
-from semaphore_core.durability.policy import ExponentialBackoff
+from semaphore_core.durability.policy import ExponentialBackoff, MethodOptions, resolve_policy
 from semaphore_core.numbers import MAX_DELAY_MS
 from semsim.inputs.validation import boolean, integer, js_int
 
@@ -92,6 +93,13 @@ class OperationsSpec:
         longest backoff and, after an eviction, the alarm's delay."""
         per_attempt = self.attempt_timeout_ms + ExponentialBackoff().max_ms + alarm_min_delay_ms
         return self.max_attempts * per_attempt
+
+    def retry_delay(self) -> Callable[[int], float]:
+        """The operation's retry policy as the engine resolves it: the delay after attempt ``n``
+        failed (what ``lifecycle_recorded`` holds each retry's time to)."""
+        options = self.durability_options()
+        defaults = MethodOptions(attempt_timeout_ms=options.attempt_timeout_ms, retries=options.retries)
+        return resolve_policy(defaults, {}, OPERATION).delay
 
     def durability_options(self) -> DurabilityOptions:
         return DurabilityOptions(

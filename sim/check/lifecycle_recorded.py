@@ -1,0 +1,122 @@
+"""``lifecycle_recorded``: an operation's row says what its lifecycle events say.
+
+Seed 002 writes each step of an operation's life to its row and then emits
+the event that tells of it: ``settleFailure`` writes ``status = 'pending'``
+and ``next_attempt_at`` (the failure's time plus the policy's delay for the
+attempt that failed, ``Math.round``-ed: ``decideRetry``, lines 1034-1080)
+and emits ``attempt_settled`` ``retry_scheduled`` with that time;
+``failExhausted`` writes ``failed`` and emits ``terminal``; a settled
+attempt's ``completed`` or ``failed`` is written, then emitted. A world's
+hooks act on the events (a finished operation gives its permit back) and
+its alarm on the rows, so the two must tell one story. ``attempts_bounded``
+and ``retry_before_last`` judge the events' sequence; this holds the events
+to the policy and to the rows:
+
+- a retry is due exactly when the operation's policy says: its
+  ``nextAttemptAt`` is the failure's ``timestamp`` plus the rounded
+  ``delay(attempt)`` of the world's policy (computed here, not read from
+  the engine);
+- the row, while it still stands at that attempt and pending, is due then
+  too (``next_attempt_at`` written, not left at an earlier due time);
+- once the run has settled, every row that ended (``completed`` or
+  ``failed``) ended with an event: an ``attempt_settled`` that completed or
+  failed, or a ``terminal``, for the row's generation.
+
+Judged in the account-concurrency world, where clients run their items as
+durable operations (docs/INVARIANTS.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from semaphore_core.durability import CALLS, AttemptSettled, Terminal
+from semsim.check.checker import Checker, Fail
+from semsim.check.events import Finish, Operation
+from semsim.check.reads import select
+
+if TYPE_CHECKING:
+    from semsim.runtime.durable import DurableObject
+
+ROW: Final = f"SELECT status, attempt, next_attempt_at, generation_id FROM {CALLS.name} WHERE id = ?"
+ENDED_ROWS: Final = (
+    f"SELECT id, generation_id, status FROM {CALLS.name} WHERE status != 'pending' ORDER BY id"
+)
+#: At most this many operations are named in the detail.
+SHOWN: Final = 5
+
+
+def js_round(value: float) -> int:
+    """``Math.round``: halves go up (towards +infinity), unlike Python's ``round``."""
+    return math.floor(value + 0.5)
+
+
+class LifecycleRecorded(Checker):
+    """Retries due as the policy says, rows due as their events say, every ended row's end emitted."""
+
+    name = "lifecycle_recorded"
+    description = "an operation's row and its retries' times are what its lifecycle events and policy say"
+
+    def __init__(
+        self, fail: Fail, clients: Mapping[str, DurableObject], delay: Callable[[int], float]
+    ) -> None:
+        self.fail = fail
+        self.clients = clients
+        #: The world's retry policy: the delay after attempt ``n`` failed (``policy.delay(n)``).
+        self.delay = delay
+        #: (client, operation id, generation) of every operation whose end was emitted.
+        self._ended: set[tuple[str, str, str]] = set()
+
+    def on_operation(self, operation: Operation) -> None:
+        event, client = operation.event, operation.client
+        if isinstance(event, Terminal):
+            self._ended.add((client, event.entity.id, event.entity.generation))
+            return
+        if not isinstance(event, AttemptSettled):
+            return
+        if event.outcome != "retry_scheduled":
+            self._ended.add((client, event.entity.id, event.entity.generation))
+            return
+        what = f"{client}: operation {event.entity.id}"
+        due = event.timestamp + js_round(self.delay(event.attempt))
+        if event.next_attempt_at != due:
+            self.fail(
+                self.name,
+                f"{what} failed attempt {event.attempt} at {event.timestamp} and scheduled its retry at "
+                f"{event.next_attempt_at}, but the policy's delay({event.attempt}) makes it {due}",
+            )
+        obj = self.clients.get(client)
+        if obj is None:
+            return
+        rows = select(obj.storage, ROW, (event.entity.id,))
+        if not rows:
+            return
+        status, attempt, next_attempt_at, generation = rows[0]
+        if (status, attempt, generation) == ("pending", event.attempt, event.entity.generation) and (
+            next_attempt_at != event.next_attempt_at
+        ):
+            self.fail(
+                self.name,
+                f"{what} scheduled its retry at {event.next_attempt_at}, but its row is due at "
+                f"{next_attempt_at}",
+            )
+
+    def on_finish(self, finish: Finish) -> None:
+        self.judge(self.clients)
+
+    def judge(self, clients: Mapping[str, DurableObject]) -> None:
+        """Every ended row of every client ended with an event (the Monitor's ``finish`` calls it)."""
+        silent = [
+            f"{name}/{id} ({status})"
+            for name, obj in sorted(clients.items())
+            for id, generation, status in select(obj.storage, ENDED_ROWS)
+            if (name, id, generation) not in self._ended
+        ]
+        if silent:
+            self.fail(
+                self.name,
+                f"{len(silent)} operations ended with no event telling of it: {', '.join(silent[:SHOWN])}"
+                + (" ..." if len(silent) > SHOWN else ""),
+            )

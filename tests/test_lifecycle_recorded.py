@@ -1,0 +1,135 @@
+"""``lifecycle_recorded``: retries due as the policy says, rows as their events say, ends emitted."""
+
+from __future__ import annotations
+
+import sqlite3
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import semaphore_core.durability.engine as engine_module
+from semaphore_core.durability import AttemptSettled, OperationEntity, Terminal
+from semaphore_core.durability.calls import migrate_calls
+from semaphore_core.durability.errors import SerializedError
+from semaphore_core.durability.policy import ExponentialBackoff
+from semsim.check.events import Operation
+from semsim.check.lifecycle_recorded import LifecycleRecorded, js_round
+from semsim.harness.run import run_world
+from semsim.scenarios import SCENARIOS
+from semsim.world.operations import OperationsSpec
+
+ENTITY = OperationEntity(operation="run", id="item-1", generation="gen-1")
+ERROR = SerializedError(name="Error", message="boom")
+
+
+class Found:
+    def __init__(self) -> None:
+        self.details: list[str] = []
+
+    def fail(self, name: str, detail: str, finding: str | None = None, **state: Any) -> None:
+        assert name == "lifecycle_recorded", name
+        self.details.append(detail)
+
+
+def _client(status: str = "pending", attempt: int = 1, next_attempt_at: int = 0) -> Any:
+    conn = sqlite3.connect(":memory:")
+    migrate_calls(conn)
+    conn.execute(
+        "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, created_at, "
+        "generation_id) VALUES ('item-1', 'run', '{}', ?, ?, ?, 0, 'gen-1')",
+        (status, attempt, next_attempt_at),
+    )
+    return SimpleNamespace(storage=conn)
+
+
+def _retry(attempt: int, at: int, next_at: int) -> Operation:
+    event = AttemptSettled(
+        entity=ENTITY,
+        timestamp=at,
+        attempt=attempt,
+        duration_ms=10,
+        outcome="retry_scheduled",
+        error=ERROR,
+        next_attempt_at=next_at,
+    )
+    return Operation(at, "client-0", event)
+
+
+def _judge(client: Any, *operations: Operation) -> list[str]:
+    found = Found()
+    checker = LifecycleRecorded(found.fail, {"client-0": client}, ExponentialBackoff())
+    for operation in operations:
+        checker.on_operation(operation)
+    checker.judge({"client-0": client})
+    return found.details
+
+
+def test_a_retry_due_when_the_policy_says_with_its_row_due_then_passes() -> None:
+    assert _judge(_client(attempt=2, next_attempt_at=7_000), _retry(2, 5_000, 7_000)) == []
+
+
+def test_a_retry_a_doubling_early_is_caught_on_the_event() -> None:
+    # delay(attempt - 1): 1 s after the second attempt, where the policy says 2 s.
+    [detail] = _judge(_client(attempt=2, next_attempt_at=6_000), _retry(2, 5_000, 6_000))
+    assert "scheduled its retry at 6000, but the policy's delay(2) makes it 7000" in detail
+
+
+def test_a_row_left_due_at_an_earlier_time_is_caught() -> None:
+    [detail] = _judge(_client(attempt=2, next_attempt_at=3_000), _retry(2, 5_000, 7_000))
+    assert "scheduled its retry at 7000, but its row is due at 3000" in detail
+
+
+def test_a_row_that_moved_on_is_not_held_to_an_older_event() -> None:
+    # Claimed again (attempt 3) by the time the event is heard: its due time is the claim's.
+    assert _judge(_client(attempt=3, next_attempt_at=3_000), _retry(2, 5_000, 7_000)) == []
+
+
+@pytest.mark.parametrize("status", ["completed", "failed"])
+def test_a_row_that_ended_with_no_event_is_caught_once_settled(status: str) -> None:
+    [detail] = _judge(_client(status=status, attempt=3))
+    assert f"1 operations ended with no event telling of it: client-0/item-1 ({status})" in detail
+
+
+def test_a_row_whose_end_was_emitted_passes() -> None:
+    terminal = Terminal(entity=ENTITY, timestamp=9_000, attempt=3, error=ERROR)
+    assert _judge(_client(status="failed", attempt=3), Operation(9_000, "client-0", terminal)) == []
+    settled = AttemptSettled(
+        entity=ENTITY, timestamp=9_000, attempt=1, duration_ms=5, outcome="completed", error=None
+    )
+    assert _judge(_client(status="completed"), Operation(9_000, "client-0", settled)) == []
+
+
+def test_math_round_halves_go_up() -> None:
+    assert [js_round(x) for x in (0.5, 1.5, 2.5, -0.5, 2.4999)] == [1, 2, 3, 0, 2]
+
+
+def test_the_worlds_policy_is_the_engines() -> None:
+    delay = OperationsSpec().retry_delay()
+    assert [delay(n) for n in (1, 2, 3, 7, 8)] == [1_000, 2_000, 4_000, 60_000, 60_000]
+
+
+def _backoff_one_attempt_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    decide = engine_module.Engine._decide_retry
+
+    def behind(self: Any, spec: Any, attempt: int, error: BaseException) -> Any:
+        return decide(self, spec, attempt - 1, error) if attempt > 1 else decide(self, spec, attempt, error)
+
+    monkeypatch.setattr(engine_module.Engine, "_decide_retry", behind)
+
+
+def _run(name: str) -> Any:
+    story = SCENARIOS[name]
+    return run_world(story.config, story.faults, story.seed, tolerated=story.tolerated)
+
+
+def test_a_world_whose_retries_come_early_stops_on_lifecycle_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _run(STORY).result.outcome == "completed"
+    _backoff_one_attempt_behind(monkeypatch)
+    run = _run(STORY)
+    assert run.result.invariant == "lifecycle_recorded", run.result
+
+
+STORY = "failed-last-attempt-returns-by-finished"  # a retried operations world
