@@ -76,6 +76,15 @@ class Lockstep:
         #: as the literal ``usage()`` does, and a difference is the ``checker`` verdict.
         self._rows = RowMirror(obj.shadow_storage)
         self._full = full
+        options = options_from_config(config)
+        self._round_wait_ms: int = options["roundWaitMs"]
+        self._round_period_ms: int = options["roundPeriodMs"]
+        #: ``#scheduleRound``'s memory, as the reference's live instance keeps it (lines 655-681):
+        #: the requests waiting for a round, when its timer fires (None: none armed), and when
+        #: the last round ran (``-Infinity``: None).
+        self._waiting: list[Any] = []
+        self._round_at: int | None = None
+        self._last_round_at: int | None = None
 
     def drew(self, new_id: str) -> str:
         """The holder drew ``new_id``; the model's next id is the same."""
@@ -113,12 +122,45 @@ class Lockstep:
                 f"{'rejects' if model_error else 'accepts'} ({core_error or model_error})",
             )
 
+    def arrived(self, payload: Any, now: int) -> None:
+        """A request joined the holder's waiting list: ``handle`` pushes it and calls
+        ``#scheduleRound``, which arms the round timer unless one is armed (or a round runs,
+        which in the port never spans a request's arrival)."""
+        self._waiting.append(payload)
+        if self._round_at is None:
+            earliest = None if self._last_round_at is None else self._last_round_at + self._round_period_ms
+            delay = self._round_wait_ms if earliest is None else max(self._round_wait_ms, earliest - now)
+            self._round_at = now + delay
+
+    def _round_ran(self, payloads: Sequence[Any], now: int) -> None:
+        """A round ran at ``now`` on ``payloads``: the reference's would run then, on those."""
+        if self._round_at != now:
+            self._differ(
+                "round time",
+                f"the holder ran a round at {now} but the reference's timer fires at {self._round_at} "
+                f"(roundWaitMs {self._round_wait_ms}, roundPeriodMs {self._round_period_ms}, last round "
+                f"at {self._last_round_at})",
+            )
+        if len(payloads) != len(self._waiting) or any(
+            a is not b for a, b in zip(payloads, self._waiting, strict=False)
+        ):
+            self._differ(
+                "round requests",
+                f"the holder's round took {len(payloads)} requests where {len(self._waiting)} waited, "
+                "in arrival order",
+            )
+        self._waiting = []
+        self._round_at = None
+        self._last_round_at = now
+
     def round(self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]) -> None:
+        self._round_ran(payloads, now)
         model_replies, model_events = self.model.round(payloads, now)
         self._same("round replies", [reply.to_wire() for reply in replies], model_replies)
         self._same("round events", [event.to_wire() for event in events], model_events)
 
     def round_failed(self, payloads: Sequence[Any], now: int, error: Exception) -> None:
+        self._round_ran(payloads, now)
         self._fails_too("round", error, lambda: self.model.round(payloads, now))
 
     def sync_failed(self, payload: Any, now: int, error: Exception) -> None:

@@ -87,6 +87,8 @@ class ModelInLockstep(Protocol):
 
     def parsed(self, payload: Any, core_error: SemaphoreProtocolError | None) -> None: ...
 
+    def arrived(self, payload: Any, now: int) -> None: ...
+
     def round(
         self, payloads: Sequence[Any], now: int, replies: Sequence[Any], events: Sequence[Any]
     ) -> None: ...
@@ -312,6 +314,8 @@ class HolderObject:
         """Park the request for the next round; the answer comes when that round settles."""
         pending = _Pending(request, self.ctx.sim.signal(), payload)
         self._pending.append(pending)
+        if self.lockstep is not None:
+            self.lockstep.arrived(payload, self.ctx.sim.now())
         self._schedule_round()
 
         async def answer() -> dict[str, Any]:
