@@ -91,6 +91,14 @@ def test_a_row_that_ended_with_no_event_is_caught_once_settled(status: str) -> N
     assert f"1 operations ended with no event telling of it: client-0/item-1 ({status})" in detail
 
 
+def test_a_row_whose_events_tell_another_end_is_caught() -> None:
+    settled = AttemptSettled(
+        entity=ENTITY, timestamp=9_000, attempt=1, duration_ms=5, outcome="failed", error=ERROR
+    )
+    [detail] = _judge(_client(status="completed"), Operation(9_000, "client-0", settled))
+    assert "client-0/item-1 (completed, though its events said failed)" in detail
+
+
 def test_a_row_whose_end_was_emitted_passes() -> None:
     terminal = Terminal(entity=ENTITY, timestamp=9_000, attempt=3, error=ERROR)
     assert _judge(_client(status="failed", attempt=3), Operation(9_000, "client-0", terminal)) == []

@@ -610,10 +610,11 @@ class Monitor:
         build = self.variant.queue_model
         if build is None:
             return None
+        rebuilt = obj.shadow_model is not None  # an instance after an eviction: storage is judged
         model = queue_lockstep_module.model_for(
             obj, queue.client_id, return_idle_leases, None if build == "literal" else build
         )
-        return QueueLockstep(queue, model, obj.name, self)
+        return QueueLockstep(queue, model, obj.name, self, rebuilt=rebuilt)
 
     def lease_expired(self, key: str, client: str = "") -> None:
         """A client retired a lease at its expiry: its report is on the way, so the run still moves

@@ -14,13 +14,16 @@ to the policy and to the rows:
 
 - a retry is due exactly when the operation's policy says: its
   ``nextAttemptAt`` is the failure's ``timestamp`` plus the rounded
-  ``delay(attempt)`` of the world's policy (computed here, not read from
-  the engine);
+  ``delay(attempt)`` of the world's policy (the policy object is the one
+  the engine resolves, ``OperationsSpec.retry_delay``; the rounding and the
+  sum are computed here, so the engine's use of the policy is judged, not
+  the policy itself);
 - the row, while it still stands at that attempt and pending, is due then
   too (``next_attempt_at`` written, not left at an earlier due time);
 - once the run has settled, every row that ended (``completed`` or
-  ``failed``) ended with an event: an ``attempt_settled`` that completed or
-  failed, or a ``terminal``, for the row's generation.
+  ``failed``) ended with an event that says so, for the row's generation:
+  an ``attempt_settled`` that completed, or one that failed or a
+  ``terminal``.
 
 Judged in the account-concurrency world, where clients run their items as
 durable operations (docs/INVARIANTS.md).
@@ -66,18 +69,19 @@ class LifecycleRecorded(Checker):
         self.clients = clients
         #: The world's retry policy: the delay after attempt ``n`` failed (``policy.delay(n)``).
         self.delay = delay
-        #: (client, operation id, generation) of every operation whose end was emitted.
-        self._ended: set[tuple[str, str, str]] = set()
+        #: How each operation's end was emitted, by (client, operation id, generation):
+        #: ``completed`` or ``failed`` (a failed last attempt, or ``terminal``).
+        self._ended: dict[tuple[str, str, str], str] = {}
 
     def on_operation(self, operation: Operation) -> None:
         event, client = operation.event, operation.client
         if isinstance(event, Terminal):
-            self._ended.add((client, event.entity.id, event.entity.generation))
+            self._ended[(client, event.entity.id, event.entity.generation)] = "failed"
             return
         if not isinstance(event, AttemptSettled):
             return
         if event.outcome != "retry_scheduled":
-            self._ended.add((client, event.entity.id, event.entity.generation))
+            self._ended[(client, event.entity.id, event.entity.generation)] = event.outcome
             return
         what = f"{client}: operation {event.entity.id}"
         due = event.timestamp + js_round(self.delay(event.attempt))
@@ -109,10 +113,10 @@ class LifecycleRecorded(Checker):
     def judge(self, clients: Mapping[str, DurableObject]) -> None:
         """Every ended row of every client ended with an event (the Monitor's ``finish`` calls it)."""
         silent = [
-            f"{name}/{id} ({status})"
+            f"{name}/{id} ({status}" + ("" if told is None else f", though its events said {told}") + ")"
             for name, obj in sorted(clients.items())
             for id, generation, status in select(obj.storage, ENDED_ROWS)
-            if (name, id, generation) not in self._ended
+            if (told := self._ended.get((name, id, generation))) != status
         ]
         if silent:
             self.fail(

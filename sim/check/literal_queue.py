@@ -349,10 +349,13 @@ class LiteralQueue:
         with the oldest queued items of its group), then lease echoes."""
         row = self._key(key)
         if row is not None:
-            row["next_request_at"] = reply["nextRequestAt"]
+            row["next_request_at"] = int(reply["nextRequestAt"])
         step = self._results(key, reply["grantResults"], now)
         claims = [
-            (granted["grantId"], self._claim(key, granted["grantId"], granted["group"], granted["permits"]))
+            (
+                granted["grantId"],
+                self._claim(key, granted["grantId"], granted["group"], int(granted["permits"])),
+            )
             for granted in reply["grants"]
         ]
         step["settled"] = self._echoes(key, reply.get("leases") or [], now)
@@ -418,12 +421,12 @@ class LiteralQueue:
                 requeued += self._requeue(claiming)
                 self.grants.remove(grant)
                 continue
-            admit = max(0, result["claimed"] - grant["confirmed"])
+            admit = max(0, int(result["claimed"]) - grant["confirmed"])
             for item in claiming[:admit]:
                 item["status"] = "running"
                 item["admitted_at"] = now
                 admitted.append((item["id"], key, grant["group"], item["body"], grant["id"], None))
-            grant["confirmed"] = max(grant["confirmed"], result["claimed"])
+            grant["confirmed"] = max(grant["confirmed"], int(result["claimed"]))
             if result["status"] == "expired":
                 requeued += self._requeue(claiming[admit:])
                 grant["claimed"] = grant["permits"] = grant["confirmed"]
@@ -439,6 +442,8 @@ class LiteralQueue:
         holds every release the client sent, else retired here and reported)."""
         settled = []
         for echo in echoes:
+            # The wire's numbers may be floats with integer values (JSON has one number type).
+            echo = {**echo, "permits": int(echo["permits"]), "expiresAt": int(echo["expiresAt"])}
             lease = self._lease(echo["leaseId"])
             if lease is None:
                 if echo["expiresAt"] > now:
@@ -472,7 +477,8 @@ class LiteralQueue:
     # --- for comparison -----------------------------------------------------------------
 
     def rows(self) -> Wire:
-        """Every record, in a fixed order, as the core's tables would list them."""
+        """Every record, field for field as the queue's tables hold them (items in the order
+        they were enqueued, the rest by id), to be held to what its storage holds."""
         items = sorted(self.items, key=lambda item: item["n"])
         return {
             "items": [
@@ -480,6 +486,7 @@ class LiteralQueue:
                     item["id"],
                     item["key"],
                     item["group"],
+                    item["body"],
                     item["status"],
                     item["at"],
                     item["grant"],
@@ -488,26 +495,36 @@ class LiteralQueue:
                 ]
                 for item in items
             ],
+            "done": sorted(self.done),
             "grants": sorted(
                 [
-                    [g["id"], g["key"], g["group"], g["permits"], g["claimed"], g["confirmed"], g["released"]]
-                    for g in self.grants
+                    g["id"],
+                    g["key"],
+                    g["group"],
+                    g["permits"],
+                    g["claimed"],
+                    g["confirmed"],
+                    g["released"],
+                    g["reported"],
                 ]
+                for g in self.grants
             ),
             "leases": sorted(
                 [
-                    [
-                        le["id"],
-                        le["key"],
-                        le["group"],
-                        le["permits"],
-                        le["drawn"],
-                        le["released"],
-                        int(le["retired"]),
-                        le["expires_at"],
-                    ]
-                    for le in self.leases
+                    le["id"],
+                    le["key"],
+                    le["group"],
+                    le["permits"],
+                    le["drawn"],
+                    le["released"],
+                    int(le["retired"]),
+                    le["expires_at"],
+                    le["reported_at"],
+                    le["reported"],
                 ]
+                for le in self.leases
             ),
-            "keys": sorted([[row["key"], row["next_request_at"]] for row in self.keys]),
+            "keys": sorted(
+                [row["key"], row["next_request_at"], row["changes"], row["acked"]] for row in self.keys
+            ),
         }

@@ -10,7 +10,11 @@ reads the holder's reply from the wire's dict, not from the core's parser.
 Any difference ends the run as ``exact_queue``.
 
 The model lives on the durable object (``DurableObject.shadow_model``), so an
-evicted client's rebuilt instance meets the model its storage matches. The
+evicted client's rebuilt instance meets the model its storage matches, and
+there, where the queue reads its memory back from storage, every stored row
+must be the model's record (a write that missed storage matters from then
+on, not before). Requests and syncs are compared as JSON text, so the types
+the wire carries count. The
 run goes on with the queue's answers; judging reads no clock, draws nothing
 and writes no trace event, so a passing run's trace is the same with or
 without it.
@@ -22,8 +26,10 @@ monitor only as something that can fail a run (:class:`Judge`).
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, PermitSyncResult
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
@@ -62,6 +68,47 @@ def model_for(
     return model
 
 
+def _text(message: Any) -> str:
+    return json.dumps(message, sort_keys=True, separators=(",", ":"))
+
+
+def queue_conn(queue: QueueClient) -> sqlite3.Connection:
+    """The queue's storage (the client object's own)."""
+    return queue._conn
+
+
+#: The queue's tables, read as :meth:`LiteralQueue.rows` lists the model's records.
+_STORED: Final = (
+    (
+        "items",
+        "SELECT id, key, grp, body, status, enqueued_at, grant_id, lease_id, admitted_at "
+        "FROM durability_semaphore_queue_items ORDER BY seq",
+    ),
+    ("done", "SELECT id FROM durability_semaphore_queue_done ORDER BY id"),
+    (
+        "grants",
+        "SELECT grant_id, key, grp, permits, claimed, confirmed, released, reported "
+        "FROM durability_semaphore_queue_grants ORDER BY grant_id",
+    ),
+    (
+        "leases",
+        "SELECT lease_id, key, grp, permits, drawn, released, retired, expires_at, reported_at, reported "
+        "FROM durability_semaphore_queue_leases ORDER BY lease_id",
+    ),
+    (
+        "keys",
+        "SELECT key, next_request_at, changes, acked FROM durability_semaphore_queue_keys ORDER BY key",
+    ),
+)
+
+
+def stored_rows(conn: sqlite3.Connection) -> dict[str, Any]:
+    """What the queue's storage holds, as the model lists its records."""
+    rows = {name: [list(row) for row in conn.execute(sql)] for name, sql in _STORED}
+    rows["done"] = [row[0] for row in rows["done"]]
+    return rows
+
+
 def _plain(value: Any) -> Any:
     """Tuples as lists, all the way down: the model answers in lists."""
     if isinstance(value, tuple | list):
@@ -86,7 +133,9 @@ def _step(step: Step) -> dict[str, Any]:
 class QueueLockstep:
     """A ``QueueClient`` and its literal model, called alike; the queue's answers are returned."""
 
-    def __init__(self, queue: QueueClient, model: LiteralQueue, client: str, judge: Judge) -> None:
+    def __init__(
+        self, queue: QueueClient, model: LiteralQueue, client: str, judge: Judge, rebuilt: bool = False
+    ) -> None:
         self.queue = queue
         self.model = model
         self.client_id = queue.client_id
@@ -94,6 +143,26 @@ class QueueLockstep:
         self._judge = judge
         #: The holder's reply as the wire carried it, for the next ``on_grant`` or ``on_synced``.
         self._reply: Any = None
+        if rebuilt:
+            # A rebuilt instance reads its memory from storage: what storage holds is what the
+            # queue goes on from, so it must be the model's state, row for row. (Before an
+            # eviction, a write that missed storage changes nothing the queue answers.)
+            self._same("storage as a rebuilt instance reads it", stored_rows(queue_conn(queue)), model.rows())
+
+    def _same_message(self, what: str, core: Any, model: Any) -> None:
+        """Messages as JSON text, keys sorted: the types the wire carries count (``1`` is not
+        ``true``, ``1.0`` is not ``1``), the order of an object's keys does not."""
+        if _text(core) == _text(model):
+            return
+        if _plain(core) != _plain(model):
+            self._same(what, core, model)  # names where the values differ
+            return
+        self._judge.fail(
+            EXACT_QUEUE,
+            f"{self._client}: {what}: queue vs literal model, as JSON: {_text(core)[:150]} vs "
+            f"{_text(model)[:150]}",
+            client=self._client,
+        )
 
     def _same(self, what: str, core: Any, model: Any) -> None:
         # The model answers in the queue's types; a tuple for a list is no difference.
@@ -179,12 +248,12 @@ class QueueLockstep:
 
     def build_request(self, key: str, now: int) -> PermitRequest:
         request = self.queue.build_request(key, now)
-        self._same(f"request for {key}", request.to_wire(), self.model.build_request(key, now))
+        self._same_message(f"request for {key}", request.to_wire(), self.model.build_request(key, now))
         return request
 
     def build_sync(self, key: str, now: int) -> PermitSync:
         sync = self.queue.build_sync(key, now)
-        self._same(f"sync for {key}", sync.to_wire(), self.model.build_sync(key, now))
+        self._same_message(f"sync for {key}", sync.to_wire(), self.model.build_sync(key, now))
         return sync
 
     def sent(self, key: str, now: int) -> int:
@@ -197,7 +266,8 @@ class QueueLockstep:
         self.model.acked(key, changes)
 
     def heard(self, reply: Any) -> None:
-        """The holder's reply as it came off the wire (before the queue's parser read it)."""
+        """The holder's reply as it came off the wire (the dict the queue's parser read; the model
+        reads it itself)."""
         self._reply = reply
 
     def on_grant(self, key: str, reply: PermitGrant, now: int) -> Step:
