@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from semsim.harness.run import run_world
@@ -25,29 +26,22 @@ def test_the_faithful_holder_runs_its_rounds_when_the_reference_would() -> None:
 
 
 def _schedule(rule: str) -> Any:
+    """The real ``_schedule_round``, fed a mistaken reading: no wait window, no period, or the
+    period counted from now (the last round taken to be this instant)."""
+    schedule = HolderObject._schedule_round
+
     def schedule_round(self: HolderObject) -> None:
-        if self._timer_armed or self._round_running:
-            return
-        now = self.ctx.sim.now()
-        earliest = now if self._last_round_at is None else self._last_round_at + self.env.round_period_ms
-        delay = {
-            "no wait window": max(0, earliest - now),
-            "no period": self.env.round_wait_ms,
-            "period from now": max(self.env.round_wait_ms, self.env.round_period_ms),
-        }[rule]
-        self._timer_armed = True
-
-        def timer() -> None:
-            self._timer_armed = False
-            self._round_running = True
-            try:
-                self._run_round()
-            finally:
-                self._round_running = False
-                if self._pending:
-                    self._schedule_round()
-
-        self.ctx.call_at(now + delay, timer)
+        env, last = self.env, self._last_round_at
+        if rule == "no wait window":
+            self.env = attrs.evolve(env, round_wait_ms=0)
+        elif rule == "no period":
+            self.env = attrs.evolve(env, round_period_ms=0)
+        else:
+            self._last_round_at = self.ctx.sim.now()
+        try:
+            schedule(self)
+        finally:
+            self.env, self._last_round_at = env, last
 
     return schedule_round
 

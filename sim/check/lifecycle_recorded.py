@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final
 
 from semaphore_core.durability import CALLS, AttemptSettled, Terminal
 from semsim.check.checker import Checker, Fail
-from semsim.check.events import Finish, Operation
+from semsim.check.events import Operation
 from semsim.check.reads import select
 
 if TYPE_CHECKING:
@@ -107,11 +107,9 @@ class LifecycleRecorded(Checker):
                 f"{next_attempt_at}",
             )
 
-    def on_finish(self, finish: Finish) -> None:
-        self.judge(self.clients)
-
     def judge(self, clients: Mapping[str, DurableObject]) -> None:
-        """Every ended row of every client ended with an event (the Monitor's ``finish`` calls it)."""
+        """Every ended row of every client ended with an event (the Monitor's ``finish`` calls it,
+        once the run has settled)."""
         silent = [
             f"{name}/{id} ({status}" + ("" if told is None else f", though its events said {told}") + ")"
             for name, obj in sorted(clients.items())

@@ -63,28 +63,16 @@ class LiteralQueue:
     # --- plain lookups ------------------------------------------------------------
 
     def _item(self, item_id: str) -> dict[str, Any] | None:
-        for item in self.items:
-            if item["id"] == item_id:
-                return item
-        return None
+        return _find(self.items, "id", item_id)
 
     def _grant(self, grant_id: str) -> dict[str, Any] | None:
-        for grant in self.grants:
-            if grant["id"] == grant_id:
-                return grant
-        return None
+        return _find(self.grants, "id", grant_id)
 
     def _lease(self, lease_id: str) -> dict[str, Any] | None:
-        for lease in self.leases:
-            if lease["id"] == lease_id:
-                return lease
-        return None
+        return _find(self.leases, "id", lease_id)
 
     def _key(self, key: str) -> dict[str, Any] | None:
-        for row in self.keys:
-            if row["key"] == key:
-                return row
-        return None
+        return _find(self.keys, "key", key)
 
     def _queued(self, key: str, group: str | None = None) -> list[dict[str, Any]]:
         """The key's (and group's) queued items, the oldest arrival first."""
@@ -528,3 +516,8 @@ class LiteralQueue:
                 [row["key"], row["next_request_at"], row["changes"], row["acked"]] for row in self.keys
             ),
         }
+
+
+def _find(records: list[dict[str, Any]], field: str, value: str) -> dict[str, Any] | None:
+    """The record whose ``field`` is ``value``, by a scan of them all (there is at most one)."""
+    return next((record for record in records if record[field] == value), None)
