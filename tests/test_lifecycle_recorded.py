@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import semaphore_core.durability.engine as engine_module
-from semaphore_core.durability import AttemptSettled, OperationEntity, Terminal
+from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationEntity, Terminal
 from semaphore_core.durability.calls import migrate_calls
 from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.policy import ExponentialBackoff
@@ -17,6 +17,8 @@ from semsim.check.events import Operation
 from semsim.check.lifecycle_recorded import LifecycleRecorded, js_round
 from semsim.harness.run import run_world
 from semsim.scenarios import SCENARIOS
+from semsim.scenarios.operations import one_job
+from semsim.world.faults import FaultPlan
 from semsim.world.operations import OperationsSpec
 
 ENTITY = OperationEntity(operation="run", id="item-1", generation="gen-1")
@@ -56,9 +58,9 @@ def _retry(attempt: int, at: int, next_at: int) -> Operation:
     return Operation(at, "client-0", event)
 
 
-def _judge(client: Any, *operations: Operation) -> list[str]:
+def _judge(client: Any, *operations: Operation, attempt_timeout_ms: int | None = None) -> list[str]:
     found = Found()
-    checker = LifecycleRecorded(found.fail, {"client-0": client}, ExponentialBackoff())
+    checker = LifecycleRecorded(found.fail, {"client-0": client}, ExponentialBackoff(), attempt_timeout_ms)
     for operation in operations:
         checker.on_operation(operation)
     checker.judge({"client-0": client})
@@ -108,6 +110,53 @@ def test_a_row_whose_end_was_emitted_passes() -> None:
     assert _judge(_client(status="completed"), Operation(9_000, "client-0", settled)) == []
 
 
+TIMEOUT = SerializedError(name="DurableAttemptTimeoutError", message="timed out")
+
+
+def _attempt(
+    started: int, settled: int, *, duration_ms: int | None = None, error: Any = None
+) -> list[Operation]:
+    start = AttemptStarted(entity=ENTITY, timestamp=started, attempt=1)
+    end = AttemptSettled(
+        entity=ENTITY,
+        timestamp=settled,
+        attempt=1,
+        duration_ms=settled - started if duration_ms is None else duration_ms,
+        outcome="failed" if error is not None else "completed",
+        error=error,
+    )
+    return [Operation(started, "client-0", start), Operation(settled, "client-0", end)]
+
+
+@pytest.mark.parametrize(
+    ("settled", "duration_ms", "error"),
+    [(1_500, None, None), (61_000, None, None), (61_000, None, TIMEOUT), (61_000, None, ERROR)],
+)
+def test_an_attempt_within_its_timeout_with_its_duration_passes(
+    settled: int, duration_ms: int | None, error: Any
+) -> None:
+    status = "failed" if error is not None else "completed"
+    operations = _attempt(1_000, settled, duration_ms=duration_ms, error=error)
+    assert _judge(_client(status=status), *operations, attempt_timeout_ms=60_000) == []
+
+
+def test_an_attempt_past_its_timeout_is_caught() -> None:
+    [detail] = _judge(_client(status="completed"), *_attempt(1_000, 61_001), attempt_timeout_ms=60_000)
+    assert "attempt 1 started at 1000 and settled completed at 61001, 60001 ms later" in detail
+
+
+def test_a_timeout_before_attempt_timeout_ms_is_caught() -> None:
+    operations = _attempt(1_000, 31_000, error=TIMEOUT)
+    [detail] = _judge(_client(status="failed"), *operations, attempt_timeout_ms=60_000)
+    assert "30000 ms later with the timeout's error (attemptTimeoutMs 60000" in detail
+
+
+def test_a_duration_that_is_not_the_time_since_the_start_is_caught() -> None:
+    operations = _attempt(1_000, 5_000, duration_ms=3_000)
+    [detail] = _judge(_client(status="completed"), *operations)
+    assert "started at 1000 and settled at 5000, but its durationMs is 3000" in detail
+
+
 def test_math_round_halves_go_up() -> None:
     assert [js_round(x) for x in (0.5, 1.5, 2.5, -0.5, 2.4999)] == [1, 2, 3, 0, 2]
 
@@ -141,3 +190,25 @@ def test_a_world_whose_retries_come_early_stops_on_lifecycle_recorded(
 
 
 STORY = "failed-last-attempt-returns-by-finished"  # a retried operations world
+
+
+def test_a_world_whose_attempts_time_out_early_stops_on_lifecycle_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The attempt's timer set a millisecond short of ``attemptTimeoutMs``."""
+    config, faults = one_job(30_000, idempotent=True, attempt_timeout_ms=10_000), FaultPlan()
+    reference = run_world(config, faults, seed=1)
+    assert reference.result.outcome == "completed", reference.result
+    assert any(
+        e["type"] == "attempt_settled" and e.get("error", {}).get("name") == "DurableAttemptTimeoutError"
+        for e in reference.trace.of_kind("operation")
+    )
+    original = engine_module.Engine._set_timeout
+
+    def short(self: Any, delay_ms: int, kind: Any, *args: Any, **kwargs: Any) -> int:
+        return original(self, delay_ms - 1 if kind == "attempt_timeout" else delay_ms, kind, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module.Engine, "_set_timeout", short)
+    run = run_world(config, faults, seed=1)
+    assert run.result.invariant == "lifecycle_recorded", run.result
+    assert "with the timeout's error" in run.result.detail

@@ -75,6 +75,7 @@ from semaphore_core.durability.records import (
     AlarmOutcome,
     AlarmRetry,
     Attempt,
+    EarlyTimerSet,
     Outbox,
     ReportedFailure,
     Step,
@@ -492,7 +493,7 @@ class Engine:
             return value
 
         result = await self._storage.transaction(lambda txn: run_async(self.tasks, closure(txn)))
-        self._schedule_early_alarm(next_pending_at[0])
+        self.out.early_timers.append(self._early_alarm(next_pending_at[0]))
         return result
 
     def transaction(self, write: Callable[[sqlite3.Connection], T], now_ms: int | None = None) -> T:
@@ -513,7 +514,7 @@ class Engine:
         with transaction(self.conn):
             value = write(self.conn)
             next_timer_at = self._reconcile_now()
-        self._schedule_early_alarm(next_timer_at)
+        self.out.early_timers.append(self._early_alarm(next_timer_at))
         return value
 
     def _track_active(self, table: str, key: str) -> None:
@@ -616,6 +617,18 @@ class Engine:
             self._alarm.set_alarm(target)
         return timer_next_at
 
+    def _early_alarm(self, timestamp: int | None) -> EarlyTimerSet:
+        """``scheduleEarlyAlarm(timestamp)``, and what it left, for a checker (``Step.early_timers``)."""
+        self._schedule_early_alarm(timestamp)
+        early = self._early
+        pending = None if early is None else self._timers.get(early.seq)
+        return EarlyTimerSet(
+            asked_ms=timestamp,
+            now_ms=self._now,
+            due_ms=None if early is None else early.due_at,
+            fires_ms=None if pending is None else pending.at_ms,
+        )
+
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
         """``scheduleEarlyAlarm`` (lines 1321-1363); a retired instance has no timers to set."""
         if self._retired:
@@ -677,8 +690,7 @@ class Engine:
         self._set_now(now_ms)
         with transaction(self.conn):
             next_timer_at = self._reconcile_now()
-        self._schedule_early_alarm(next_timer_at)
-        return Step(now_ms=self._now)
+        return Step(now_ms=self._now, early_timers=(self._early_alarm(next_timer_at),))
 
     @js_async
     async def purge(
@@ -874,7 +886,16 @@ class Engine:
     def _end_pass(self, alarm_pass: AlarmPass, outcome: AlarmOutcome, error: BaseException | None) -> None:
         if self._passes.pop(alarm_pass.id, None) is None:
             return  # the instance was retired meanwhile
-        self.out.alarm_ends.append(AlarmEnd(alarm_pass.id, alarm_pass.early, outcome, error))
+        self.out.alarm_ends.append(
+            AlarmEnd(
+                alarm_pass.id,
+                alarm_pass.early,
+                outcome,
+                error,
+                started_ms=alarm_pass.started_at,
+                ended_ms=self._now,
+            )
+        )
 
     @property
     def open_passes(self) -> tuple[AlarmPass, ...]:

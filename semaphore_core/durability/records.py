@@ -95,6 +95,28 @@ class AlarmEnd:
     early: bool
     outcome: AlarmOutcome
     error: BaseException | None = None
+    #: When the pass was invoked and when it returned (the engine's clock): a checker holds a
+    #: hand-off to ``alarmHandoffMs`` after the start.
+    started_ms: int = attrs.field(kw_only=True)
+    ended_ms: int = attrs.field(kw_only=True)
+
+
+@attrs.frozen
+class EarlyTimerSet:
+    """``scheduleEarlyAlarm`` ran: the time it was asked to cover and the early timer it left.
+
+    Recorded by the engine's callers after each call, for a checker that
+    holds the result to the reference's rule (``asked_ms`` sooner than
+    ``alarmMinDelayMs`` from ``now_ms`` gets a timer due then, firing at
+    ``max(asked_ms, now_ms)``; otherwise none, unless live timers are on).
+    """
+
+    #: The earliest time a timer should cover, as ``reconcile`` read it (None: nothing).
+    asked_ms: int | None
+    now_ms: int
+    #: The early timer left: the time it covers and when it fires (None: no early timer).
+    due_ms: int | None
+    fires_ms: int | None
 
 
 @attrs.frozen
@@ -129,6 +151,7 @@ class Step:
     alarm_ends: tuple[AlarmEnd, ...] = ()
     alarm_retries: tuple[AlarmRetry, ...] = ()
     failures: tuple[ReportedFailure, ...] = ()
+    early_timers: tuple[EarlyTimerSet, ...] = ()
 
 
 @attrs.define
@@ -142,6 +165,7 @@ class Outbox:
     alarm_ends: list[AlarmEnd] = attrs.Factory(list)
     alarm_retries: list[AlarmRetry] = attrs.Factory(list)
     failures: list[ReportedFailure] = attrs.Factory(list)
+    early_timers: list[EarlyTimerSet] = attrs.Factory(list)
 
     def freeze(self, now_ms: int) -> Step:
         return Step(
@@ -153,6 +177,7 @@ class Outbox:
             alarm_ends=tuple(self.alarm_ends),
             alarm_retries=tuple(self.alarm_retries),
             failures=tuple(self.failures),
+            early_timers=tuple(self.early_timers),
         )
 
 

@@ -57,6 +57,16 @@ BUILTIN: Final = (
         "an operation's row and its retries' times are what its lifecycle events and policy say",
     ),
     Builtin(
+        "engine_permits",
+        "safety",
+        "every attempt handler running holds one of the engine's alarmConcurrency permits",
+    ),
+    Builtin(
+        "engine_timers",
+        "safety",
+        "an alarm pass hands off exactly alarmHandoffMs after it started; early timers as reconcile asks",
+    ),
+    Builtin(
         "handoff_alarm", "safety", "after an alarm pass hands off, an alarm is set within alarmMinDelayMs"
     ),
     Builtin(

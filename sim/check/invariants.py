@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 import attrs
 
 from semaphore_core.config import HolderConfig
-from semaphore_core.durability import AttemptSettled, AttemptStarted, Event
+from semaphore_core.durability import AttemptSettled, AttemptStarted, Event, Step
 from semaphore_core.protocol import PermitGrant, PermitRequest
 from semaphore_core.queue import QueueClient
 from semsim.check import client_reads, holder_reads
@@ -63,6 +63,8 @@ from semsim.check.cross_checks import (
 )
 from semsim.check.durable import Durable
 from semsim.check.effect_once import EffectOnce
+from semsim.check.engine_permits import EnginePermits
+from semsim.check.engine_timers import EngineTimers
 from semsim.check.events import (
     Admission,
     ApiCallChange,
@@ -103,6 +105,7 @@ from semsim.check.row_mirror import RowMirror
 from semsim.check.settling import Pending as Pending
 from semsim.check.settling import Settling
 from semsim.runtime.kernel import StopRun
+from semsim.runtime.scheduler import EngineReading
 from semsim.world.variant import REFERENCE, Variant
 
 if TYPE_CHECKING:
@@ -218,6 +221,7 @@ class Monitor:
         clients: Mapping[str, DurableObject] | None = None,
         max_attempts: int | None = None,
         retry_delay: Callable[[int], float] | None = None,
+        attempt_timeout_ms: int | None = None,
     ) -> None:
         """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
         in a unit test): what is on the wire, the external API of the account-concurrency world,
@@ -225,7 +229,8 @@ class Monitor:
         ``max_attempts``: the durable operations' ``maxAttempts`` in that world (None: no
         operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing).
         ``retry_delay``: that world's retry policy, the delay after attempt ``n`` failed
-        (None: ``lifecycle_recorded`` judges nothing)."""
+        (None: ``lifecycle_recorded`` judges nothing). ``attempt_timeout_ms``: that world's
+        ``attemptTimeoutMs`` (None: an attempt's duration is not held to it)."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
         #: the ones that define it: only they hear it (each event is built once, for semsim's own
@@ -240,7 +245,9 @@ class Monitor:
         self._lifecycle = (
             None
             if retry_delay is None
-            else LifecycleRecorded(self.fail, {} if clients is None else clients, retry_delay)
+            else LifecycleRecorded(
+                self.fail, {} if clients is None else clients, retry_delay, attempt_timeout_ms
+            )
         )
         self._attempts: tuple[Checker, ...] = (
             ()
@@ -248,6 +255,8 @@ class Monitor:
             else (AttemptsBounded(self.fail, max_attempts), RetryBeforeLast(self.fail, max_attempts))
         ) + (() if self._lifecycle is None else (self._lifecycle,))
         self._handoff_alarm = HandoffAlarm(self.fail)
+        self._engine_timers = EngineTimers(self.fail)
+        self._engine_permits = EnginePermits(self.fail)
         self._alarm_follows_work = AlarmFollowsWork(self.fail)
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
@@ -502,6 +511,14 @@ class Monitor:
         """An alarm pass of ``client`` handed its work off: ``handoff_alarm``
         (:mod:`semsim.check.handoff_alarm`) judges the alarm the step left."""
         self._handoff_alarm.on_handoff(Handoff(self.sim.now(), client, alarm_ms, pending_ms, min_delay_ms))
+
+    def engine_step(self, object: str, step: Step, reading: EngineReading) -> None:
+        """A step of ``object``'s engine, and a reading of the engine as it left it:
+        ``engine_permits`` (:mod:`semsim.check.engine_permits`) judges the permits, and
+        ``engine_timers`` (:mod:`semsim.check.engine_timers`) the passes and early timers."""
+        self._engine_permits.on_reading(object, step.now_ms, reading)
+        if step.alarm_ends or step.early_timers:
+            self._engine_timers.on_step(object, step, reading.options)
 
     def reconciled(
         self,

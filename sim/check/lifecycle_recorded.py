@@ -20,6 +20,10 @@ to the policy and to the rows:
   the policy itself);
 - the row, while it still stands at that attempt and pending, is due then
   too (``next_attempt_at`` written, not left at an earlier due time);
+- an attempt's settlement tells its time: its ``durationMs`` is the time
+  since the attempt started, at most the policy's ``attemptTimeoutMs``
+  (the attempt's timer cuts it there: ``startExecution``, lines
+  1628-1747), and exactly that when it failed with the timeout's error;
 - once the run has settled, every row that ended (``completed`` or
   ``failed``) ended with an event that says so, for the row's generation:
   an ``attempt_settled`` that completed, or one that failed or a
@@ -35,7 +39,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from semaphore_core.durability import CALLS, AttemptSettled, Terminal
+from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Terminal
 from semsim.check.checker import Checker, Fail
 from semsim.check.events import Operation
 from semsim.check.reads import select
@@ -47,6 +51,8 @@ ROW: Final = f"SELECT status, attempt, next_attempt_at, generation_id FROM {CALL
 ENDED_ROWS: Final = (
     f"SELECT id, generation_id, status FROM {CALLS.name} WHERE status != 'pending' ORDER BY id"
 )
+#: The name a timed-out attempt's error is stored under (``DurableAttemptTimeoutError``).
+TIMEOUT_ERROR: Final = "DurableAttemptTimeoutError"
 #: At most this many operations are named in the detail.
 SHOWN: Final = 5
 
@@ -63,18 +69,31 @@ class LifecycleRecorded(Checker):
     description = "an operation's row and its retries' times are what its lifecycle events and policy say"
 
     def __init__(
-        self, fail: Fail, clients: Mapping[str, DurableObject], delay: Callable[[int], float]
+        self,
+        fail: Fail,
+        clients: Mapping[str, DurableObject],
+        delay: Callable[[int], float],
+        attempt_timeout_ms: int | None = None,
     ) -> None:
         self.fail = fail
         self.clients = clients
         #: The world's retry policy: the delay after attempt ``n`` failed (``policy.delay(n)``).
         self.delay = delay
+        #: The world's ``attemptTimeoutMs`` (None: durations are held to their start alone).
+        self.attempt_timeout_ms = attempt_timeout_ms
+        #: When each attempt started, by (client, operation id, generation, attempt), until it settles.
+        self._started: dict[tuple[str, str, str, int], int] = {}
         #: How each operation's end was emitted, by (client, operation id, generation):
         #: ``completed`` or ``failed`` (a failed last attempt, or ``terminal``).
         self._ended: dict[tuple[str, str, str], str] = {}
 
     def on_operation(self, operation: Operation) -> None:
         event, client = operation.event, operation.client
+        if isinstance(event, AttemptStarted):
+            self._started[(client, event.entity.id, event.entity.generation, event.attempt)] = event.timestamp
+            return
+        if isinstance(event, AttemptSettled):
+            self._judge_duration(client, event)
         if isinstance(event, Terminal):
             self._ended[(client, event.entity.id, event.entity.generation)] = "failed"
             return
@@ -105,6 +124,31 @@ class LifecycleRecorded(Checker):
                 self.name,
                 f"{what} scheduled its retry at {event.next_attempt_at}, but its row is due at "
                 f"{next_attempt_at}",
+            )
+
+    def _judge_duration(self, client: str, event: AttemptSettled) -> None:
+        started = self._started.pop((client, event.entity.id, event.entity.generation, event.attempt), None)
+        if started is None:
+            return  # started in an instance the run did not hear (none, in a whole run)
+        ran_ms = event.timestamp - started
+        what = f"{client}: operation {event.entity.id} attempt {event.attempt}"
+        if event.duration_ms != max(0, ran_ms):
+            self.fail(
+                self.name,
+                f"{what} started at {started} and settled at {event.timestamp}, but its durationMs "
+                f"is {event.duration_ms}",
+            )
+        timeout_ms = self.attempt_timeout_ms
+        if timeout_ms is None:
+            return
+        timed_out = event.error is not None and event.error.name == TIMEOUT_ERROR
+        if ran_ms > timeout_ms or (timed_out and ran_ms != timeout_ms):
+            self.fail(
+                self.name,
+                f"{what} started at {started} and settled {event.outcome.replace('_', ' ')} at "
+                f"{event.timestamp}, {ran_ms} ms later"
+                + (" with the timeout's error" if timed_out else "")
+                + f" (attemptTimeoutMs {timeout_ms}: its timer cuts it then)",
             )
 
     def judge(self, clients: Mapping[str, DurableObject]) -> None:

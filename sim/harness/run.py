@@ -373,6 +373,9 @@ def run_world(
                     clients=clients,
                     max_attempts=None if config.operations is None else config.operations.max_attempts,
                     retry_delay=None if config.operations is None else config.operations.retry_delay(),
+                    attempt_timeout_ms=None
+                    if config.operations is None
+                    else config.operations.attempt_timeout_ms,
                 )
 
             world = _build(sim, config, faults, nursery, judge, variant)

@@ -145,6 +145,16 @@ class _ObjectAlarm:
         self._ctx.delete_alarm()
 
 
+@attrs.frozen
+class EngineReading:
+    """An engine as a step left it, for checkers: its options, the permits out of its pool, and
+    the attempt handlers running (handed an attempt, outcome not yet reported)."""
+
+    options: SchedulerOptions
+    permits_held: int
+    handlers_running: int
+
+
 class DurabilityScheduler:
     """One live instance's engine: its alarm, its timers, and the attempts of its operations."""
 
@@ -158,6 +168,7 @@ class DurabilityScheduler:
         on_applied: Callable[[], None] | None = None,
         on_handoff: Callable[[int | None, int | None], None] | None = None,
         on_reconciled: Callable[[int | None, Callable[[], int | None]], None] | None = None,
+        on_step: Callable[[Step, EngineReading], None] | None = None,
     ) -> None:
         """``fallback=False``: the engine's fallback re-arm fails (see :class:`_ObjectAlarm`).
         ``on_applied``: called after every step is done (a checker of the object's commits).
@@ -165,12 +176,18 @@ class DurabilityScheduler:
         alarm and the earliest pending work's time (a checker of ``armForHandoff``).
         ``on_reconciled``: after a step in which ``reconcile`` ran, with the stored alarm and a
         read of the earliest pending work's time (a checker of ``reconcile``; the read costs a
-        query per participant, so it is the checker's to make only when it needs it)."""
+        query per participant, so it is the checker's to make only when it needs it).
+        ``on_step``: after every step, with the step and a reading of the engine as the step left
+        it (a checker of the engine's timers and permits)."""
         self.ctx = ctx
         self.engine = Engine(ctx.storage, _ObjectAlarm(ctx, fallback), options, on_abort=self._on_abort)
         self._on_applied = on_applied
         self._on_handoff = on_handoff
         self._on_reconciled = on_reconciled
+        self._on_step = on_step
+        #: The attempts handed to a handler whose outcome is not yet reported (their fences): each
+        #: holds one of the engine's permits until then (``engine_permits``).
+        self._handlers: set[tuple[str, str, str, int]] = set()
         self._reconciles_seen = 0
         self.durability: Durability | None = None
         self._handler: Handler | None = None
@@ -275,6 +292,7 @@ class DurabilityScheduler:
             ctx.sim.event("operation", object=ctx.name, **event.to_wire())
         for attempt in step.started:
             if self.engine.awaits_report(attempt):  # not already aborted, and reported, in this step
+                self._handlers.add(attempt.fence)
                 ctx.start_task(functools.partial(self._run, attempt), f"attempt:{attempt.id}")
         passes_failed = [end.error for end in step.alarm_ends if end.error is not None]
         for failure in step.failures:
@@ -308,6 +326,9 @@ class DurabilityScheduler:
         if self._on_event is not None:
             for event in step.events:
                 self._on_event(event)
+        if self._on_step is not None:
+            engine = self.engine
+            self._on_step(step, EngineReading(engine.options, engine.permits_held, len(self._handlers)))
         if self._on_handoff is not None and any(end.outcome == "handed_off" for end in step.alarm_ends):
             self._on_handoff(ctx.get_alarm(), self.engine.pending_at())
         # A pass that threw and could not re-arm committed nothing, and the platform's retry
@@ -328,6 +349,7 @@ class DurabilityScheduler:
         scope = self._aborts.get(attempt.fence)
         if scope is not None:
             scope.cancel()
+        self._handlers.discard(attempt.fence)
         self.engine.fail(attempt, AttemptAborted("the attempt's signal was aborted"), self.engine.now_ms)
 
     async def _run(self, attempt: Attempt) -> None:
@@ -344,6 +366,7 @@ class DurabilityScheduler:
                 error = failure
             finally:
                 del self._aborts[attempt.fence]
+        self._handlers.discard(attempt.fence)  # settled: reported below, or when its signal fired
         if scope.cancelled_caught or not self.engine.awaits_report(attempt):
             return  # aborted: reported when its signal fired
         now = self.ctx.sim.now()

@@ -24,13 +24,22 @@ scheduler's engine arms the alarm from it by the reference's rule.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 import attrs
 
-from semaphore_core.durability import AlarmInfo, Attempt, Durability, Event, Participant, SchedulerOptions
+from semaphore_core.durability import (
+    AlarmInfo,
+    Attempt,
+    Durability,
+    Event,
+    Participant,
+    SchedulerOptions,
+)
+from semaphore_core.durability import Step as EngineStep
 from semaphore_core.durability.engine import Join
 from semaphore_core.durability.errors import DuplicateDurablePayloadError
 from semaphore_core.durability.storage import DurableTable
@@ -41,7 +50,7 @@ from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
 from semsim.inputs.validation import boolean, integer, js_int
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import Network, RemoteError, RpcError
-from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults, DurabilityScheduler
+from semsim.runtime.scheduler import NO_ALARM_FAULTS, AlarmFaults, DurabilityScheduler, EngineReading
 from semsim.world.call_log import CallLog
 from semsim.world.external_api import NAME as API
 from semsim.world.jobs import Jobs
@@ -137,6 +146,10 @@ class ClientMonitor(Protocol):
         read of the earliest pending work's time."""
         ...
 
+    def engine_step(self, object: str, step: EngineStep, reading: EngineReading) -> None:
+        """A step of the client's scheduler, and a reading of the engine as it left it."""
+        ...
+
     def reply_applied(self, client: str, key: str, reply: Any, conn: Any) -> None:
         """The client applied the holder's ``reply`` (the wire's dict); ``conn``: its storage now."""
         ...
@@ -209,6 +222,7 @@ class ClientObject:
             on_event=self._lifecycle,
             on_handoff=None if monitor is None else self._handed_off,
             on_reconciled=None if monitor is None else self._reconciled,
+            on_step=None if monitor is None else functools.partial(monitor.engine_step, ctx.name),
         )
         # As seed 000's JobShard builds them: the operations first, then the queue.
         self.jobs_run: Durability | None = (

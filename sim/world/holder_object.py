@@ -23,19 +23,20 @@ callbacks answer the same with or without a model beside the holder.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
 
 from semaphore_core import Event, Holder, HolderConfig, LeaseOptions, SemaphoreProtocolError, Usage
-from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions
+from semaphore_core.durability import AlarmInfo, Participant, SchedulerOptions, Step
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS
 from semaphore_core.durability.storage import DurableTable
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, parse_request
 from semsim.runtime.durable import DurableObject, ObjectContext
 from semsim.runtime.network import Later, RemoteError
-from semsim.runtime.scheduler import AlarmFaults, DurabilityScheduler
+from semsim.runtime.scheduler import AlarmFaults, DurabilityScheduler, EngineReading
 from semsim.runtime.timers import Signal
 from semsim.world.faults import InputFault
 from semsim.world.holder_inputs import PlannedInputFailure, holder_inputs
@@ -130,6 +131,10 @@ class HolderMonitor(Protocol):
         read of the earliest pending work's time."""
         ...
 
+    def engine_step(self, object: str, step: Step, reading: EngineReading) -> None:
+        """A step of the holder's scheduler, and a reading of the engine as it left it."""
+        ...
+
 
 #: The holder as a participant of its object's scheduler: grants with unclaimed permits.
 GRANTS_TABLE: Final = DurableTable(name="durability_semaphore_grants", key="grant_id")
@@ -164,6 +169,7 @@ class HolderObject:
             else lambda alarm_ms, pending_at: monitor.reconciled(
                 ctx.name, alarm_ms, pending_at, env.alarm_min_delay_ms
             ),
+            on_step=None if monitor is None else functools.partial(monitor.engine_step, ctx.name),
         )
         #: Set while the platform's alarm() runs: a pass that starts otherwise is the early timer's.
         self._platform_alarm = False
