@@ -27,11 +27,14 @@ import semsim.explore.fuzz as fuzz_module
 from semaphore_core.queue import Admission, QueueClient
 from semaphore_core.queue_state import QueueState
 from semaphore_core.store import HolderStore
+from semsim.check import client_reads
 from semsim.check.client_reads import kept
 from semsim.check.conservative import Conservative, charge
 from semsim.check.coverage import FULL_CHECKS
+from semsim.check.cross_check_failed import CrossCheckFailed
 from semsim.check.cross_checks import GRANT_CHARGES, LEASE_CHARGES
 from semsim.check.events import RowChanges
+from semsim.check.reads import select
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
 from semsim.explore.fuzz import (
     KNOWN_FINDINGS,
@@ -431,13 +434,51 @@ def test_a_kept_client_read_is_served_from_memory_until_the_storage_changes() ->
     assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]
 
 
-def test_the_checkers_keep_client_reads_outside_the_debug_mode_only() -> None:
+def test_the_checkers_keep_client_reads_in_both_modes_and_the_debug_mode_checks_them() -> None:
     story = SCENARIOS["strict-burst"]
     incremental = run_world(story.config, story.faults, story.seed)
     full = run_world(story.config, story.faults, story.seed, full_checks=True)
-    kept = [obj.checker_reads for obj in incremental.world.clients.values()]
-    assert all(isinstance(reads, dict) and len(reads) > 1 for reads in kept)
-    assert all(obj.checker_reads is None for obj in full.world.clients.values())
+    for run, checked in ((incremental, False), (full, True)):
+        clients = run.world.clients.values()
+        assert all(isinstance(obj.checker_reads, dict) and len(obj.checker_reads) > 1 for obj in clients)
+        assert all(obj.checker_reads_checked is checked for obj in clients)
+
+
+def _never_forgets(obj: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """A planted ``kept`` that never notices the storage changed."""
+    memo = obj.checker_reads
+    if memo is None:
+        return select(obj.storage, sql, params)
+    if (sql, params) not in memo:
+        memo[sql, params] = select(obj.storage, sql, params)
+    return memo[sql, params]  # type: ignore[no-any-return]
+
+
+def test_the_debug_mode_sees_a_kept_client_reading_go_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each kept answer is asked of storage again in the debug mode: a cache that answers for
+    another moment is the ``checker`` verdict, whatever the checks made of the stale rows."""
+    monkeypatch.setattr(client_reads, "kept", _never_forgets)
+    story = SCENARIOS["lease-lost-in-reply"]
+    incremental = run_world(story.config, story.faults, story.seed)
+    # Without the debug mode the stale rows mislead the checks (a false accusation, here) and
+    # nothing names the cache.
+    assert incremental.result.invariant != "checker", incremental.result
+    full = run_world(story.config, story.faults, story.seed, full_checks=True)
+    assert full.result.invariant == "checker", full.result
+    assert "a kept reading differs from its storage" in full.result.detail
+
+
+def test_a_kept_reading_that_agrees_with_storage_passes_the_debug_mode() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    obj = SimpleNamespace(storage=conn, checker_reads={}, checker_reads_checked=True, name="client-0")
+    query = "SELECT count(*) FROM t"
+    assert client_reads.reading(obj, query) == [(0,)]  # type: ignore[arg-type]
+    conn.execute("INSERT INTO t VALUES (1)")
+    assert client_reads.reading(obj, query) == [(1,)]  # type: ignore[arg-type]
+    obj.checker_reads[query, ()] = [(7,)]  # the memo goes wrong while storage stands still
+    with pytest.raises(CrossCheckFailed, match="client-0: a kept reading differs from its storage"):
+        client_reads.reading(obj, query)  # type: ignore[arg-type]
 
 
 def test_a_table_renamed_and_kept_leaves_no_trigger_standing_in_for_the_new_one() -> None:

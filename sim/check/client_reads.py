@@ -5,8 +5,11 @@ wait for. Each reading here is one of ``semaphore_core.queue_reads``' queries
 (the queue's schema stays with the queue), asked of one client or of all of
 them. :func:`kept` answers a client's query from memory while its storage is
 unchanged: a check of every client then costs a query only for the few that
-changed since the last one. The debug mode (``--full-checks``) sets a
-client's ``checker_reads`` to None and so reads every time.
+changed since the last one. Every reading goes through :func:`reading`, which
+in the debug mode (``--full-checks``, a client's ``checker_reads_checked``)
+asks storage again beside the kept answer, and a difference is the
+``checker`` verdict: a cache that answers for the wrong question or the wrong
+moment would make every check that reads through it judge stale rows.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from semaphore_core import queue_reads
+from semsim.check.cross_check_failed import CrossCheckFailed
 from semsim.check.reads import select
 
 if TYPE_CHECKING:
@@ -44,43 +48,56 @@ def kept(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tup
     return rows
 
 
+def reading(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """:func:`kept`'s answer; in the debug mode checked against storage asked again."""
+    rows = kept(obj, sql, params)
+    if obj.checker_reads_checked:
+        fresh = select(obj.storage, sql, params)
+        if list(rows) != fresh:
+            raise CrossCheckFailed(
+                f"{obj.name}: a kept reading differs from its storage: {sql} with {params!r} "
+                f"answered {list(rows)!r} where storage holds {fresh!r}"
+            )
+    return rows
+
+
 def running_items(obj: DurableObject, key: str) -> list[tuple[Any, ...]]:
     """A client's running items of ``key`` per grant and lease, in order (``queue_reads``'
     ``RUNNING_ITEMS``); outside the debug mode from one kept reading of every key's."""
     if obj.checker_reads is None:
-        return kept(obj, queue_reads.RUNNING_ITEMS, (key,))
-    return [row[1:] for row in kept(obj, queue_reads.RUNNING_ITEMS_BY_KEY) if row[0] == key]
+        return reading(obj, queue_reads.RUNNING_ITEMS, (key,))
+    return [row[1:] for row in reading(obj, queue_reads.RUNNING_ITEMS_BY_KEY) if row[0] == key]
 
 
 def outstanding(clients: Mapping[str, DurableObject]) -> int:
     """Items queued, being claimed or running on any client, for any key."""
-    return sum(n for obj in clients.values() for (n,) in kept(obj, queue_reads.OUTSTANDING_ITEMS))
+    return sum(n for obj in clients.values() for (n,) in reading(obj, queue_reads.OUTSTANDING_ITEMS))
 
 
 def unreported(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has changes the holder has not acknowledged yet."""
-    return any(kept(obj, queue_reads.UNREPORTED_CHANGES) for obj in clients.values())
+    return any(reading(obj, queue_reads.UNREPORTED_CHANGES) for obj in clients.values())
 
 
 def claiming(clients: Mapping[str, DurableObject]) -> bool:
     """Whether any client has items admitted to a claim it has not heard back about."""
-    return any(kept(obj, queue_reads.CLAIMING_ITEMS) for obj in clients.values())
+    return any(reading(obj, queue_reads.CLAIMING_ITEMS) for obj in clients.values())
 
 
 def expiry_due(clients: Mapping[str, DurableObject], now: int) -> bool:
     """Whether a client holds a lease past its expiry that it has not retired yet (it will, at once)."""
-    return any(kept(obj, queue_reads.EXPIRY_DUE, (now,)) for obj in clients.values())
+    return any(reading(obj, queue_reads.EXPIRY_DUE, (now,)) for obj in clients.values())
 
 
 def known_leases(clients: Mapping[str, DurableObject]) -> set[str]:
     """Every lease id some client knows, read from every client."""
-    return {lease_id for obj in clients.values() for (lease_id,) in kept(obj, queue_reads.LEASE_IDS)}
+    return {lease_id for obj in clients.values() for (lease_id,) in reading(obj, queue_reads.LEASE_IDS)}
 
 
 def lease_in_use(clients: Mapping[str, DurableObject], key: str) -> int:
     """Lease permits drawn and not yet released, as the clients themselves count them."""
     return sum(
-        int(row[0] or 0) for obj in clients.values() for row in kept(obj, queue_reads.LEASE_IN_USE, (key,))
+        int(row[0] or 0) for obj in clients.values() for row in reading(obj, queue_reads.LEASE_IN_USE, (key,))
     )
 
 
@@ -89,7 +106,7 @@ def waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[str
     longest-waiting of them arrived (one query per client)."""
     waiting: dict[str, tuple[int, int]] = {}
     for obj in clients.values():
-        for group, count, oldest in kept(obj, queue_reads.WAITING_BY_GROUP, (key,)):
+        for group, count, oldest in reading(obj, queue_reads.WAITING_BY_GROUP, (key,)):
             before_count, before_oldest = waiting.get(group, (0, int(oldest)))
             waiting[group] = (before_count + count, min(before_oldest, int(oldest)))
     return waiting
@@ -97,7 +114,7 @@ def waiting_by_group(clients: Mapping[str, DurableObject], key: str) -> dict[str
 
 def waiting_clients(clients: Mapping[str, DurableObject], key: str) -> set[str]:
     """The clients with items of ``key`` queued or being claimed."""
-    return {name for name, obj in clients.items() if kept(obj, queue_reads.KEY_HAS_WAITING_ITEMS, (key,))}
+    return {name for name, obj in clients.items() if reading(obj, queue_reads.KEY_HAS_WAITING_ITEMS, (key,))}
 
 
 def idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> int:
@@ -111,6 +128,6 @@ def idle_headroom(clients: Mapping[str, DurableObject], key: str, now: int) -> i
     """
     total = 0
     for obj in clients.values():
-        for (undrawn,) in kept(obj, queue_reads.IDLE_HEADROOM, (key, now)):
+        for (undrawn,) in reading(obj, queue_reads.IDLE_HEADROOM, (key, now)):
             total += undrawn
     return total

@@ -13,7 +13,11 @@ and recomputes each answer the slow way beside it:
   mirror's rows, and hands the commit's checkers every row as changed;
 - :class:`CrossCheckedAcross` recounts every client for each total;
 - :class:`FullConservative` judges ``conservative`` from every client's
-  storage after the incremental judgement, which must have found what it finds.
+  storage after the incremental judgement, which must have found what it finds;
+- every reading of a client's storage kept while it is unchanged
+  (:func:`~semsim.check.client_reads.kept`) is made again from storage each
+  time it is answered from memory, and must be the same
+  (:func:`~semsim.check.client_reads.reading`).
 
 A disagreement is the ``checker`` verdict (:class:`CrossCheckFailed`): the
 run stops and says which reading was wrong. The verdict of a run is
@@ -32,6 +36,7 @@ from semsim.check import client_reads
 from semsim.check.across_clients import AcrossClients
 from semsim.check.checker import Checker, Fail
 from semsim.check.conservative import NAME, Conservative, Holding, holding
+from semsim.check.cross_check_failed import CrossCheckFailed as CrossCheckFailed  # re-exported
 from semsim.check.events import Commit
 from semsim.check.reads import select
 from semsim.check.row_mirror import Delta, RowMirror, read_rows
@@ -45,15 +50,6 @@ GRANT_CHARGES: Final = (
     "ELSE permits END - released FROM durability_semaphore_grants"
 )
 LEASE_CHARGES: Final = "SELECT lease_id, permits - released FROM durability_semaphore_leases"
-
-
-class CrossCheckFailed(Exception):
-    """An incremental reading disagrees with the same reading made from scratch; ``key``: the
-    holder whose reading it was, when the message names one."""
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 class CrossCheckedMirror(RowMirror):
@@ -144,7 +140,7 @@ class FullConservative(Checker):
         leases = {lease_id: int(charged) for lease_id, charged in select(conn, LEASE_CHARGES)}
         for name, obj in sorted(clients.items()):
             stored: Counter[Holding] = Counter()
-            for grant_id, lease_id, running in client_reads.kept(obj, queue_reads.RUNNING_ITEMS, (key,)):
+            for grant_id, lease_id, running in select(obj.storage, queue_reads.RUNNING_ITEMS, (key,)):
                 stored[holding(grant_id, lease_id)] = running
                 what, charged = (
                     ("lease", leases.get(lease_id, 0)) if lease_id else ("grant", grants.get(grant_id, 0))

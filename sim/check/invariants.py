@@ -55,12 +55,8 @@ from semsim.check.capacity_returns import CapacityReturns
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
 from semsim.check.conservative import Conservative
-from semsim.check.cross_checks import (
-    CrossCheckedAcross,
-    CrossCheckedMirror,
-    CrossCheckFailed,
-    FullConservative,
-)
+from semsim.check.cross_check_failed import CrossCheckFailed
+from semsim.check.cross_checks import CrossCheckedAcross, CrossCheckedMirror, FullConservative
 from semsim.check.durable import Durable
 from semsim.check.effect_once import EffectOnce
 from semsim.check.engine_permits import EnginePermits
@@ -330,11 +326,13 @@ class Monitor:
     def watch_client(self, obj: DurableObject) -> None:
         """A client object of the run (the world adds each to ``clients`` too).
 
-        Outside the debug mode, what the checkers read from a client's storage is
-        kept until that storage changes (:func:`~semsim.check.client_reads.kept`): a check of every client
-        then costs a query only for the few that changed since the last one.
+        What the checkers read from a client's storage is kept until that storage
+        changes (:func:`~semsim.check.client_reads.kept`): a check of every client then costs a
+        query only for the few that changed since the last one. The debug mode keeps it too, and
+        checks every kept answer against storage (:func:`~semsim.check.client_reads.reading`).
         """
-        obj.checker_reads = None if self.full else {}
+        obj.checker_reads = {}
+        obj.checker_reads_checked = self.full
 
     def attach(self, key: str, obj: DurableObject, env: Env) -> None:
         """Watch the holder object of ``key`` (its storage, and the settings it runs with)."""

@@ -229,6 +229,8 @@ class DurableObject:
         #: What a checker read from this object's storage, kept while the storage is unchanged
         #: (``semsim.check.invariants``; None: not kept). The object never reads it.
         self.checker_reads: dict[Any, Any] | None = None
+        #: The checker's debug mode: each kept reading is asked of storage again and compared.
+        self.checker_reads_checked = False
 
     # --- the instance -------------------------------------------------------------
 
