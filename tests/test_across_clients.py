@@ -23,7 +23,9 @@ class _Client:
 
     def __init__(self, name: str) -> None:
         self.storage = sqlite3.connect(":memory:", isolation_level=None)
-        self.checker_reads: dict[Any, Any] | None = None  # the debug mode's: always read
+        self.name = name
+        self.checker_reads: dict[Any, Any] | None = None  # read every time
+        self.checker_reads_checked = False
         QueueClient(self.storage, name)
 
 

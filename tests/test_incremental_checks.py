@@ -429,7 +429,7 @@ def test_a_kept_client_read_is_served_from_memory_until_the_storage_changes() ->
     conn.execute("ROLLBACK TO s")
     conn.execute("RELEASE s")
     assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]  # nothing kept inside the transaction
-    obj.checker_reads = None  # the debug mode: always read
+    obj.checker_reads = None  # not kept: always read
     conn.execute("UPDATE t SET x = 5")
     assert kept(obj, query) == [(1,)]  # type: ignore[arg-type]
 
