@@ -233,6 +233,22 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
         assert len(before) == len(after)
         assert all(at_ms < (case.config.duration_ms - QUIET_MS) / 4 for at_ms in set(after) - set(before))
     assert any(kr.ARMS["start-edge-4"](case) != case for case in cases)
+    # The limit counted in leases: only a lease world's limit moves, and only up, by its
+    # permits per lease; the odd arm only where the drawn limit is odd.
+    for name in ("limit-per-lease", "limit-per-lease-odd"):
+        changed = 0
+        for case in cases:
+            arm = kr.ARMS[name](case)
+            holder, leases = case.config.holder, case.config.holder.leases
+            if arm == case:
+                continue
+            changed += 1
+            assert leases is not None
+            assert name == "limit-per-lease" or holder.limit % 2 == 1
+            assert arm.config.holder.limit == holder.limit * leases.permits_per_lease
+            drawn = attrs.evolve(arm.config.holder, limit=holder.limit)
+            assert attrs.evolve(arm, config=attrs.evolve(arm.config, holder=drawn)) == case
+        assert 0 < changed < len(cases), name
 
 
 def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:
