@@ -246,8 +246,8 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
             assert leases is not None
             assert name == "limit-per-lease" or holder.limit % 2 == 1
             assert arm.config.holder.limit == holder.limit * leases.permits_per_lease
-            drawn = attrs.evolve(arm.config.holder, limit=holder.limit)
-            assert attrs.evolve(arm, config=attrs.evolve(arm.config, holder=drawn)) == case
+            as_drawn = attrs.evolve(arm.config.holder, limit=holder.limit)
+            assert attrs.evolve(arm, config=attrs.evolve(arm.config, holder=as_drawn)) == case
         assert 0 < changed < len(cases), name
 
 
