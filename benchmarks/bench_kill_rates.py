@@ -175,6 +175,17 @@ def _limit_per_lease(odd_only: bool) -> Callable[[Case], Case]:
     return arm
 
 
+def _two_keys_odd(case: Case) -> Case:
+    """A case whose seed is odd runs two accounts (two holders), its items spread over both:
+    the drawn worlds have one key (``strategies.KEYS``), so nothing drawn has a client asking
+    several holders at once, or a checker asking one question per key. Not kept
+    (docs/BENCHMARKS.md)."""
+    if case.seed % 2 == 0:
+        return case
+    workload = attrs.evolve(case.config.workload, keys=(*case.config.workload.keys, "acct-2"))
+    return attrs.evolve(case, config=attrs.evolve(case.config, workload=workload))
+
+
 #: Rewrites of drawn cases that keep every drawn choice (see the module docstring).
 ARMS: dict[str, Callable[[Case], Case]] = {
     "flapping-odd": _flapping_odd,
@@ -184,6 +195,7 @@ ARMS: dict[str, Callable[[Case], Case]] = {
     "start-edge-4": _start_edge(4),
     "limit-per-lease": _limit_per_lease(odd_only=False),
     "limit-per-lease-odd": _limit_per_lease(odd_only=True),
+    "two-keys-odd": _two_keys_odd,
 }
 
 

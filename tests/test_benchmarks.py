@@ -249,6 +249,16 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
             as_drawn = attrs.evolve(arm.config.holder, limit=holder.limit)
             assert attrs.evolve(arm, config=attrs.evolve(arm.config, holder=as_drawn)) == case
         assert 0 < changed < len(cases), name
+    # Two keys where the seed is odd: only the workload's keys grow, by one.
+    two_keys = [kr.ARMS["two-keys-odd"](case) for case in cases]
+    for case, arm in zip(cases, two_keys, strict=True):
+        if case.seed % 2 == 0:
+            assert arm == case
+            continue
+        assert arm.config.workload.keys == (*case.config.workload.keys, "acct-2")
+        one_key = attrs.evolve(arm.config.workload, keys=case.config.workload.keys)
+        assert attrs.evolve(arm, config=attrs.evolve(arm.config, workload=one_key)) == case
+    assert 0 < sum(a != b for a, b in zip(two_keys, cases, strict=True)) < len(cases)
 
 
 def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:
