@@ -19,6 +19,7 @@ from semaphore_core.durability import SchedulerOptions, Step
 from semsim.check.engine_timers import EngineTimers, early_timer
 from semsim.harness.run import WorldRun, run_world
 from semsim.world.faults import FaultPlan
+from tests.durability_shell import Shell
 from tests.operation_worlds import every_attempt_fails, handoff_world
 
 MIN_DELAY_MS = 15_000
@@ -147,3 +148,15 @@ def test_a_stale_early_timer_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
     run = _run_planted(monkeypatch, _retries, _schedule_early_alarm=planted)
     assert run.result.invariant == "engine_timers", run.result
+
+
+def test_each_reconcile_records_its_early_timer_and_a_retired_engine_records_none() -> None:
+    shell = Shell(delay=lambda attempt: 5_000)
+    [attempt] = shell.register("a", now=0).started
+    step = shell.engine.fail(attempt, RuntimeError("x"), 100)
+    # The failure's own transaction and the reconcile after it: both leave the retry's timer.
+    assert [(t.asked_ms, t.now_ms, t.due_ms, t.fires_ms) for t in step.early_timers] == [
+        (5_100, 100, 5_100, 5_100)
+    ] * 2
+    shell.engine.retire()  # sets no timers from now on, so it records no decision to judge
+    assert shell.engine.refresh(200).early_timers == ()

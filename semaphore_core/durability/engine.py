@@ -493,7 +493,7 @@ class Engine:
             return value
 
         result = await self._storage.transaction(lambda txn: run_async(self.tasks, closure(txn)))
-        self.out.early_timers.append(self._early_alarm(next_pending_at[0]))
+        self._early_alarm(next_pending_at[0], self.out.early_timers)
         return result
 
     def transaction(self, write: Callable[[sqlite3.Connection], T], now_ms: int | None = None) -> T:
@@ -514,7 +514,7 @@ class Engine:
         with transaction(self.conn):
             value = write(self.conn)
             next_timer_at = self._reconcile_now()
-        self.out.early_timers.append(self._early_alarm(next_timer_at))
+        self._early_alarm(next_timer_at, self.out.early_timers)
         return value
 
     def _track_active(self, table: str, key: str) -> None:
@@ -617,16 +617,21 @@ class Engine:
             self._alarm.set_alarm(target)
         return timer_next_at
 
-    def _early_alarm(self, timestamp: int | None) -> EarlyTimerSet:
-        """``scheduleEarlyAlarm(timestamp)``, and what it left, for a checker (``Step.early_timers``)."""
+    def _early_alarm(self, timestamp: int | None, recorded: list[EarlyTimerSet]) -> None:
+        """``scheduleEarlyAlarm(timestamp)``, and what it left added to ``recorded``, for a checker
+        (``Step.early_timers``); a retired instance sets no timers, and records nothing."""
         self._schedule_early_alarm(timestamp)
+        if self._retired:
+            return
         early = self._early
         pending = None if early is None else self._timers.get(early.seq)
-        return EarlyTimerSet(
-            asked_ms=timestamp,
-            now_ms=self._now,
-            due_ms=None if early is None else early.due_at,
-            fires_ms=None if pending is None else pending.at_ms,
+        recorded.append(
+            EarlyTimerSet(
+                asked_ms=timestamp,
+                now_ms=self._now,
+                due_ms=None if early is None else early.due_at,
+                fires_ms=None if pending is None else pending.at_ms,
+            )
         )
 
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
@@ -690,7 +695,9 @@ class Engine:
         self._set_now(now_ms)
         with transaction(self.conn):
             next_timer_at = self._reconcile_now()
-        return Step(now_ms=self._now, early_timers=(self._early_alarm(next_timer_at),))
+        recorded: list[EarlyTimerSet] = []
+        self._early_alarm(next_timer_at, recorded)
+        return Step(now_ms=self._now, early_timers=tuple(recorded))
 
     @js_async
     async def purge(

@@ -7,7 +7,7 @@ them. :func:`kept` answers a client's query from memory while its storage is
 unchanged: a check of every client then costs a query only for the few that
 changed since the last one. Every reading goes through :func:`reading`, which
 in the debug mode (``--full-checks``, a client's ``checker_reads_checked``)
-asks storage again beside the kept answer, and a difference is the
+asks storage again beside every answer, and a difference is the
 ``checker`` verdict: a cache that answers for the wrong question or the wrong
 moment would make every check that reads through it judge stale rows.
 """
@@ -63,7 +63,8 @@ def reading(obj: DurableObject, sql: str, params: tuple[Any, ...] = ()) -> list[
 
 def running_items(obj: DurableObject, key: str) -> list[tuple[Any, ...]]:
     """A client's running items of ``key`` per grant and lease, in order (``queue_reads``'
-    ``RUNNING_ITEMS``); outside the debug mode from one kept reading of every key's."""
+    ``RUNNING_ITEMS``): from one kept reading of every key's where the client's reads are kept
+    (every watched client, in both modes), else by its own query."""
     if obj.checker_reads is None:
         return reading(obj, queue_reads.RUNNING_ITEMS, (key,))
     return [row[1:] for row in reading(obj, queue_reads.RUNNING_ITEMS_BY_KEY) if row[0] == key]

@@ -8,10 +8,13 @@ one ``run`` took), and ``startExecution``'s ``releaseIfSettled`` (lines
 handler settled, zombies included: a handler still running after its
 attempt timed out keeps its permit. So at every moment the permits out of
 the pool are at least the handlers running. A permit given back early
-(an eager permit returned as it is handed over, a release on the outcome
-alone) lets more than ``alarmConcurrency`` handlers run, which is what the
-permits exist to stop, and only a world that saturates the pool would show
-it at the external API.
+(an eager permit returned as it is handed over, say) lets more than
+``alarmConcurrency`` handlers run, which is what the permits exist to stop,
+and only a world that saturates the pool would show it at the external
+API. What this cannot see here: a permit released once the outcome is
+persisted but before its handler settles. The simulator cancels an aborted
+handler inside the step that aborts it, so no handler outlives its
+attempt's outcome, and such a release behaves as the reference's does.
 
 Judged after every step of an object's scheduler: the shell counts the
 handlers it was handed attempts for and whose outcome it has not yet
