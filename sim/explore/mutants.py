@@ -139,16 +139,17 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
         "The store accepts a write whose lease ran out while nobody has claimed the instance "
         "again. The leased worker skips its write once a renewal said the lease is lost, so one "
         "needs a silent expiry: the worker stalled (a pause) past its lease with its call done "
-        "and no other worker claiming the instance first. Rare in the draws: the ci campaigns' "
-        "300 runs never reach it, the time-to-bug campaigns on one seed of three (run 82, "
-        "fenced_write); the store's state machine, which writes with stale tokens directly, kills "
-        "it."
+        "and no other worker claiming the instance first. Rare in the draws: before every run "
+        "was a fresh draw, the ci campaigns' 300 runs never reached it; since, the ci campaign "
+        "does at run 48 and the time-to-bug campaigns on every seed of 1-3 (runs 13, 94, 41); "
+        "the store's state machine, which writes with stale tokens directly, kills it."
     ),
     "lease-ignores-group-room": (
         "Needs within_group_limit leases, a group cap whose room is below the equal share, and "
         "lease demand in that group in one round. Rare in the draws: 2 of 300 sampled drawn "
         "runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6; 14 before fault times were "
-        "spread over the phase), and the ci campaign none in 150."
+        "spread over the phase); the ci campaign kills it at run 70 since every run is a fresh "
+        "draw, the time-to-bug campaigns on five seeds of 1-6 (all but 4)."
     ),
 }
 
