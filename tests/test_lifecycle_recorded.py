@@ -6,11 +6,12 @@ import sqlite3
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 
 import semaphore_core.durability.engine as engine_module
-from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationEntity, Terminal
-from semaphore_core.durability.calls import migrate_calls
+from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationEntity, Registered, Terminal
+from semaphore_core.durability.calls import insert_call, migrate_calls
 from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.policy import ExponentialBackoff
 from semsim.check.events import Operation
@@ -212,3 +213,46 @@ def test_a_world_whose_attempts_time_out_early_stops_on_lifecycle_recorded(
     run = run_world(config, faults, seed=1)
     assert run.result.invariant == "lifecycle_recorded", run.result
     assert "with the timeout's error" in run.result.detail
+
+
+def _registered(at: int, generation: str = "gen-1") -> Operation:
+    return Operation(
+        at, "client-0", Registered(entity=attrs.evolve(ENTITY, generation=generation), timestamp=at)
+    )
+
+
+def test_a_row_told_registered_twice_before_its_end_is_caught() -> None:
+    [detail] = _judge(_client(), _registered(1_000), _registered(1_000))
+    assert "item-1 (generation gen-1) was told registered again at 1000" in detail
+
+
+def test_a_row_registered_again_after_its_end_or_as_another_generation_passes() -> None:
+    completed = AttemptSettled(
+        entity=ENTITY, timestamp=5_000, attempt=1, duration_ms=5, outcome="completed", error=None
+    )
+    ended = Operation(5_000, "client-0", completed)
+    assert _judge(_client(status="completed"), _registered(1_000), ended, _registered(6_000)) == []
+    assert _judge(_client(), _registered(1_000), _registered(2_000, generation="gen-2")) == []
+
+
+def test_a_repeated_registration_told_as_a_new_row_stops_the_world_on_lifecycle_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every job registered twice (the second time with its keys reversed, as drawn worlds do);
+    planted: the insert is taken as having made a row though the row was there."""
+    config = one_job(5_000, count=2, limit=2)
+    assert config.operations is not None
+    config = attrs.evolve(config, operations=attrs.evolve(config.operations, repeat_registration=True))
+    reference = run_world(config, FaultPlan(), seed=1)
+    assert reference.result.outcome == "completed", reference.result
+    registered = [e for e in reference.trace.of_kind("operation") if e["type"] == "registered"]
+    assert len(registered) == 2, registered  # one per job, though each was registered twice
+
+    def always_new(*args: Any, **kwargs: Any) -> bool:
+        insert_call(*args, **kwargs)
+        return True
+
+    monkeypatch.setattr("semaphore_core.durability.operations.insert_call", always_new)
+    run = run_world(config, FaultPlan(), seed=1)
+    assert run.result.invariant == "lifecycle_recorded", run.result
+    assert "was told registered again" in run.result.detail

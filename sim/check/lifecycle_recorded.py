@@ -24,6 +24,10 @@ to the policy and to the rows:
   since the attempt started, at most the policy's ``attemptTimeoutMs``
   (the attempt's timer cuts it there: ``startExecution``, lines
   1628-1747), and exactly that when it failed with the timeout's error;
+- a ``registered`` event tells of a row inserted (``#run`` emits it only
+  when the insert made a row, lines 656-678), so a row's registration is
+  told once: a second ``registered`` for the same operation and generation
+  before its end was told is a repeated registration told as a new row;
 - once the run has settled, every row that ended (``completed`` or
   ``failed``) ended with an event that says so, for the row's generation:
   an ``attempt_settled`` that completed, or one that failed or a
@@ -39,7 +43,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Terminal
+from semaphore_core.durability import CALLS, AttemptSettled, AttemptStarted, Registered, Terminal
 from semsim.check.checker import Checker, Fail
 from semsim.check.events import Operation
 from semsim.check.reads import select
@@ -86,21 +90,26 @@ class LifecycleRecorded(Checker):
         #: How each operation's end was emitted, by (client, operation id, generation):
         #: ``completed`` or ``failed`` (a failed last attempt, or ``terminal``).
         self._ended: dict[tuple[str, str, str], str] = {}
+        #: The rows whose registration was told and whose end was not yet, by (client, id, generation).
+        self._registered: set[tuple[str, str, str]] = set()
 
     def on_operation(self, operation: Operation) -> None:
         event, client = operation.event, operation.client
+        if isinstance(event, Registered):
+            self._judge_registered(client, event)
+            return
         if isinstance(event, AttemptStarted):
             self._started[(client, event.entity.id, event.entity.generation, event.attempt)] = event.timestamp
             return
         if isinstance(event, AttemptSettled):
             self._judge_duration(client, event)
         if isinstance(event, Terminal):
-            self._ended[(client, event.entity.id, event.entity.generation)] = "failed"
+            self._end(client, event.entity.id, event.entity.generation, "failed")
             return
         if not isinstance(event, AttemptSettled):
             return
         if event.outcome != "retry_scheduled":
-            self._ended[(client, event.entity.id, event.entity.generation)] = event.outcome
+            self._end(client, event.entity.id, event.entity.generation, event.outcome)
             return
         what = f"{client}: operation {event.entity.id}"
         due = event.timestamp + js_round(self.delay(event.attempt))
@@ -125,6 +134,21 @@ class LifecycleRecorded(Checker):
                 f"{what} scheduled its retry at {event.next_attempt_at}, but its row is due at "
                 f"{next_attempt_at}",
             )
+
+    def _end(self, client: str, id: str, generation: str, outcome: str) -> None:
+        self._ended[(client, id, generation)] = outcome
+        self._registered.discard((client, id, generation))
+
+    def _judge_registered(self, client: str, event: Registered) -> None:
+        row = (client, event.entity.id, event.entity.generation)
+        if row in self._registered:
+            self.fail(
+                self.name,
+                f"{client}: operation {event.entity.id} (generation {event.entity.generation}) was told "
+                f"registered again at {event.timestamp}, though its row was told registered before and "
+                "has not ended: only an insert that made a new row is told",
+            )
+        self._registered.add(row)
 
     def _judge_duration(self, client: str, event: AttemptSettled) -> None:
         started = self._started.pop((client, event.entity.id, event.entity.generation, event.attempt), None)
