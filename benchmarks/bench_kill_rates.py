@@ -16,9 +16,10 @@ rate ``p``: the share of those runs that break an invariant. From ``p`` and the 
 seconds per run follow what a campaign can expect: it kills the variant within 150 runs with
 probability ``1 - (1 - p) ** 150``, after ``(1 - p) / p`` misses on average, each costing a
 missed run's mean CPU, then the killing run. That takes the runs as independent draws, which
-they are since every run is drawn afresh (2026-12-05); before, three runs in four were
+they nearly are since every run is drawn afresh (2026-12-05: no run is a copy of another,
+though the first tenth of a budget is held small); before, three runs in four were
 near-copies of another, so a campaign's chance was lower than these figures said. (Only the
-reference campaign: in the time-to-bug record 129 of 130 drawn kills came from it.) The
+reference campaign: in the time-to-bug record 166 of 167 drawn kills came from it.) The
 reference itself runs as a control: a case it fails, beyond what it tolerates, is a false
 positive of the draws, and is reported.
 

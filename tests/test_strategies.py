@@ -10,12 +10,15 @@ in the changelog that campaigns draw other cases from the same seeds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections import Counter
 
 import attrs
+import pytest
 
+import semsim.explore.fuzz
 from semaphore_core.fixes import ALL_FIXES
 from semsim.explore.fuzz import RunReport, campaign
 from semsim.explore.strategies import DELAY_TICK_MS, QUIET_MS, Case, _drawn_for
@@ -31,8 +34,14 @@ DRAWN_DIGEST = "9894a070bae487036f970d658f3000e0612b631139091698fb5c04bbc1feae03
 #: in time order) the cases are those drawn before them. A window's end is left out: where the
 #: spread start put its end past the phase, the end was cut there and the drawn length is gone.
 #: Recomputed when every run became a fresh draw (2026-12-05), which changed which cases a seed
-#: draws: since then it pins those cases with the levers taken out.
+#: draws: since then it pins those cases with the levers taken out, and the digests before,
+#: with Hypothesis's near-copies back, are held by ``test_with_near_copies_back_...``.
 BEFORE_DIGEST = "495eab3214c9c5261731a88bef5f1cff1ad442e726094a85162f1fedf0b280c8"
+#: ``DRAWN_DIGEST`` and ``BEFORE_DIGEST`` as they were before every run was a fresh draw.
+NEAR_COPIES_DIGESTS = (
+    "43b138e8b2952c6f5dbfb44ab34b7f70c5091d2e9f193072723a4af21e8a551d",
+    "b0d72df0942df226ebf1e2b72f06c18f62e6fe0c77bb0c6f1362e9bd5938d69a",
+)
 
 
 def _drawn(seed: int, fixes: tuple[str, ...], runs: int = 30) -> list[Case]:
@@ -135,3 +144,19 @@ def test_every_run_of_a_campaign_is_a_fresh_draw() -> None:
         assert len(seen) == 60
         assert len({json.dumps(attrs.asdict(case.config), sort_keys=True) for case in seen}) == 60
     assert ConjectureRunner.generate_mutations_from is mutator  # put back after the campaign
+
+
+def test_with_near_copies_back_a_campaign_draws_what_it_drew_before_fresh_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turning Hypothesis's mutator off is all that changed the draws: with it back on, the
+    cases are those pinned before (and, with the 2026-12-04 levers taken out, those before
+    the levers), so the levers' evidence stands."""
+    monkeypatch.setattr(semsim.explore.fuzz, "_every_run_drawn_afresh", contextlib.nullcontext)
+    digest, before = hashlib.sha256(), hashlib.sha256()
+    for seed in range(3):
+        for fixes in ((), tuple(sorted(ALL_FIXES))):
+            for case in _drawn(seed, fixes):
+                digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
+                before.update(_as_drawn_before(case).encode())
+    assert (digest.hexdigest(), before.hexdigest()) == NEAR_COPIES_DIGESTS

@@ -103,6 +103,9 @@ WHY_IT_CAN_SURVIVE: Final[dict[str, str]] = {
     # Empty while every survivor of the layers run is explained below (WHY_THE_FUZZ_MISSES).
 }
 
+#: The counts of sampled drawn runs below ("N of 300") were measured before 2026-12-05, when
+#: three drawn runs in four were near-copies of another (docs/BENCHMARKS.md, "Every run drawn
+#: afresh"); the samples drawn since are other runs.
 #: Why the whole-system fuzz alone misses a mutant another layer kills: what its invariants
 #: (docs/INVARIANTS.md) cannot see. Printed only for mutants the fuzz layer let survive.
 WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
@@ -187,7 +190,8 @@ WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
         "Needs a grant claimed in part whose timeout passes while its claimed permits still "
         "run, and a reclaim then. Drawn worlds are mostly short of permits, so a grant covers "
         "no more than the queue even after a cancel: 1 of 300 sampled drawn runs kills it "
-        "(benchmarks/bench_kill_rates.py, seeds 1-6); the grant-claimed-in-part scenario does."
+        "(benchmarks/bench_kill_rates.py, seeds 1-6, sampled before every run was a fresh draw); "
+        "the grant-claimed-in-part scenario does."
     ),
     "alarm-ignores-partly-claimed": (
         "Needs a grant claimed in part with unclaimed permits left when the alarm is armed: the "
