@@ -153,7 +153,8 @@ def summary(cells: Sequence[Cell], runs: int) -> list[str]:
     for cell in cells:
         if not cell.killed:
             survivors.setdefault(cell.mutant, []).append(f"{cell.mode} seed {cell.seed}")
-    lines.append(f"survived {runs} runs per campaign ({len(survivors)} mutants):")
+    count = len(survivors)
+    lines.append(f"survived {runs} runs per campaign ({count} mutant{'' if count == 1 else 's'}):")
     lines += [f"  {name}: {', '.join(where)}" for name, where in survivors.items()]
     return lines
 

@@ -173,7 +173,7 @@ def test_time_to_bug_counts_the_runs_and_cpu_to_the_first_violation_and_summaris
     ]
     lines = ttb.summary(cells, 150)
     assert lines[1].split() == ["drawn", "1", "2/3", "67%", "1.25", "2.00"]
-    assert lines[-2:] == ["survived 150 runs per campaign (1 mutants):", "  c: drawn seed 1"]
+    assert lines[-2:] == ["survived 150 runs per campaign (1 mutant):", "  c: drawn seed 1"]
 
 
 def test_kill_rates_run_every_variant_on_the_same_drawn_runs_and_predict_a_campaign() -> None:

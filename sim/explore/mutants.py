@@ -118,7 +118,7 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "lease-expiry-off-by-one": (
         "Needs a round on the exact millisecond an unreported lease expires: 7 of 300 sampled "
         "drawn runs kill it (benchmarks/bench_kill_rates.py, seeds 1-6; 1 before runs with "
-        "delays delivered on a tick); the ci campaign reaches it at run 50."
+        "delays delivered on a tick); the ci campaign reaches it at run 53."
     ),
     "group-policy-per-demand": (
         "Needs a callback that answers differently within one round: group limits otherwise "
@@ -130,7 +130,7 @@ WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "rebuilt-holder-drops-retired-leases": (
         "Needs a holder eviction while a lease is retired but not yet settled; clients retire "
         "and report their own expired leases, so that window is short. Rare in the draws: the "
-        "ci campaign first reached it (at run 50) once the swarm drew operations worlds."
+        "ci campaign first reached it (at run 53) once the swarm drew operations worlds."
     ),
     "migration-down-keeps-claim-index": (
         "Needs a schema rolled back and forward over a holder's rows: a drawn holder eviction at "
