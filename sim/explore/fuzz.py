@@ -574,7 +574,7 @@ def _every_run_drawn_afresh() -> Iterator[None]:
         yield  # pragma: no cover
         return
 
-    def no_mutations(self: Any, data: Any) -> None:
+    def no_mutations(self: Any, *args: Any, **kwargs: Any) -> None:
         return None
 
     ConjectureRunner.generate_mutations_from = no_mutations  # type: ignore[method-assign]

@@ -103,11 +103,11 @@ WHY_IT_CAN_SURVIVE: Final[dict[str, str]] = {
     # Empty while every survivor of the layers run is explained below (WHY_THE_FUZZ_MISSES).
 }
 
-#: The counts of sampled drawn runs below ("N of 300") were measured before 2026-12-05, when
-#: three drawn runs in four were near-copies of another (docs/BENCHMARKS.md, "Every run drawn
-#: afresh"); the samples drawn since are other runs.
 #: Why the whole-system fuzz alone misses a mutant another layer kills: what its invariants
-#: (docs/INVARIANTS.md) cannot see. Printed only for mutants the fuzz layer let survive.
+#: (docs/INVARIANTS.md) cannot see. Printed only for mutants the fuzz layer let survive. The
+#: counts of sampled drawn runs ("N of 300") here and below were measured before 2026-12-05,
+#: when three drawn runs in four were near-copies of another (docs/BENCHMARKS.md, "Every run
+#: drawn afresh"); the samples drawn since are other runs.
 WHY_THE_FUZZ_MISSES: Final[dict[str, str]] = {
     "claim-deadline-off-by-one": (
         "Needs a claim that reaches the holder on the exact millisecond of its deadline: "
