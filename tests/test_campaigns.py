@@ -12,11 +12,13 @@ finding fails it; small shrink budgets keep them cheap and still exact.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import cast
 
 import attrs
 import pytest
@@ -221,3 +223,20 @@ def test_a_passing_campaign_is_not_replayed_and_a_failing_one_is(
     result, _, _ = _parallel(pool, 2, seed, runs, failing=True)
     assert result == serial(seed, runs, True)
     assert len(calls) == 2
+
+
+def test_a_local_pool_ends_with_its_manager_thread_finished() -> None:
+    # At interpreter exit, ``concurrent.futures`` wakes every live pool manager thread; before
+    # Python 3.12 that races the thread closing its pipe after its workers were ended, and prints
+    # an OSError traceback after a Ctrl-C (seen in CI). Ending the pool waits for the thread.
+    from concurrent.futures import process
+
+    with local_pool(2) as ended:
+        sleeping = [ended.submit(time.sleep, 60) for _ in range(2)]
+        while not all(future.running() for future in sleeping):
+            time.sleep(0.01)
+        time.sleep(0.2)  # the workers take the tasks up
+        # typeshed gives this attribute the wake-up's type; it is the thread.
+        manager = cast("threading.Thread", ended._executor_manager_thread)
+    assert not manager.is_alive()
+    assert process._threads_wakeups[manager]._closed

@@ -434,6 +434,10 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+MANAGER_EXIT_TIMEOUT_S: Final = 30.0
+"""How long ending a local pool waits for its manager thread once its workers are gone."""
+
+
 @contextmanager
 def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes started by ``forkserver`` (see the module's docstring).
@@ -452,17 +456,28 @@ def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def _end(pool: ProcessPoolExecutor) -> None:
+    """End ``pool``'s workers now, and wait for its manager thread to see them gone.
+
+    The wait matters at interpreter exit. ``concurrent.futures`` wakes every pool's manager
+    thread from an exit hook, and on Python before 3.12 that wake-up can race the thread
+    closing its wake-up pipe after its workers died: the hook then prints an ``OSError``
+    traceback after a campaign that ended well (seen once in CI, after Ctrl-C with two
+    workers). A manager thread that has finished has closed its pipe, so the hook skips it.
+    """
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
     if terminate is not None:  # pragma: no cover - newer Python
         terminate()
         return
     processes = dict(getattr(pool, "_processes", None) or {})
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes.values():
         if process.is_alive():
             process.terminate()
     for process in processes.values():
         process.join()
+    if manager is not None:
+        manager.join(MANAGER_EXIT_TIMEOUT_S)
 
 
 class ClusterError(Exception):
