@@ -1,9 +1,10 @@
-"""``engine_permits``: every attempt handler running holds one of the engine's permits
+"""``engine_permits``: the engine's permits out of its pool are the attempt handlers running
 (docs/INVARIANTS.md).
 
 Shown on the reference in a world whose jobs queue for one permit (so the
-pool is empty while handlers run, and eager starts happen), and failing on
-an eager permit given back as it is handed over.
+pool is empty while handlers run, and eager starts happen), failing on an
+eager permit given back as it is handed over (too few out), and on a
+permit that never comes back (too many).
 """
 
 from __future__ import annotations
@@ -61,12 +62,15 @@ def test_the_check_on_its_edge() -> None:
     check = EnginePermits(fail)
     options = engine_module.SchedulerOptions(alarm_concurrency=2)
     check.on_reading("client-0", 10, EngineReading(options, permits_held=2, handlers_running=2))
-    check.on_reading("client-0", 10, EngineReading(options, permits_held=1, handlers_running=0))
+    check.on_reading("client-0", 10, EngineReading(options, permits_held=0, handlers_running=0))
     assert failures == []
     check.on_reading("client-0", 20, EngineReading(options, permits_held=1, handlers_running=2))
+    check.on_reading("client-0", 30, EngineReading(options, permits_held=1, handlers_running=0))
     assert failures == [
         "engine_permits: client-0: at 20, 2 attempt handlers are running but the engine holds 1 of "
-        "its 2 permits (alarmConcurrency): each running handler holds one until it settles"
+        "its 2 permits (alarmConcurrency): each running handler holds one until it settles",
+        "engine_permits: client-0: at 30, the engine holds 1 of its 2 permits (alarmConcurrency) but "
+        "only 0 attempt handlers are running: a permit out of the pool with no handler to give it back",
     ]
 
 
@@ -86,3 +90,22 @@ def test_an_eager_permit_returned_at_hand_over_is_caught(monkeypatch: pytest.Mon
     run = _queued_jobs(1)
     assert run.result.invariant == "engine_permits", run.result
     assert "1 attempt handlers are running but the engine holds 0 of its 1 permits" in run.result.detail
+
+
+def test_a_permit_that_never_comes_back_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the first permit given back is dropped (a release that forgets the pool), so the
+    pool is a permit short for good; the step after its handler settled shows it."""
+    original = engine_module.Engine._give_back
+    dropped: list[bool] = []
+
+    def planted(self: engine_module.Engine) -> None:
+        if not dropped:
+            dropped.append(True)
+            return
+        original(self)
+
+    monkeypatch.setattr(engine_module.Engine, "_give_back", planted)
+    run = _queued_jobs(2)
+    assert dropped
+    assert run.result.invariant == "engine_permits", run.result
+    assert "holds 2 of its 2 permits (alarmConcurrency) but only 1 attempt handlers" in run.result.detail

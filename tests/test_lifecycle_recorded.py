@@ -59,9 +59,28 @@ def _retry(attempt: int, at: int, next_at: int) -> Operation:
     return Operation(at, "client-0", event)
 
 
+def _started(*attempts: int, generation: str = "gen-1") -> list[Operation]:
+    entity = attrs.evolve(ENTITY, generation=generation)
+    return [Operation(0, "client-0", AttemptStarted(entity=entity, timestamp=0, attempt=n)) for n in attempts]
+
+
 def _judge(client: Any, *operations: Operation, attempt_timeout_ms: int | None = None) -> list[str]:
+    """``operations`` judged, then the run's end; where they start no attempt, the attempts the
+    row counts are told started first, as the engine tells them."""
     found = Found()
     checker = LifecycleRecorded(found.fail, {"client-0": client}, ExponentialBackoff(), attempt_timeout_ms)
+    if not any(isinstance(operation.event, AttemptStarted) for operation in operations):
+        [(counted,)] = client.storage.execute("SELECT attempt FROM durability_calls").fetchall()
+        began = {
+            op.event.attempt: op.event.timestamp - op.event.duration_ms
+            for op in operations
+            if isinstance(op.event, AttemptSettled)
+        }
+        told = [
+            Operation(0, "client-0", AttemptStarted(entity=ENTITY, timestamp=began.get(n, 0), attempt=n))
+            for n in range(1, counted + 1)
+        ]
+        operations = (*told, *operations)
     for operation in operations:
         checker.on_operation(operation)
     checker.judge({"client-0": client})
@@ -256,3 +275,48 @@ def test_a_repeated_registration_told_as_a_new_row_stops_the_world_on_lifecycle_
     run = run_world(config, FaultPlan(), seed=1)
     assert run.result.invariant == "lifecycle_recorded", run.result
     assert "was told registered again" in run.result.detail
+
+
+def test_attempts_told_one_after_another_pass() -> None:
+    assert _judge(_client(attempt=3), *_started(1, 2, 3)) == []
+    # Another generation counts from 1 again.
+    assert _judge(_client(attempt=2), *_started(1, 2), *_started(1, generation="gen-2")) == []
+
+
+def test_an_attempt_counted_and_never_told_is_caught_when_the_next_is_told() -> None:
+    [detail] = _judge(_client(attempt=3), *_started(1, 3))
+    assert "operation item-1 started attempt 3 at 0, but the last attempt told started was 1" in detail
+
+
+def test_exhaustion_after_an_attempt_never_told_is_caught() -> None:
+    terminal = Terminal(entity=ENTITY, timestamp=9_000, attempt=3, error=ERROR)
+    on_the_event, once_settled = _judge(
+        _client(status="failed", attempt=3), *_started(1, 2), Operation(9_000, "client-0", terminal)
+    )
+    assert "was declared exhausted after 3 at 9000, but the last attempt told started was 2" in on_the_event
+    assert "client-0/item-1 (attempt 3, told 2)" in once_settled
+
+
+def test_a_row_counting_an_attempt_never_told_is_caught_once_settled() -> None:
+    [detail] = _judge(_client(attempt=2), *_started(1))
+    assert "1 operations counted attempts never told started: client-0/item-1 (attempt 2, told 1)" in detail
+
+
+def test_a_world_whose_engine_counts_an_attempt_it_never_starts_stops_on_lifecycle_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: every claim counts one attempt more than the one it starts (what a claim made before
+    a wait its instance dies in leaves behind)."""
+    config, faults = one_job(5_000), FaultPlan()
+    assert run_world(config, faults, seed=1).result.outcome == "completed"
+    from semaphore_core.durability.storage import claim_attempt as real
+
+    def counts_two(*args: Any) -> int | None:
+        attempt = real(*args)
+        real(*args)
+        return attempt
+
+    monkeypatch.setattr(engine_module, "claim_attempt", counts_two)
+    run = run_world(config, faults, seed=1)
+    assert run.result.invariant == "lifecycle_recorded", run.result
+    assert "never told" in run.result.detail

@@ -28,6 +28,14 @@ to the policy and to the rows:
   when the insert made a row, lines 656-678), so a row's registration is
   told once: a second ``registered`` for the same operation and generation
   before its end was told is a repeated registration told as a new row;
+- every attempt counted in a row is told: ``claimAttempt`` counts it and
+  ``attempt_started`` tells of it in the same synchronous stretch
+  (``startExecution``, lines 1653-1671), so the attempts a row's run tells
+  are numbered 1, 2, 3 ... with none skipped, a ``terminal`` names the last
+  of them (``exhaustAttempts`` counts none), and once the run has settled a
+  row's ``attempt`` is the last one told for its generation. An attempt
+  counted and never told (claimed, say, before a wait its instance died in)
+  uses up the policy's ``maxAttempts`` without a call;
 - once the run has settled, every row that ended (``completed`` or
   ``failed``) ended with an event that says so, for the row's generation:
   an ``attempt_settled`` that completed, or one that failed or a
@@ -55,6 +63,7 @@ ROW: Final = f"SELECT status, attempt, next_attempt_at, generation_id FROM {CALL
 ENDED_ROWS: Final = (
     f"SELECT id, generation_id, status FROM {CALLS.name} WHERE status != 'pending' ORDER BY id"
 )
+COUNTED_ROWS: Final = f"SELECT id, generation_id, attempt FROM {CALLS.name} WHERE attempt > 0 ORDER BY id"
 #: The name a timed-out attempt's error is stored under (``DurableAttemptTimeoutError``).
 TIMEOUT_ERROR: Final = "DurableAttemptTimeoutError"
 #: At most this many operations are named in the detail.
@@ -92,6 +101,8 @@ class LifecycleRecorded(Checker):
         self._ended: dict[tuple[str, str, str], str] = {}
         #: The rows whose registration was told and whose end was not yet, by (client, id, generation).
         self._registered: set[tuple[str, str, str]] = set()
+        #: The last attempt told started, by (client, operation id, generation).
+        self._told: dict[tuple[str, str, str], int] = {}
 
     def on_operation(self, operation: Operation) -> None:
         event, client = operation.event, operation.client
@@ -99,11 +110,14 @@ class LifecycleRecorded(Checker):
             self._judge_registered(client, event)
             return
         if isinstance(event, AttemptStarted):
+            self._judge_counted(client, event, event.attempt - 1)
+            self._told[(client, event.entity.id, event.entity.generation)] = event.attempt
             self._started[(client, event.entity.id, event.entity.generation, event.attempt)] = event.timestamp
             return
         if isinstance(event, AttemptSettled):
             self._judge_duration(client, event)
         if isinstance(event, Terminal):
+            self._judge_counted(client, event, event.attempt)
             self._end(client, event.entity.id, event.entity.generation, "failed")
             return
         if not isinstance(event, AttemptSettled):
@@ -150,6 +164,19 @@ class LifecycleRecorded(Checker):
             )
         self._registered.add(row)
 
+    def _judge_counted(self, client: str, event: AttemptStarted | Terminal, before: int) -> None:
+        """``before`` attempts were told before ``event`` (none skipped, none counted untold)."""
+        told = self._told.get((client, event.entity.id, event.entity.generation), 0)
+        if told == before:
+            return
+        what = "started attempt" if isinstance(event, AttemptStarted) else "was declared exhausted after"
+        self.fail(
+            self.name,
+            f"{client}: operation {event.entity.id} {what} {event.attempt} at {event.timestamp}, but the "
+            f"last attempt told started was {told}: an attempt counted in its row was never told "
+            "(claimAttempt and attempt_started go together)",
+        )
+
     def _judge_duration(self, client: str, event: AttemptSettled) -> None:
         started = self._started.pop((client, event.entity.id, event.entity.generation, event.attempt), None)
         if started is None:
@@ -176,8 +203,20 @@ class LifecycleRecorded(Checker):
             )
 
     def judge(self, clients: Mapping[str, DurableObject]) -> None:
-        """Every ended row of every client ended with an event (the Monitor's ``finish`` calls it,
-        once the run has settled)."""
+        """Every ended row of every client ended with an event, and every attempt a row counts was
+        told (the Monitor's ``finish`` calls it, once the run has settled)."""
+        untold = [
+            f"{name}/{id} (attempt {attempt}, told {last})"
+            for name, obj in sorted(clients.items())
+            for id, generation, attempt in select(obj.storage, COUNTED_ROWS)
+            if (last := self._told.get((name, id, generation), 0)) != attempt
+        ]
+        if untold:
+            self.fail(
+                self.name,
+                f"{len(untold)} operations counted attempts never told started: {', '.join(untold[:SHOWN])}"
+                + (" ..." if len(untold) > SHOWN else ""),
+            )
         silent = [
             f"{name}/{id} ({status}" + ("" if told is None else f", though its events said {told}") + ")"
             for name, obj in sorted(clients.items())
