@@ -296,3 +296,23 @@ def test_every_objects_reconciles_are_judged_holders_and_clients(monkeypatch: py
     monkeypatch.setattr(Monitor, "reconciled", heard)
     assert _retrying_job().result.outcome == "completed"
     assert sorted(set(judged)) == ["client-0", "holder:acct"]
+
+
+def _refresh_kept_for_good(self: engine_module.Engine) -> Any:
+    """``scheduleNextAlarm`` without the ``finally`` that clears its coalesced refresh: after the
+    first, every refresh (a pass's last) returns that settled promise and reconciles nothing."""
+    if self._alarm_refresh is None:
+        self._alarm_refresh = self.transaction_async(lambda _conn: None)
+    return self._alarm_refresh
+
+
+def test_a_pass_that_ends_without_refreshing_the_alarm_stops_a_world_on_alarm_follows_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass's last step is judged whether or not its refresh reconciled: the alarm the platform
+    fired is gone, and with work still pending nothing sets another."""
+    assert run_story("zombie-call-over-the-limit").result.invariant is None
+    monkeypatch.setattr(engine_module.Engine, "schedule_next_alarm", _refresh_kept_for_good)
+    run = run_story("zombie-call-over-the-limit")
+    assert run.result.invariant == "alarm_follows_work", run.result
+    assert "but the alarm is None" in run.result.detail

@@ -16,12 +16,15 @@ participant, or keeps a later alarm, is caught. A participant that reports
 a wrong time of its own is not (its own checks judge that: ``alarm_armed``
 for the holder's grants).
 
-Judged after each step in which ``reconcile`` ran, once the step's commit
-was judged (``alarm_armed``, the narrower check, speaks first), with the
-step's time. A step whose alarm pass failed and could not re-arm committed
-nothing and is skipped: the platform's retry comes next. While any participant
-has work pending, the stored alarm is set and no later than
-``max(pending, now + alarmMinDelayMs)`` (docs/INVARIANTS.md).
+Judged after each step in which ``reconcile`` ran, and after each step in
+which an alarm pass completed (the pass refreshed the alarm on its way out,
+``scheduleNextAlarm``; a refresh that reconciled nothing leaves the alarm the
+platform fired gone), once the step's commit was judged (``alarm_armed``,
+the narrower check, speaks first), with the step's time. A step whose
+alarm pass failed and could not re-arm committed nothing and is skipped:
+the platform's retry comes next. While any participant has work pending,
+the stored alarm is set and no later than ``max(pending, now +
+alarmMinDelayMs)`` (docs/INVARIANTS.md).
 """
 
 from __future__ import annotations
@@ -48,7 +51,10 @@ class AlarmFollowsWork(Checker):
     """Judges the alarm each reconciling step left (a built-in check: the world reports to it alone)."""
 
     name = "alarm_follows_work"
-    description = "after each reconcile, an object's alarm is set no later than its earliest work needs"
+    description = (
+        "after each reconcile and each alarm pass, an object's alarm is set no later than its "
+        "earliest work needs"
+    )
 
     def __init__(self, fail: Fail) -> None:
         self.fail = fail

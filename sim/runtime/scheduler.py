@@ -339,7 +339,10 @@ class DurabilityScheduler:
             return
         if self._on_applied is not None:
             self._on_applied()
-        if self._on_reconciled is not None and self.engine.reconciles != self._reconciles_seen:
+        # A pass that completed refreshed the alarm on its way out (``scheduleNextAlarm``, line
+        # 1578): its step is judged even if that refresh reconciled nothing.
+        passed = any(end.outcome == "completed" for end in step.alarm_ends)
+        if self._on_reconciled is not None and (passed or self.engine.reconciles != self._reconciles_seen):
             self._reconciles_seen = self.engine.reconciles
             self._on_reconciled(ctx.get_alarm(), self.engine.pending_at)
 
