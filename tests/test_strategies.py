@@ -160,3 +160,14 @@ def test_with_near_copies_back_a_campaign_draws_what_it_drew_before_fresh_draws(
                 digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
                 before.update(_as_drawn_before(case).encode())
     assert (digest.hexdigest(), before.hexdigest()) == NEAR_COPIES_DIGESTS
+
+
+@pytest.mark.parametrize("internal", ["_MUTATOR", "_LOCAL_CONSTANTS"])
+def test_a_hypothesis_without_an_internal_the_draws_rest_on_is_warned_of(
+    monkeypatch: pytest.MonkeyPatch, internal: str
+) -> None:
+    """A campaign on a Hypothesis that renamed either internal still runs, but says its cases may
+    not be the pinned ones (and may be near-copies) instead of reverting silently."""
+    monkeypatch.setattr(semsim.explore.fuzz, internal, "renamed_in_a_later_hypothesis")
+    with pytest.warns(semsim.explore.fuzz.DrawsWarning, match="renamed_in_a_later_hypothesis"):
+        assert len(_drawn(0, (), runs=3)) == 3

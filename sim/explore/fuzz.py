@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -528,7 +529,7 @@ def _cases_independent_of_loaded_modules() -> Iterator[None]:
     ``semsim fuzz`` and in a worker process. For the duration of a campaign
     that pool is empty; the global constants (edge values such as 0 and -1)
     still apply. If a Hypothesis version has no such pool, there is nothing
-    to do.
+    to do (a :class:`DrawsWarning` says so when the pool's module has moved).
     """
     try:
         from hypothesis.internal.conjecture import providers
@@ -536,17 +537,18 @@ def _cases_independent_of_loaded_modules() -> Iterator[None]:
     except ImportError:  # pragma: no cover - older Hypothesis: no local constants
         yield
         return
-    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
-        yield  # pragma: no cover
+    if not (hasattr(providers, _LOCAL_CONSTANTS) and hasattr(providers, "CONSTANTS_CACHE")):
+        _without(f"providers.{_LOCAL_CONSTANTS}")
+        yield
         return
-    saved = providers._get_local_constants
+    saved = getattr(providers, _LOCAL_CONSTANTS)
     empty = Constants()
-    providers._get_local_constants = lambda: empty
+    setattr(providers, _LOCAL_CONSTANTS, lambda: empty)
     providers.CONSTANTS_CACHE.cache.clear()
     try:
         yield
     finally:
-        providers._get_local_constants = saved
+        setattr(providers, _LOCAL_CONSTANTS, saved)
         providers.CONSTANTS_CACHE.cache.clear()
 
 
@@ -562,26 +564,49 @@ def _every_run_drawn_afresh() -> Iterator[None]:
     so a campaign of 150 runs met about 35 worlds and their neighbours (docs/BENCHMARKS.md,
     "Every run drawn afresh"). For the duration of a campaign the mutator does nothing, and
     every run is a fresh draw. Shrinking is untouched. If a Hypothesis version has no such
-    method, there is nothing to turn off.
+    method, there is nothing to turn off, and a :class:`DrawsWarning` says so.
     """
     try:
         from hypothesis.internal.conjecture.engine import ConjectureRunner
     except ImportError:  # pragma: no cover - another Hypothesis layout
+        _without("ConjectureRunner")
         yield
         return
-    saved = ConjectureRunner.__dict__.get("generate_mutations_from")
+    saved = ConjectureRunner.__dict__.get(_MUTATOR)
     if saved is None:
-        yield  # pragma: no cover
+        _without(f"ConjectureRunner.{_MUTATOR}")
+        yield
         return
 
     def no_mutations(self: Any, *args: Any, **kwargs: Any) -> None:
         return None
 
-    ConjectureRunner.generate_mutations_from = no_mutations  # type: ignore[method-assign]
+    setattr(ConjectureRunner, _MUTATOR, no_mutations)
     try:
         yield
     finally:
-        ConjectureRunner.generate_mutations_from = saved  # type: ignore[method-assign]
+        setattr(ConjectureRunner, _MUTATOR, saved)
+
+
+#: The Hypothesis internals the two context managers below replace for a campaign, by name.
+_LOCAL_CONSTANTS: Final = "_get_local_constants"
+_MUTATOR: Final = "generate_mutations_from"
+
+
+class DrawsWarning(UserWarning):
+    """This Hypothesis lacks an internal a campaign relies on to draw its cases from its seed
+    alone, every run afresh: the campaign still runs, but its cases are not the ones the same
+    seed draws with the Hypothesis semsim pins (the ``test`` extra), and some may be
+    near-copies of others."""
+
+
+def _without(what: str) -> None:
+    warnings.warn(
+        f"this Hypothesis has no {what}: the campaign's cases may differ from what the same seed "
+        "draws elsewhere, and may repeat worlds (semsim pins Hypothesis in its test extra)",
+        DrawsWarning,
+        stacklevel=4,
+    )
 
 
 #: Answers one run of a campaign: ``(case, tolerated) -> report``.
