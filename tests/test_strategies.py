@@ -20,9 +20,11 @@ import pytest
 
 import semsim.explore.fuzz
 from semaphore_core.fixes import ALL_FIXES
+from semsim.explore import strategies
 from semsim.explore.fuzz import RunReport, campaign
 from semsim.explore.strategies import DELAY_TICK_MS, QUIET_MS, Case, _drawn_for
 from semsim.world.faults import Eviction
+from semsim.world.workload import Workload
 from tests.helpers import fault_times
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each
@@ -171,3 +173,55 @@ def test_a_hypothesis_without_an_internal_the_draws_rest_on_is_warned_of(
     monkeypatch.setattr(semsim.explore.fuzz, internal, "renamed_in_a_later_hypothesis")
     with pytest.warns(semsim.explore.fuzz.DrawsWarning, match="renamed_in_a_later_hypothesis"):
         assert len(_drawn(0, (), runs=3)) == 3
+
+
+def _offered_per_minute(case: Case) -> float:
+    workload = case.config.workload
+    if workload.arrival == "steady":
+        return workload.items_per_minute * workload.clients
+    return workload.burst_size * workload.clients * 60_000 / workload.burst_every_ms
+
+
+def test_an_overloaded_world_is_bounded_and_nothing_else_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrivals offer at most ``MAX_LOAD`` times what the limit can run; the bound is applied to
+    the values drawn, so the draws, and every other choice, stay as they were. Seed 4 draws a
+    limit of 1 with four clients at 90 items a minute of up to 45 s (136 times its capacity)."""
+    bounded = _drawn(4, (), runs=150)
+    monkeypatch.setattr(strategies, "bounded_load", lambda workload, limit: workload)
+    as_drawn = _drawn(4, (), runs=150)
+    cut = [(a, b) for a, b in zip(as_drawn, bounded, strict=True) if a != b]
+    assert 1 <= len(cut) <= 10, len(cut)
+    for before, after in cut:
+        assert (
+            attrs.evolve(after, config=attrs.evolve(after.config, workload=before.config.workload)) == before
+        )
+        assert _offered_per_minute(after) < _offered_per_minute(before)
+    for case in bounded:
+        mean_ms = sum(case.config.workload.duration_ms) / 2
+        most = strategies.MAX_LOAD * case.config.holder.limit * 60_000 / mean_ms
+        assert _offered_per_minute(case) <= most * 1.001 or case.config.workload.burst_size == 1, case
+
+
+@pytest.mark.parametrize(
+    ("arrival", "offered", "limit", "expected"),
+    [
+        ("steady", 90.0, 1, 84.396 / 4),  # 32 x 60 s / 22.75 s a minute, over four clients
+        ("steady", 10.0, 1, 10.0),  # within the bound: as drawn
+        ("bursts", 8, 1, 7),  # 84.4 a minute is 7.03 a client every 20 s: 7 whole items
+        ("bursts", 8, 10, 8),
+    ],
+)
+def test_bounded_load_cuts_a_rate_or_a_burst_to_the_bound(
+    arrival: str, offered: float, limit: int, expected: float
+) -> None:
+    workload = Workload(
+        clients=4,
+        arrival=arrival,  # type: ignore[arg-type]
+        items_per_minute=offered if arrival == "steady" else 20.0,
+        burst_size=int(offered) if arrival == "bursts" else 20,
+        burst_every_ms=20_000,
+        duration_ms=(500, 45_000),
+    )
+    got = strategies.bounded_load(workload, limit)
+    value = got.items_per_minute if arrival == "steady" else got.burst_size
+    assert value == pytest.approx(expected, abs=0.001)

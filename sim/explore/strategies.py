@@ -125,6 +125,29 @@ _LONGEST_ITEMS_MS: Final = st.sampled_from([2_000, 10_000, 45_000])
 #: kill as many planted bugs (docs/BENCHMARKS.md, "Levers tried": shorter worlds).
 _UNTIL_MS: Final = st.sampled_from([FAULT_PHASE_MS, 15_000])
 _SEEDS: Final = st.integers(0, 2**16)
+#: The most a drawn world's arrivals offer, as a multiple of what its limit can run (items a
+#: minute against ``limit * 60 s / mean item``). Past it a world only grows a backlog it can
+#: never serve within the run: a limit of 1 with four clients at 90 items a minute offers 136
+#: times its capacity, queues hundreds of items, and costs a hundred ordinary runs
+#: (docs/BENCHMARKS.md, "Bounded load"). A steady rate is cut to the bound, a burst to as
+#: many items (at least one); the choices drawn stay as they were, so the draws are unchanged.
+MAX_LOAD: Final = 32.0
+
+
+def bounded_load(workload: Workload, limit: int, most: float = MAX_LOAD) -> Workload:
+    """``workload`` with its arrivals offering at most ``most`` times what ``limit`` can run."""
+    assert limit >= 1, limit
+    assert most > 0, most
+    mean_ms = sum(workload.duration_ms) / 2
+    most_per_minute = most * limit * 60_000 / max(1.0, mean_ms)
+    if workload.arrival == "steady":
+        if workload.items_per_minute * workload.clients <= most_per_minute:
+            return workload
+        return attrs.evolve(workload, items_per_minute=round(most_per_minute / workload.clients, 3))
+    per_burst = most_per_minute * workload.burst_every_ms / 60_000 / workload.clients
+    if workload.burst_size <= per_burst:
+        return workload
+    return attrs.evolve(workload, burst_size=max(1, math.floor(per_burst)))
 
 
 @st.composite
@@ -144,7 +167,7 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
     clients = draw(_CLIENTS)
     arrival: Literal["steady", "bursts"] = draw(_ARRIVALS)
     fault_phase_ms = draw(_FAULT_PHASES_MS)
-    return WorldConfig(
+    config = WorldConfig(
         holder=HolderSpec(
             limit=draw(_LIMITS),
             grant_timeout_ms=draw(_GRANT_TIMEOUTS_MS),
@@ -179,6 +202,7 @@ def configs(draw: st.DrawFn, fixes: tuple[str, ...] = ()) -> WorldConfig:
         # the same case twice.
         operations=draw(_OPERATIONS_OR_NONE),
     )
+    return attrs.evolve(config, workload=bounded_load(config.workload, config.holder.limit))
 
 
 def operations() -> st.SearchStrategy[OperationsSpec]:
