@@ -259,6 +259,8 @@ def test_a_kill_rate_arm_keeps_every_drawn_choice_but_its_own() -> None:
         one_key = attrs.evolve(arm.config.workload, keys=case.config.workload.keys)
         assert attrs.evolve(arm, config=attrs.evolve(arm.config, workload=one_key)) == case
     assert 0 < sum(a != b for a, b in zip(two_keys, cases, strict=True)) < len(cases)
+    # The load bound, kept: the draws are bounded already, so the arm changes none of them.
+    assert [kr.ARMS["load-32"](case) for case in cases] == cases
 
 
 def test_kill_rates_take_what_a_baseline_already_ran_from_it(tmp_path: Path) -> None:
