@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -646,6 +647,58 @@ def test_ctrl_c_stops_a_campaign_with_a_partial_summary(workers: str, tmp_path: 
         assert status == "interrupted"
         assert connection.execute("SELECT COUNT(*) FROM runs").fetchone() == (runs,)
     assert f"runs: {runs} (interrupted: partial)" in out
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, by the parent ids ``/proc`` gives."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for parent in frontier for child in parents.get(parent, [])]
+        found += frontier
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_stops_a_spread_campaign_like_ctrl_c_and_leaves_no_worker_running(tmp_path: Path) -> None:
+    # By default SIGTERM ended the coordinator alone, and a worker busy with a long run went on,
+    # orphaned; now it stops as a second Ctrl-C does, and the pool's workers are ended with it.
+    process = subprocess.Popen(
+        _semsim(
+            "fuzz", "--runs", "100000", "--seed", "1", "--out", str(tmp_path), "--workers", "2", "--no-db"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        text=True,
+    )
+    assert process.stderr is not None
+    assert "runs" in process.stderr.readline()  # a progress line: the workers are running
+    below = _descendants(process.pid)
+    assert len(below) >= 3, below  # the fork server and its two workers
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == EXIT_INTERRUPTED, (out, err)
+    assert "(interrupted: partial)" in out
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in below if _running(pid)]
 
 
 # --- shrinking: a budget of work, deterministic, and honest about stopping short --------------

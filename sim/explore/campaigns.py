@@ -442,17 +442,44 @@ MANAGER_EXIT_TIMEOUT_S: Final = 30.0
 def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes started by ``forkserver`` (see the module's docstring).
 
-    On the way out (a finished campaign, a failure found, Ctrl-C) the workers are
-    ended rather than waited for: whatever they still run is past what the campaign needs.
+    On the way out (a finished campaign, a failure found, Ctrl-C, SIGTERM: see
+    :func:`_sigterm_unwinds`) the workers are ended rather than waited for: whatever they
+    still run is past what the campaign needs.
     """
     assert workers >= 1, workers
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
+    with _sigterm_unwinds():
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
+        try:
+            yield pool
+        finally:
+            _end(pool)
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """While a local pool lives, SIGTERM (a ``kill``, a job runner's timeout) stops the process
+    as a second Ctrl-C does: a ``KeyboardInterrupt`` that unwinds through the pool's
+    ``finally``, which ends its workers (``semsim fuzz`` then reports the runs back so far,
+    as partial, with exit status 130). By default SIGTERM ends the coordinator alone, and a
+    worker busy with a long run went on with it, orphaned, for as long as the run took (over
+    an hour, once). ``SystemExit`` would not do: raised inside a run, Hypothesis wraps it as
+    an error of the test. Outside the main thread, where no handler can be set, SIGTERM keeps
+    its default."""
+
+    def handle(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
     try:
-        yield pool
+        previous = signal.signal(signal.SIGTERM, handle)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
     finally:
-        _end(pool)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _end(pool: ProcessPoolExecutor) -> None:
