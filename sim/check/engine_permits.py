@@ -17,12 +17,17 @@ handler inside the step that aborts it, so no handler outlives its
 attempt's outcome, and such a release behaves as the reference's does.
 
 The other way round, no permit stays out with no handler to give it back.
-The reference holds a permit outside a running handler only inside one
-synchronous stretch of microtasks: ``run``'s eager permit until
-``startExecution`` takes it, an execution's between its permit and its
-claim, and between its outcome and ``releaseIfSettled``. None of these
-waits on a timer or a message, so once a step has drained its
-continuations the permits out are exactly the handlers running. A permit
+The reference holds a permit outside a running handler only while
+continuations run: ``run``'s eager permit until ``startExecution`` takes
+it, an execution's between its permit and its claim, between its outcome
+and ``releaseIfSettled``, and across the storage transaction of
+``failExhausted`` (a claim that found every attempt used) and of
+``settleFailure``. None of these waits on a timer or a message *in this
+simulator*: its platform's ``transaction`` settles in microtasks
+(``semaphore_core.durability.platform.PlatformStorage``), so once a step has drained
+its continuations the permits out are exactly the handlers running. A
+platform model whose storage took time would need this rule to allow a
+permit held across a pending transaction. A permit
 that never comes back (a waiter handed a release already spent, a release
 that forgets to give back) shows there at the first step after its
 handler settles, long before the pool running dry stalls any operation.

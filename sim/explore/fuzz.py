@@ -529,7 +529,8 @@ def _cases_independent_of_loaded_modules() -> Iterator[None]:
     ``semsim fuzz`` and in a worker process. For the duration of a campaign
     that pool is empty; the global constants (edge values such as 0 and -1)
     still apply. If a Hypothesis version has no such pool, there is nothing
-    to do (a :class:`DrawsWarning` says so when the pool's module has moved).
+    to do; if its providers module is there without the pool's function (renamed, say),
+    a :class:`DrawsWarning` says so.
     """
     try:
         from hypothesis.internal.conjecture import providers

@@ -125,8 +125,8 @@ _LONGEST_ITEMS_MS: Final = st.sampled_from([2_000, 10_000, 45_000])
 #: kill as many planted bugs (docs/BENCHMARKS.md, "Levers tried": shorter worlds).
 _UNTIL_MS: Final = st.sampled_from([FAULT_PHASE_MS, 15_000])
 _SEEDS: Final = st.integers(0, 2**16)
-#: The most a drawn world's arrivals offer, as a multiple of what its limit can run (items a
-#: minute against ``limit * 60 s / mean item``). Past it a world only grows a backlog it can
+#: The most a drawn world's arrivals offer, as a multiple of what its starting limit can run
+#: (items a minute against ``limit * 60 s / mean item``). Past it a world only grows a backlog it can
 #: never serve within the run: a limit of 1 with four clients at 90 items a minute offers 136
 #: times its capacity, queues hundreds of items, and costs a hundred ordinary runs
 #: (docs/BENCHMARKS.md, "Bounded load"). A steady rate is cut to the bound, a burst to as
@@ -135,7 +135,11 @@ MAX_LOAD: Final = 32.0
 
 
 def bounded_load(workload: Workload, limit: int, most: float = MAX_LOAD) -> Workload:
-    """``workload`` with its arrivals offering at most ``most`` times what ``limit`` can run."""
+    """``workload`` with its arrivals offering at most ``most`` times what ``limit`` can run
+    (a burst keeps at least one item, which may offer more; no drawn world comes near that).
+
+    ``limit`` is the drawn starting limit: a limit change later in the run, the engine's
+    ``alarmConcurrency`` or an over-provisioned lease budget is not taken into account."""
     assert limit >= 1, limit
     assert most > 0, most
     mean_ms = sum(workload.duration_ms) / 2
