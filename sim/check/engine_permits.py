@@ -24,13 +24,13 @@ and ``releaseIfSettled``, and across the storage transaction of
 ``failExhausted`` (a claim that found every attempt used) and of
 ``settleFailure``. None of these waits on a timer or a message *in this
 simulator*: its platform's ``transaction`` settles in microtasks
-(``semaphore_core.durability.platform.PlatformStorage``), so once a step has drained
-its continuations the permits out are exactly the handlers running. A
-platform model whose storage took time would need this rule to allow a
-permit held across a pending transaction. A permit
-that never comes back (a waiter handed a release already spent, a release
-that forgets to give back) shows there at the first step after its
-handler settles, long before the pool running dry stalls any operation.
+(``semaphore_core.durability.platform.PlatformStorage``), so once a step
+has drained its continuations the permits out are exactly the handlers
+running. A platform model whose storage took time would need this rule to
+allow a permit held across a pending transaction. A permit that never
+comes back (a waiter handed a release already spent, a release that
+forgets to give back) shows there at the first step after its handler
+settles, long before the pool running dry stalls any operation.
 
 Judged after every step of an object's scheduler: the shell counts the
 handlers it was handed attempts for and whose outcome it has not yet

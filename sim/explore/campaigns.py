@@ -443,13 +443,13 @@ def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` processes started by ``forkserver`` (see the module's docstring).
 
     On the way out (a finished campaign, a failure found, Ctrl-C, SIGTERM: see
-    :func:`_sigterm_unwinds`) the workers are ended rather than waited for: whatever they
+    :func:`_sigterm_interrupts`) the workers are ended rather than waited for: whatever they
     still run is past what the campaign needs.
     """
     assert workers >= 1, workers
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    with _sigterm_unwinds():
+    with _sigterm_interrupts():
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
         try:
             yield pool
@@ -458,7 +458,7 @@ def local_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 
 
 @contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
+def _sigterm_interrupts() -> Iterator[None]:
     """While a local pool lives, SIGTERM (a ``kill``, a job runner's timeout) stops the process
     as a second Ctrl-C does: a ``KeyboardInterrupt`` that unwinds through the pool's
     ``finally``, which ends its workers (``semsim fuzz`` then reports the runs back so far,

@@ -519,6 +519,27 @@ class _Aborted(BaseException):
         self.error = error
 
 
+#: The Hypothesis internals the two context managers below replace for a campaign, by name.
+_LOCAL_CONSTANTS: Final = "_get_local_constants"
+_MUTATOR: Final = "generate_mutations_from"
+
+
+class DrawsWarning(UserWarning):
+    """This Hypothesis lacks an internal a campaign relies on to draw its cases from its seed
+    alone, every run afresh: the campaign still runs, but its cases are not the ones the same
+    seed draws with the Hypothesis semsim pins (the ``test`` extra), and some may be
+    near-copies of others."""
+
+
+def _without(what: str) -> None:
+    warnings.warn(
+        f"this Hypothesis has no {what}: the campaign's cases may differ from what the same seed "
+        "draws elsewhere, and may repeat worlds (semsim pins Hypothesis in its test extra)",
+        DrawsWarning,
+        stacklevel=4,
+    )
+
+
 @contextmanager
 def _cases_independent_of_loaded_modules() -> Iterator[None]:
     """Draw a campaign's cases from its seed alone, whatever modules the process has loaded.
@@ -587,27 +608,6 @@ def _every_run_drawn_afresh() -> Iterator[None]:
         yield
     finally:
         setattr(ConjectureRunner, _MUTATOR, saved)
-
-
-#: The Hypothesis internals the two context managers below replace for a campaign, by name.
-_LOCAL_CONSTANTS: Final = "_get_local_constants"
-_MUTATOR: Final = "generate_mutations_from"
-
-
-class DrawsWarning(UserWarning):
-    """This Hypothesis lacks an internal a campaign relies on to draw its cases from its seed
-    alone, every run afresh: the campaign still runs, but its cases are not the ones the same
-    seed draws with the Hypothesis semsim pins (the ``test`` extra), and some may be
-    near-copies of others."""
-
-
-def _without(what: str) -> None:
-    warnings.warn(
-        f"this Hypothesis has no {what}: the campaign's cases may differ from what the same seed "
-        "draws elsewhere, and may repeat worlds (semsim pins Hypothesis in its test extra)",
-        DrawsWarning,
-        stacklevel=4,
-    )
 
 
 #: Answers one run of a campaign: ``(case, tolerated) -> report``.

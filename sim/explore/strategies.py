@@ -126,9 +126,9 @@ _LONGEST_ITEMS_MS: Final = st.sampled_from([2_000, 10_000, 45_000])
 _UNTIL_MS: Final = st.sampled_from([FAULT_PHASE_MS, 15_000])
 _SEEDS: Final = st.integers(0, 2**16)
 #: The most a drawn world's arrivals offer, as a multiple of what its starting limit can run
-#: (items a minute against ``limit * 60 s / mean item``). Past it a world only grows a backlog it can
-#: never serve within the run: a limit of 1 with four clients at 90 items a minute offers 136
-#: times its capacity, queues hundreds of items, and costs a hundred ordinary runs
+#: (items a minute against ``limit * 60 s / mean item``). Past it a world only grows a backlog
+#: it can never serve within the run: a limit of 1 with four clients at 90 items a minute
+#: offers 136 times its capacity, queues hundreds of items, and costs a hundred ordinary runs
 #: (docs/BENCHMARKS.md, "Bounded load"). A steady rate is cut to the bound, a burst to as
 #: many items (at least one); the choices drawn stay as they were, so the draws are unchanged.
 MAX_LOAD: Final = 32.0

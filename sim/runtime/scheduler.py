@@ -341,8 +341,10 @@ class DurabilityScheduler:
             self._on_applied()
         # A pass that completed refreshed the alarm on its way out (``scheduleNextAlarm``, line
         # 1578): its step is judged even if that refresh reconciled nothing.
-        passed = any(end.outcome == "completed" for end in step.alarm_ends)
-        if self._on_reconciled is not None and (passed or self.engine.reconciles != self._reconciles_seen):
+        if self._on_reconciled is not None and (
+            self.engine.reconciles != self._reconciles_seen
+            or any(end.outcome == "completed" for end in step.alarm_ends)
+        ):
             self._reconciles_seen = self.engine.reconciles
             self._on_reconciled(ctx.get_alarm(), self.engine.pending_at)
 
