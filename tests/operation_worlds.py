@@ -7,9 +7,11 @@ Shared by ``tests/test_operation_lifecycle.py`` (the invariants) and
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
+from semaphore_core.durability.storage import DurableTable
 from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.scenarios import SCENARIOS
 from semsim.scenarios.operations import CLIENT, one_job
@@ -59,3 +61,14 @@ WORLDS: dict[str, tuple[Callable[[], WorldRun], str]] = {
         "effect_once",
     ),
 }
+
+
+def heads_by_creation(conn: Any, table: DurableTable, limit: int) -> list[tuple[str, int]]:
+    """``pendingTimes``' query ordered by creation, not due time: the oldest pending row's time
+    (a planted bug: every other list of rows in the reference is read in creation order)."""
+    rows = conn.execute(
+        f"SELECT {table.key} AS pk, next_attempt_at FROM {table.name}"
+        " WHERE status = 'pending' ORDER BY created_at ASC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(str(pk), int(at)) for pk, at in rows]

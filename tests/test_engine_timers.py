@@ -1,5 +1,6 @@
 """``engine_timers``: the hand-off comes exactly ``alarmHandoffMs`` after a pass starts, and the
-early timer is what ``scheduleEarlyAlarm`` leaves (docs/INVARIANTS.md).
+early timer is what ``scheduleEarlyAlarm`` leaves, asked for the earliest work the rows hold
+(docs/INVARIANTS.md).
 
 The rule is shown on its edges, the check on the real engine in worlds that
 reach both timers: it holds on the reference, judges something there, and
@@ -18,9 +19,10 @@ import semaphore_core.durability.engine as engine_module
 from semaphore_core.durability import SchedulerOptions, Step
 from semsim.check.engine_timers import EngineTimers, early_timer
 from semsim.harness.run import WorldRun, run_world
+from semsim.runtime.pending_rows import TargetsRead, rows_targets
 from semsim.world.faults import FaultPlan
 from tests.durability_shell import Shell
-from tests.operation_worlds import every_attempt_fails, handoff_world
+from tests.operation_worlds import every_attempt_fails, handoff_world, heads_by_creation
 
 MIN_DELAY_MS = 15_000
 
@@ -160,3 +162,69 @@ def test_each_reconcile_records_its_early_timer_and_a_retired_engine_records_non
     ] * 2
     shell.engine.retire()  # sets no timers from now on, so it records no decision to judge
     assert shell.engine.refresh(200).early_timers == ()
+
+
+def _two_jobs_retrying() -> WorldRun:
+    """Two jobs half a second apart, every call failing: their retries (seconds off, within the
+    client's 15 s alarm floor, so the early timer's) fall due out of the order they were made."""
+    config, faults = every_attempt_fails()
+    config = attrs.evolve(config, holder=attrs.evolve(config.holder, limit=2))
+    [arrival] = config.workload.script
+    jobs = (attrs.evolve(arrival, duration_ms=1_000), attrs.evolve(arrival, at_ms=1_500, duration_ms=1_000))
+    workload = attrs.evolve(config.workload, script=jobs)
+    return run_world(attrs.evolve(config, workload=workload), faults, seed=1)
+
+
+def test_reconcile_is_judged_against_the_rows_and_a_head_read_by_creation_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The early timer is asked for the earliest due row; read in creation order it is asked for
+    an older row's later retry, a delay no alarm check sees (within ``alarmMinDelayMs``)."""
+    reads: list[TargetsRead] = []
+    judge = EngineTimers.on_targets
+
+    def counting(self: EngineTimers, object: str, targets: Any) -> None:
+        reads.extend(targets)
+        judge(self, object, targets)
+
+    monkeypatch.setattr(EngineTimers, "on_targets", counting)
+    assert _two_jobs_retrying().result.outcome == "completed"
+    assert any(read.rows_timer_ms is not None for read in reads), reads
+    monkeypatch.setattr(engine_module, "pending_heads", heads_by_creation)
+    run = _two_jobs_retrying()
+    assert run.result.invariant == "engine_timers", run.result
+    assert "reconcile read the earliest pending work as" in run.result.detail
+
+
+def test_a_reading_that_disagrees_with_the_rows_fails() -> None:
+    failed: list[str] = []
+    check = EngineTimers(lambda name, detail, *args, **kwargs: failed.append(detail))
+    agree = TargetsRead(5, physical_ms=10, timer_ms=None, rows_physical_ms=10, rows_timer_ms=None)
+    check.on_targets("client-0", [agree])
+    assert failed == []
+    check.on_targets("client-0", [attrs.evolve(agree, timer_ms=10)])
+    check.on_targets("client-0", [attrs.evolve(agree, physical_ms=12)])
+    assert len(failed) == 2
+    assert "the rows say 10 and None" in failed[0]
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_the_rows_reading_is_the_engines_on_the_reference(live: bool) -> None:
+    """Every ``reconcile`` of a shell with retries pending and attempts executing reads what the
+    rows say, with live timers (the timer skips keys executing) and without."""
+    shell = Shell(delay=lambda attempt: 5_000 * attempt, live_timers=live, alarm_concurrency=1)
+    seen: list[tuple[tuple[int | None, int | None], tuple[int | None, int | None]]] = []
+    shell.engine.targets_observer = lambda physical, timer: seen.append(
+        ((physical, timer), rows_targets(shell.engine))
+    )
+    [first] = shell.register("a", now=0).started
+    shell.register("b", now=10)  # waits for the pool's one permit
+    step = shell.engine.fail(first, RuntimeError("x"), 100)
+    for attempt in step.started:
+        shell.engine.fail(attempt, RuntimeError("x"), 200)
+    shell.engine.refresh(300)
+    assert len(seen) >= 4
+    assert all(engine == rows for engine, rows in seen), seen
+    assert any(rows[1] is not None for _, rows in seen), seen
+    # With live timers a key executing is skipped by the timer, not by the alarm.
+    assert any(rows[0] != rows[1] for _, rows in seen) == live, seen

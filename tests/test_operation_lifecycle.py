@@ -1,8 +1,8 @@
 """The durable operations' lifecycle promises, judged in the account-concurrency world.
 
 ``attempts_bounded``, ``retry_before_last``, ``handoff_alarm`` and
-``registration_idempotent`` (docs/INVARIANTS.md), and ``effect_once`` per
-operation whatever its key: each holds on the reference in a world built to
+``registration_idempotent`` (docs/INVARIANTS.md), ``effect_once`` per
+operation whatever its key, and ``completed_took_effect``: each holds on the reference in a world built to
 reach it, and fails there under the catalog's mutant that breaks it (the
 same worlds ``tests/test_mutant_catalog.py`` uses to show each mutant is
 real). The checkers' own edges are shown on events written by hand.
@@ -22,21 +22,27 @@ from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.events import OperationEntity
 from semsim.check.alarm_follows_work import AlarmFollowsWork, Reconciled
 from semsim.check.attempts_bounded import AttemptsBounded
+from semsim.check.completed_took_effect import CompletedTookEffect
 from semsim.check.effect_once import EffectOnce
+from semsim.check.engine_timers import EngineTimers
 from semsim.check.events import ApiCallChange, Operation
 from semsim.check.handoff_alarm import Handoff, HandoffAlarm
 from semsim.check.invariants import Monitor
 from semsim.check.retry_before_last import RetryBeforeLast
 from semsim.harness.run import WorldConfig, WorldRun, run_world
+from semsim.runtime.network import RemoteError
 from semsim.scenarios.operations import one_job
+from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.operations import OperationsSpec
+from semsim.world.workload import Arrival, Workload
 from tests.operation_worlds import (
     WORLDS,
     every_attempt_fails,
     evicted_at,
     handoff_world,
+    heads_by_creation,
     repeating,
     run_story,
 )
@@ -208,6 +214,39 @@ def test_effect_once_counts_an_operation_under_every_key() -> None:
     check.on_api(attrs.evolve(call, operation_effects=1))
 
 
+def test_completed_took_effect_judges_completions_only() -> None:
+    effects = {"op": 0}
+    check = CompletedTookEffect(fail, effects.__getitem__)
+    for outcome in ("failed", "retry_scheduled"):
+        check.on_operation(Operation(0, "client-0", settled(1, outcome)))
+    check.on_operation(Operation(0, "client-0", started(1)))
+    with pytest.raises(Failed, match="completed_took_effect: client-0: operation op was told completed"):
+        check.on_operation(Operation(0, "client-0", settled(1, "completed")))
+    effects["op"] = 1
+    check.on_operation(Operation(0, "client-0", settled(1, "completed")))
+
+
+def test_a_handler_that_takes_an_error_answer_for_success_stops_a_world_on_completed_took_effect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 000's handler throws unless the response is ok. One that returns the API's error
+    answer as its result completes the attempt: the permit comes back, nothing retries, and the
+    job's work never happened."""
+    assert run_story("api-error-retried-under-one-permit").result.outcome == "completed"
+    job = ClientObject._job
+
+    async def error_as_result(self: ClientObject, attempt: Any) -> Any:
+        try:
+            return await job(self, attempt)
+        except RemoteError as answer:
+            return {"status": 500, "error": str(answer)}
+
+    monkeypatch.setattr(ClientObject, "_job", error_as_result)
+    run = run_story("api-error-retried-under-one-permit")
+    assert run.result.invariant == "completed_took_effect", run.result
+    assert "no call of it took effect at the API" in run.result.detail
+
+
 def test_a_retryable_failure_treated_as_terminal_stops_a_world_on_retry_before_last(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -280,6 +319,11 @@ def test_a_client_alarm_reconciled_past_its_work_stops_a_world_on_alarm_follows_
     no eviction needed to show the work would wait."""
     assert world().result.outcome == "completed"
     monkeypatch.setattr(engine_module.Engine, attribute, broken)
+    if attribute == "_targets":
+        # A wrong reading is judged at the read itself first (engine_timers, against the rows);
+        # without that judge, the alarm it leaves is judged here.
+        assert world().result.invariant == "engine_timers"
+        monkeypatch.setattr(EngineTimers, "on_targets", lambda *args: None)
     run = world()
     assert run.result.invariant == "alarm_follows_work", run.result
     assert "client-" in run.result.detail
@@ -316,3 +360,33 @@ def test_a_pass_that_ends_without_refreshing_the_alarm_stops_a_world_on_alarm_fo
     run = run_story("zombie-call-over-the-limit")
     assert run.result.invariant == "alarm_follows_work", run.result
     assert "but the alarm is None" in run.result.detail
+
+
+def _two_jobs_failing() -> WorldRun:
+    """Two jobs 10 s apart, every call failing, six attempts each: the older job's fifth retry
+    (16 s off, past the client's 15 s alarm floor) is pending while the newer job's is due first."""
+    config = one_job(5_000, idempotent=True, limit=2)
+    assert config.operations is not None
+    jobs = tuple(Arrival(at_ms=at, client=0, count=1, duration_ms=5_000) for at in (1_000, 11_000))
+    config = attrs.evolve(
+        config,
+        operations=attrs.evolve(config.operations, max_attempts=6),
+        workload=Workload(clients=1, plain_clients=1, script=jobs),
+    )
+    return run_world(config, FaultPlan(api_error=1.0, faults_until_ms=170_000), seed=1)
+
+
+def test_a_pending_head_read_by_creation_stops_a_world_on_alarm_follows_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check reads a client's operations' earliest pending time from their rows, apart from
+    ``pendingTimes``' query: a head read in creation order arms the alarm for the older job's
+    retry while the newer one's is due sooner."""
+    assert _two_jobs_failing().result.outcome == "completed"
+    monkeypatch.setattr(engine_module, "pending_heads", heads_by_creation)
+    # engine_timers judges the reading itself first; without it, the alarm it left is judged here.
+    assert _two_jobs_failing().result.invariant == "engine_timers"
+    monkeypatch.setattr(EngineTimers, "on_targets", lambda *args: None)
+    run = _two_jobs_failing()
+    assert run.result.invariant == "alarm_follows_work", run.result
+    assert "client-0: work pending at" in run.result.detail

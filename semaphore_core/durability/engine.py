@@ -337,6 +337,9 @@ class Engine:
         self._alarm = alarm
         self._storage = PlatformStorage(self.tasks, conn, alarm)
         self._participants: list[Participant] = []
+        #: Told ``reconcile``'s reading, ``(physical, timer)``, the moment it is taken (a checker's
+        #: observation point: it may read the rows then; it must not write). None: nobody listens.
+        self.targets_observer: Callable[[int | None, int | None], None] | None = None
         self._migrated: set[str] = set()
         self._available_permits = options.alarm_concurrency
         self._permit_waiters: deque[Callable[[Any], None]] = deque()
@@ -460,6 +463,15 @@ class Engine:
 
     # --- participants and schema ------------------------------------------------------
 
+    @property
+    def participants(self) -> tuple[Participant, ...]:
+        """The participants attached, in registration order (a read, for checkers)."""
+        return tuple(self._participants)
+
+    def active_keys(self, table: str) -> frozenset[str]:
+        """The keys of ``table`` whose attempt is executing on this instance (a read, for checkers)."""
+        return frozenset(self._active_by_table.get(table, ()))
+
     def register(self, participant: Participant) -> None:
         """``register`` (lines 1138-1144)."""
         name = participant.table.name
@@ -567,17 +579,22 @@ class Engine:
         Each participant's own pending time, the minimum taken apart from
         ``reconcile``'s reading (``_targets``): a checker that holds the alarm
         against it judges that reading and the alarm decision, not what a
-        participant reports of itself.
+        participant reports of itself. A durable table's time is read from
+        its rows here (the least ``next_attempt_at`` of its pending rows), not
+        through ``pendingTimes``' query (``pending_heads``), so a head read in
+        the wrong order or from the wrong rows is judged too.
         """
         times: list[int] = []
         for participant in self._participants:
             if participant.next_pending_at is not None:
                 at = participant.next_pending_at(self.conn)
             else:
-                heads = pending_heads(self.conn, participant.table, 1)
-                at = heads[0][1] if heads else None
+                table = participant.table
+                (at,) = self.conn.execute(
+                    f"SELECT MIN(next_attempt_at) FROM {table.name} WHERE status = 'pending'"
+                ).fetchone()
             if at is not None:
-                times.append(at)
+                times.append(int(at))
         return min(times, default=None)
 
     def _alarm_target(self, physical_next_at: int, current: int | None) -> int | None:
@@ -593,6 +610,8 @@ class Engine:
         """``reconcile`` (lines 1284-1319): arm the physical alarm; return the early timer's time."""
         self.reconciles += 1
         physical_next_at, timer_next_at = self._targets()
+        if self.targets_observer is not None:
+            self.targets_observer(physical_next_at, timer_next_at)
         current = await txn.get_alarm()
         if physical_next_at is None:
             if current is not None:
@@ -607,6 +626,8 @@ class Engine:
         """``reconcile`` with no hop between its awaits (``transaction``'s synchronous form)."""
         self.reconciles += 1
         physical_next_at, timer_next_at = self._targets()
+        if self.targets_observer is not None:
+            self.targets_observer(physical_next_at, timer_next_at)
         current = self._alarm.get_alarm()
         if physical_next_at is None:
             if current is not None:

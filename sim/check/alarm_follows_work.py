@@ -12,9 +12,11 @@ holder's own reading; this judges every object's scheduler, holders and
 clients alike. The earliest pending time is ``Engine.pending_at``: each
 participant's own pending time, the minimum taken apart from
 ``reconcile``'s ``_targets``, so a reconcile that arms for the wrong
-participant, or keeps a later alarm, is caught. A participant that reports
-a wrong time of its own is not (its own checks judge that: ``alarm_armed``
-for the holder's grants).
+participant, or keeps a later alarm, is caught; a durable table's time is
+read from its rows, not through ``pendingTimes``' query, so a head read in
+the wrong order is caught too. A participant that computes its own time and
+reports a wrong one is not (its own checks judge that: ``alarm_armed`` for
+the holder's grants).
 
 Judged after each step in which ``reconcile`` ran, and after each step in
 which an alarm pass completed (the pass refreshed the alarm on its way out,

@@ -40,6 +40,7 @@ BUILTIN: Final = (
     Builtin("exact_queue", "safety", "each client's queue agrees with the literal queue model in lockstep"),
     Builtin("external_ceiling", "safety", "calls in flight at the external API stay within the limit"),
     Builtin("effect_once", "safety", "at an idempotent API, each operation takes effect at most once"),
+    Builtin("completed_took_effect", "safety", "an operation told completed took effect at the external API"),
     Builtin("fenced", "safety", "an operation records only the outcome of its latest attempt"),
     Builtin(
         "attempts_bounded",

@@ -20,16 +20,31 @@ records either, so the alarm checks (``alarm_follows_work``,
   asked, no early timer at all. A missing timer leaves a retry waiting for
   the physical alarm; a stale one runs a pass for work that is not due.
 
+- *What ``reconcile`` asks for.* The early timer is asked for the earliest
+  time a participant not holding its own alarm has work pending
+  (``pendingTimes``, lines 1242-1278): for a durable table, its first
+  pending row by ``next_attempt_at`` (with live timers, the first whose key
+  is not executing). A head read in the wrong order, or from the wrong
+  rows, leaves due retries waiting for a later row's time, a delay well
+  within the physical alarm's slack (the client's ``alarmMinDelayMs`` is
+  15 s, its retries' backoffs seconds). Each reading is held to the same
+  reading taken from the rows at the same moment
+  (:mod:`semsim.runtime.pending_rows`), the physical time too.
+
 Judged from what each engine step records (``AlarmEnd``'s start and end,
-``Step.early_timers``: the time ``reconcile`` asked for and the timer left).
-What ``reconcile`` asks for is the engine's own reading; ``alarm_follows_work``
-judges the physical side of that reading (docs/INVARIANTS.md).
+``Step.early_timers``: the time ``reconcile`` asked for and the timer left)
+and from the scheduler's reading of the rows beside each ``reconcile``
+(``EngineReading.targets``); ``alarm_follows_work`` judges the alarm the
+physical side of that reading leaves (docs/INVARIANTS.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from semaphore_core.durability import SchedulerOptions, Step
 from semsim.check.checker import Checker, Fail
+from semsim.runtime.pending_rows import TargetsRead
 
 #: ``setTimeout``'s longest delay; a later early timer is not set (the reference's ``MAX_TIMER_MS``,
 #: written again here: the checker keeps its own copy of the rule).
@@ -82,4 +97,14 @@ class EngineTimers(Checker):
                     f"{timer.asked_ms}; the engine left one covering {timer.due_ms} firing at "
                     f"{timer.fires_ms}, not {expected[0]} firing at {expected[1]} "
                     f"(alarmMinDelayMs {options.alarm_min_delay_ms})",
+                )
+
+    def on_targets(self, object: str, reads: Sequence[TargetsRead]) -> None:
+        for read in reads:
+            if (read.physical_ms, read.timer_ms) != (read.rows_physical_ms, read.rows_timer_ms):
+                self.fail(
+                    self.name,
+                    f"{object}: at {read.now_ms} reconcile read the earliest pending work as"
+                    f" {read.physical_ms} (alarm) and {read.timer_ms} (early timer); the rows say"
+                    f" {read.rows_physical_ms} and {read.rows_timer_ms}",
                 )

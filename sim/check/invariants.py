@@ -54,6 +54,7 @@ from semsim.check.capacity_returns import DOCUMENTED_LEAK as DOCUMENTED_LEAK
 from semsim.check.capacity_returns import CapacityReturns
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
+from semsim.check.completed_took_effect import CompletedTookEffect
 from semsim.check.conservative import Conservative
 from semsim.check.cross_check_failed import CrossCheckFailed
 from semsim.check.cross_checks import CrossCheckedAcross, CrossCheckedMirror, FullConservative
@@ -257,6 +258,11 @@ class Monitor:
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
         self._effect_once = EffectOnce(self.fail)
+        self._completed_took_effect = (
+            None
+            if api is None
+            else CompletedTookEffect(self.fail, lambda operation: api.operation_effects.get(operation, 0))
+        )
         self._external_ceiling = ExternalCeiling(self.fail)
         self._reports_monotone = ReportsMonotone(self.fail)
         self._real_ceiling = RealCeiling(self.fail, self.document)
@@ -499,6 +505,8 @@ class Monitor:
         operation = Operation(self.sim.now(), client, event)
         self._external_ceiling.on_operation(operation)  # an attempt's start, for a zombie's calls
         self._fenced.on_operation(operation)
+        if self._completed_took_effect is not None:
+            self._completed_took_effect.on_operation(operation)
         for checker in self._attempts:
             checker.on_operation(operation)
         self._tell("on_operation", operation)
@@ -517,6 +525,8 @@ class Monitor:
         self._engine_permits.on_reading(object, step.now_ms, reading)
         if step.alarm_ends or step.early_timers:
             self._engine_timers.on_step(object, step, reading.options)
+        if reading.targets:
+            self._engine_timers.on_targets(object, reading.targets)
 
     def reconciled(
         self,

@@ -70,6 +70,7 @@ from semaphore_core.durability import (
 )
 from semsim.runtime.durable import HandlerFailure, ObjectContext, ObjectTimer
 from semsim.runtime.network import RpcError
+from semsim.runtime.pending_rows import TargetsRead, reads_tables, rows_targets
 from semsim.runtime.timers import Signal
 
 #: What a handler may fail with: the attempt fails (and may be retried). Anything else is a bug
@@ -153,6 +154,9 @@ class EngineReading:
     options: SchedulerOptions
     permits_held: int
     handlers_running: int
+    #: Each ``reconcile`` of the step, its reading beside the rows' own (only for an engine with a
+    #: durable table among its participants: otherwise the two are the same calls).
+    targets: tuple[TargetsRead, ...] = ()
 
 
 class DurabilityScheduler:
@@ -185,6 +189,10 @@ class DurabilityScheduler:
         self._on_handoff = on_handoff
         self._on_reconciled = on_reconciled
         self._on_step = on_step
+        #: The step's ``reconcile`` readings beside the rows' own (``engine_timers``).
+        self._targets: list[TargetsRead] = []
+        if on_step is not None:
+            self.engine.targets_observer = self._targets_read
         #: The attempts handed to a handler whose outcome is not yet reported (their fences): each
         #: holds one of the engine's permits until then (``engine_permits``).
         self._handlers: set[tuple[str, str, str, int]] = set()
@@ -328,7 +336,10 @@ class DurabilityScheduler:
                 self._on_event(event)
         if self._on_step is not None:
             engine = self.engine
-            self._on_step(step, EngineReading(engine.options, engine.permits_held, len(self._handlers)))
+            targets, self._targets = tuple(self._targets), []
+            self._on_step(
+                step, EngineReading(engine.options, engine.permits_held, len(self._handlers), targets)
+            )
         if self._on_handoff is not None and any(end.outcome == "handed_off" for end in step.alarm_ends):
             self._on_handoff(ctx.get_alarm(), self.engine.pending_at())
         # A pass that threw and could not re-arm committed nothing, and the platform's retry
@@ -347,6 +358,16 @@ class DurabilityScheduler:
         ):
             self._reconciles_seen = self.engine.reconciles
             self._on_reconciled(ctx.get_alarm(), self.engine.pending_at)
+
+    def _targets_read(self, physical_ms: int | None, timer_ms: int | None) -> None:
+        """The engine's ``reconcile`` read its targets: read them from the rows too, at once."""
+        engine = self.engine
+        if not reads_tables(engine):
+            return
+        rows_physical_ms, rows_timer_ms = rows_targets(engine)
+        self._targets.append(
+            TargetsRead(engine.now_ms, physical_ms, timer_ms, rows_physical_ms, rows_timer_ms)
+        )
 
     def _on_abort(self, attempt: Attempt, reason: BaseException) -> None:
         """The attempt's signal fires: its handler rejects now (``fetch`` rejects on abort), inside

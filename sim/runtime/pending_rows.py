@@ -1,0 +1,77 @@
+"""What an engine's participants have pending, read from their rows apart from the engine.
+
+Seed 002's ``reconcile`` (lines 1284-1319) arms the physical alarm and the
+early timer from ``pendingTimes`` (lines 1242-1278): per participant, the
+first pending row by ``next_attempt_at`` (with live timers, the first whose
+key is not executing, for the timer). The engine's reading of it is the
+code under test, so a checker of the alarm and the timers needs its own:
+this one asks each durable table for the least ``next_attempt_at`` of its
+pending rows with a query of its own, so a head read in the wrong order,
+or from the wrong rows, disagrees with it. A participant that computes its
+own time (a holder's grants, a client's queue) is read as it reports
+itself; its own checks judge that time (``alarm_armed``, ``exact_queue``).
+
+Taken at the moment ``reconcile`` reads (the engine's ``targets_observer``),
+inside the transaction, so both readings see the same rows.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from semaphore_core.durability import Engine
+
+
+@attrs.frozen
+class TargetsRead:
+    """One ``reconcile``'s reading, and the same reading taken from the rows (None: nothing)."""
+
+    now_ms: int
+    #: The earliest physical and timer times, as ``reconcile`` read them.
+    physical_ms: int | None
+    timer_ms: int | None
+    #: The same two, read here from the participants' rows.
+    rows_physical_ms: int | None
+    rows_timer_ms: int | None
+
+
+def reads_tables(engine: Engine) -> bool:
+    """Whether any participant is a durable table (only then can the two readings differ)."""
+    return any(participant.next_pending_at is None for participant in engine.participants)
+
+
+def rows_targets(engine: Engine) -> tuple[int | None, int | None]:
+    """The earliest physical and timer times, from each participant's rows: ``(physical, timer)``."""
+    conn = engine.conn
+    physical: list[int] = []
+    timer: list[int] = []
+    for participant in engine.participants:
+        if participant.next_pending_at is not None:
+            at = participant.next_pending_at(conn)
+            if at is None:
+                continue
+            physical.append(at)
+            if participant.holding is None or not participant.holding():
+                timer.append(at)
+            continue
+        table = participant.table
+        (least,) = conn.execute(
+            f"SELECT MIN(next_attempt_at) FROM {table.name} WHERE status = 'pending'"
+        ).fetchone()
+        if least is None:
+            continue
+        physical.append(int(least))
+        active = engine.active_keys(table.name) if engine.live_timers else frozenset()
+        if not active:
+            timer.append(int(least))
+            continue
+        eligible = [
+            int(at)
+            for key, at in conn.execute(
+                f"SELECT {table.key}, next_attempt_at FROM {table.name} WHERE status = 'pending'"
+            )
+            if str(key) not in active
+        ]
+        if eligible:
+            timer.append(min(eligible))
+    return min(physical, default=None), min(timer, default=None)
