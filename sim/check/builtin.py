@@ -33,6 +33,7 @@ BUILTIN: Final = (
     Builtin("reports_monotone", "safety", "claimed, drawn and released only move forward"),
     Builtin("conservative", "safety", "holder-accounted usage >= permits actually in use"),
     Builtin("real_ceiling", "safety", "in strict and under modes, permits actually in use <= limit"),
+    Builtin("released_when_done", "safety", "a client gives an item's permit back only once its job is done"),
     Builtin("durable", "safety", "an eviction loses or alters no committed row"),
     Builtin("alarm_armed", "safety", "while permits wait to be claimed, an alarm is set in time"),
     Builtin("deterministic", "safety", "same seed and plan, same trace bytes"),

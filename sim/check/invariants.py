@@ -93,6 +93,7 @@ from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
 from semsim.check.reclaimed import Reclaimed
 from semsim.check.registration import RegistrationIdempotent
+from semsim.check.released_when_done import ReleasedWhenDone
 from semsim.check.replies_applied import RepliesApplied
 from semsim.check.reports_monotone import ReportsMonotone
 from semsim.check.retry_before_last import RetryBeforeLast
@@ -111,6 +112,7 @@ if TYPE_CHECKING:
     from semsim.runtime.network import Network
     from semsim.world.external_api import ApiCall, Change, ExternalApi
     from semsim.world.holder_object import Env, HolderObject
+    from semsim.world.jobs import Jobs
 
 #: Judged as the run goes, from the one table of semsim's invariants (semsim.check.builtin).
 SAFETY: Final = names("safety")
@@ -219,10 +221,12 @@ class Monitor:
         max_attempts: int | None = None,
         retry_delay: Callable[[int], float] | None = None,
         attempt_timeout_ms: int | None = None,
+        jobs: Jobs | None = None,
     ) -> None:
         """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
         in a unit test): what is on the wire, the external API of the account-concurrency world,
-        and the client objects by name, which the world fills in as it builds them.
+        and the client objects by name, which the world fills in as it builds them. ``jobs``:
+        the job service admitted items run on (None: ``released_when_done`` judges nothing).
         ``max_attempts``: the durable operations' ``maxAttempts`` in that world (None: no
         operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing).
         ``retry_delay``: that world's retry policy, the delay after attempt ``n`` failed
@@ -258,6 +262,9 @@ class Monitor:
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
         self._effect_once = EffectOnce(self.fail)
+        self._released_when_done = (
+            None if jobs is None else ReleasedWhenDone(self.fail, lambda item: _running_until(jobs, item))
+        )
         self._completed_took_effect = (
             None
             if api is None
@@ -656,6 +663,8 @@ class Monitor:
         assert self.in_use[key] >= 0, key
         assert self.in_use_by_client[key, client] >= 0, (key, client)
         release = Release(self.sim.now(), key, group, client, item, self.in_use[key])
+        if self._released_when_done is not None:
+            self._released_when_done.on_release(release)
         self._conservative.on_release(release)
         self._tell("on_release", release)
 
@@ -776,3 +785,9 @@ class Monitor:
         documented leak: a lease lost in its reply, until its TTL). Reads only."""
         known = self._rooms.known_leases(clients)
         return sum(self._rooms.leaked(key, known) for key in sorted(self._holders))
+
+
+def _running_until(jobs: Jobs, item: str) -> int | None:
+    """When ``item``'s job ends, if it is running at the job service (else None)."""
+    job = jobs.running.get(item)
+    return None if job is None else job.ends_at

@@ -360,7 +360,10 @@ def run_world(
         async with trio.open_nursery() as nursery:
 
             def judge(
-                network: Network, api: ExternalApi | None, clients: Mapping[str, DurableObject]
+                network: Network,
+                api: ExternalApi | None,
+                clients: Mapping[str, DurableObject],
+                jobs: Jobs,
             ) -> Monitor:
                 return Monitor(
                     sim,
@@ -376,6 +379,7 @@ def run_world(
                     attempt_timeout_ms=None
                     if config.operations is None
                     else config.operations.attempt_timeout_ms,
+                    jobs=jobs,
                 )
 
             world = _build(sim, config, faults, nursery, judge, variant)
@@ -562,11 +566,12 @@ def _build(
     config: WorldConfig,
     faults: FaultPlan,
     nursery: trio.Nursery,
-    judge: Callable[[Network, ExternalApi | None, Mapping[str, DurableObject]], Monitor],
+    judge: Callable[[Network, ExternalApi | None, Mapping[str, DurableObject], Jobs], Monitor],
     variant: Variant = REFERENCE,
 ) -> World:
     """The world's objects, built in order; ``judge`` makes its monitor once the network, the
-    external API (if any) and the clients' map it watches exist (the clients join the map)."""
+    external API (if any), the clients' map and the job service it watches exist (the clients
+    join the map)."""
     network = Network(sim, faults, nursery, config.latency_ms)
     network.extra_loss["release"] = faults.release_loss
     jobs = Jobs(sim, network, nursery)
@@ -574,7 +579,7 @@ def _build(
     if config.operations is not None:
         api = ExternalApi(sim, network, ApiSpec(idempotent=config.operations.idempotent_api), faults)
     clients: dict[str, DurableObject] = {}
-    monitor = judge(network, api, clients)
+    monitor = judge(network, api, clients, jobs)
     if api is not None:
         api.watch(monitor.api_changed)
     world = World(
