@@ -9,7 +9,12 @@ this one asks each durable table for the least ``next_attempt_at`` of its
 pending rows with a query of its own, so a head read in the wrong order,
 or from the wrong rows, disagrees with it. A participant that computes its
 own time (a holder's grants, a client's queue) is read as it reports
-itself; its own checks judge that time (``alarm_armed``, ``exact_queue``).
+itself: ``alarm_armed`` judges a holder's; a client's is its loop's next
+wakeup, of which ``exact_queue`` judges the queue's part, and nothing the
+rest (retries, report delays, the finished check's time). Two things are
+taken from the engine as it says them: whether live timers are on, and
+which keys are executing (with live timers, the timer skips those), so a
+bug in that bookkeeping passes here.
 
 Taken at the moment ``reconcile`` reads (the engine's ``targets_observer``),
 inside the transaction, so both readings see the same rows.
