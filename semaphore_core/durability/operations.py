@@ -59,7 +59,7 @@ from semaphore_core.durability.policy import (
     resolve_policy,
     validate_options,
 )
-from semaphore_core.durability.records import AlarmInfo, Attempt, CallRejected, Step
+from semaphore_core.durability.records import AlarmInfo, Attempt, CallRejected, DueRun, Step
 from semaphore_core.durability.serialization import canonical, deserialize, serialize
 from semaphore_core.durability.storage import Fence
 
@@ -237,13 +237,18 @@ class Durability:
         # With liveTimers an active operation reschedules itself when it settles.
         pending = [id for id in due if id not in self.active] if self.engine.live_timers else due
 
+        handed = [0]
+
         async def worker(id: str) -> None:
+            handed[0] += 1
             try:
                 await self._execute(id)
             except Exception:
                 return
 
         await self.engine.run_concurrent(pending, lambda id: run_async(self.tasks, worker(id)))
+        # For a checker: every row read was handed on (counted here, outside runConcurrent).
+        self.engine.out.due_runs.append(DueRun(self.engine.now_ms, CALLS.name, len(pending), handed[0]))
 
     @js_async
     async def _execute(self, id: str, eager_permit: Release | None = None) -> Any:

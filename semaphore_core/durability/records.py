@@ -120,6 +120,18 @@ class EarlyTimerSet:
 
 
 @attrs.frozen
+class DueRun:
+    """A table's ``runDue`` ran its ``runConcurrent`` to its end: the rows it read as due and how
+    many of them it handed to ``#execute`` (recorded for a checker: ``runConcurrent``, lines
+    1484-1504, hands every item to a worker before it resolves)."""
+
+    now_ms: int
+    table: str
+    listed: int
+    handed: int
+
+
+@attrs.frozen
 class AlarmRetry:
     """``AlarmRetryInfo``, what ``onAlarmRetry`` would receive."""
 
@@ -152,6 +164,7 @@ class Step:
     alarm_retries: tuple[AlarmRetry, ...] = ()
     failures: tuple[ReportedFailure, ...] = ()
     early_timers: tuple[EarlyTimerSet, ...] = ()
+    due_runs: tuple[DueRun, ...] = ()
 
 
 @attrs.define
@@ -166,6 +179,7 @@ class Outbox:
     alarm_retries: list[AlarmRetry] = attrs.Factory(list)
     failures: list[ReportedFailure] = attrs.Factory(list)
     early_timers: list[EarlyTimerSet] = attrs.Factory(list)
+    due_runs: list[DueRun] = attrs.Factory(list)
 
     def freeze(self, now_ms: int) -> Step:
         return Step(
@@ -178,6 +192,7 @@ class Outbox:
             alarm_retries=tuple(self.alarm_retries),
             failures=tuple(self.failures),
             early_timers=tuple(self.early_timers),
+            due_runs=tuple(self.due_runs),
         )
 
 

@@ -64,6 +64,11 @@ BUILTIN: Final = (
         "every attempt handler running holds one of the engine's alarmConcurrency permits",
     ),
     Builtin(
+        "due_work_runs",
+        "safety",
+        "an alarm pass hands every due row it read to an attempt before its work ends",
+    ),
+    Builtin(
         "engine_timers",
         "safety",
         "an alarm pass hands off exactly alarmHandoffMs after it started; early timers as reconcile asks",

@@ -58,6 +58,7 @@ from semsim.check.completed_took_effect import CompletedTookEffect
 from semsim.check.conservative import Conservative
 from semsim.check.cross_check_failed import CrossCheckFailed
 from semsim.check.cross_checks import CrossCheckedAcross, CrossCheckedMirror, FullConservative
+from semsim.check.due_work_runs import DueWorkRuns
 from semsim.check.durable import Durable
 from semsim.check.effect_once import EffectOnce
 from semsim.check.engine_permits import EnginePermits
@@ -258,6 +259,7 @@ class Monitor:
         self._handoff_alarm = HandoffAlarm(self.fail)
         self._engine_timers = EngineTimers(self.fail)
         self._engine_permits = EnginePermits(self.fail)
+        self._due_work_runs = DueWorkRuns(self.fail)
         self._alarm_follows_work = AlarmFollowsWork(self.fail)
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
@@ -534,6 +536,8 @@ class Monitor:
             self._engine_timers.on_step(object, step, reading.options)
         if reading.targets:
             self._engine_timers.on_targets(object, reading.targets)
+        if step.due_runs:
+            self._due_work_runs.on_step(object, step)
 
     def reconciled(
         self,
