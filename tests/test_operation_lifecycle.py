@@ -216,7 +216,7 @@ def test_effect_once_counts_an_operation_under_every_key() -> None:
 
 def test_completed_took_effect_judges_completions_only() -> None:
     effects = {"op": 0}
-    check = CompletedTookEffect(fail, effects.__getitem__)
+    check = CompletedTookEffect(fail, effects)
     for outcome in ("failed", "retry_scheduled"):
         check.on_operation(Operation(0, "client-0", settled(1, outcome)))
     check.on_operation(Operation(0, "client-0", started(1)))

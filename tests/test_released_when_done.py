@@ -18,7 +18,7 @@ from semsim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
 from semsim.runtime.network import RpcError
 from semsim.world.client_object import ClientObject, ClientSettings
 from semsim.world.faults import FaultPlan
-from semsim.world.jobs import Jobs
+from semsim.world.jobs import Job, Jobs
 from semsim.world.workload import Arrival, Workload
 
 
@@ -80,8 +80,8 @@ def test_the_rule() -> None:
     def fail(name: str, detail: str, *args: Any, **kwargs: Any) -> None:
         failed.append(f"{name}: {detail}")
 
-    running = {"client-0/item-1": 91_025}
-    check = ReleasedWhenDone(fail, running.get)
+    job = Job("client-0/item-1", "client-0", "acct", "default", 1_025, 91_025)
+    check = ReleasedWhenDone(fail, {job.item: job})
     check.on_release(Release(50_000, "acct", "default", "client-0", "client-0/item-2", 0))
     assert failed == []
     check.on_release(Release(50_000, "acct", "default", "client-0", "client-0/item-1", 0))

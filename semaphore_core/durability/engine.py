@@ -87,6 +87,7 @@ from semaphore_core.durability.storage import (
     Fence,
     claim_attempt,
     exhaust_attempts,
+    least_pending_at,
     pending_heads,
     purge_created_before,
     update_attempt,
@@ -589,12 +590,9 @@ class Engine:
             if participant.next_pending_at is not None:
                 at = participant.next_pending_at(self.conn)
             else:
-                table = participant.table
-                (at,) = self.conn.execute(
-                    f"SELECT MIN(next_attempt_at) FROM {table.name} WHERE status = 'pending'"
-                ).fetchone()
+                at = least_pending_at(self.conn, participant.table)
             if at is not None:
-                times.append(int(at))
+                times.append(at)
         return min(times, default=None)
 
     def _alarm_target(self, physical_next_at: int, current: int | None) -> int | None:

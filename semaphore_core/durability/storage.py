@@ -106,6 +106,17 @@ def pending_heads(conn: sqlite3.Connection, table: DurableTable, limit: int) -> 
     return [(str(pk), int(at)) for pk, at in rows]
 
 
+def least_pending_at(conn: sqlite3.Connection, table: DurableTable) -> int | None:
+    """The least ``next_attempt_at`` of ``table``'s pending rows (None: none pending).
+
+    A read for checkers, written apart from ``pending_heads`` on purpose: what they hold the
+    engine's reading to must not share its query."""
+    (least,) = conn.execute(
+        f"SELECT MIN(next_attempt_at) FROM {table.name} WHERE status = 'pending'"
+    ).fetchone()
+    return None if least is None else int(least)
+
+
 def purge_created_before(conn: sqlite3.Connection, table: DurableTable, before: int) -> int:
     """Delete every record created before ``before``, whatever its status; returns how many (``purge``)."""
     (count,) = conn.execute(f"SELECT COUNT(*) FROM {table.name} WHERE created_at < ?", (before,)).fetchone()

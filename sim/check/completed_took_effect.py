@@ -17,7 +17,7 @@ any caller could hear the answer (docs/INVARIANTS.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 
 from semaphore_core.durability import AttemptSettled
 from semsim.check.checker import Checker, Fail
@@ -28,16 +28,16 @@ class CompletedTookEffect(Checker):
     name = "completed_took_effect"
     description = "an operation told completed took effect at the external API"
 
-    def __init__(self, fail: Fail, effects: Callable[[str], int]) -> None:
+    def __init__(self, fail: Fail, effects: Mapping[str, int]) -> None:
         self.fail = fail
-        #: How many times an operation (by id) took effect at the API so far.
+        #: How many times each operation (by id) took effect at the API so far (the API's own).
         self._effects = effects
 
     def on_operation(self, operation: Operation) -> None:
         event = operation.event
         if not isinstance(event, AttemptSettled) or event.outcome != "completed":
             return
-        if self._effects(event.entity.id) < 1:
+        if self._effects.get(event.entity.id, 0) < 1:
             self.fail(
                 self.name,
                 f"{operation.client}: operation {event.entity.id} was told completed at attempt"

@@ -264,13 +264,9 @@ class Monitor:
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
         self._effect_once = EffectOnce(self.fail)
-        self._released_when_done = (
-            None if jobs is None else ReleasedWhenDone(self.fail, lambda item: _running_until(jobs, item))
-        )
+        self._released_when_done = None if jobs is None else ReleasedWhenDone(self.fail, jobs.running)
         self._completed_took_effect = (
-            None
-            if api is None
-            else CompletedTookEffect(self.fail, lambda operation: api.operation_effects.get(operation, 0))
+            None if api is None else CompletedTookEffect(self.fail, api.operation_effects)
         )
         self._external_ceiling = ExternalCeiling(self.fail)
         self._reports_monotone = ReportsMonotone(self.fail)
@@ -789,9 +785,3 @@ class Monitor:
         documented leak: a lease lost in its reply, until its TTL). Reads only."""
         known = self._rooms.known_leases(clients)
         return sum(self._rooms.leaked(key, known) for key in sorted(self._holders))
-
-
-def _running_until(jobs: Jobs, item: str) -> int | None:
-    """When ``item``'s job ends, if it is running at the job service (else None)."""
-    job = jobs.running.get(item)
-    return None if job is None else job.ends_at

@@ -21,26 +21,27 @@ service runs nothing: there the API's own checks judge the calls
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 
 from semsim.check.checker import Checker, Fail
 from semsim.check.events import Release
+from semsim.world.jobs import Job
 
 
 class ReleasedWhenDone(Checker):
     name = "released_when_done"
     description = "a client gives an item's permit back only once its job is done"
 
-    def __init__(self, fail: Fail, running_until: Callable[[str], int | None]) -> None:
+    def __init__(self, fail: Fail, running: Mapping[str, Job]) -> None:
         self.fail = fail
-        #: When the job of an item ends, if it is running at the job service now (else None).
-        self._running_until = running_until
+        #: The jobs running at the job service now, by item (the service's own).
+        self._running = running
 
     def on_release(self, release: Release) -> None:
-        until = self._running_until(release.item)
-        if until is not None:
+        job = self._running.get(release.item)
+        if job is not None:
             self.fail(
                 self.name,
                 f"{release.client}: released {release.item}'s permit of {release.key} at"
-                f" {release.t_ms} while its job runs at the job service until {until}",
+                f" {release.t_ms} while its job runs at the job service until {job.ends_at}",
             )

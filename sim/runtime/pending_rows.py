@@ -6,8 +6,9 @@ first pending row by ``next_attempt_at`` (with live timers, the first whose
 key is not executing, for the timer). The engine's reading of it is the
 code under test, so a checker of the alarm and the timers needs its own:
 this one asks each durable table for the least ``next_attempt_at`` of its
-pending rows with a query of its own, so a head read in the wrong order,
-or from the wrong rows, disagrees with it. A participant that computes its
+pending rows with a query apart from the engine's (``least_pending_at``),
+so a head read in the wrong order, or from the wrong rows, disagrees with
+it. A participant that computes its
 own time (a holder's grants, a client's queue) is read as it reports
 itself: ``alarm_armed`` judges a holder's; a client's is its loop's next
 wakeup, of which ``exact_queue`` judges the queue's part, and nothing the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import attrs
 
 from semaphore_core.durability import Engine
+from semaphore_core.durability.storage import least_pending_at
 
 
 @attrs.frozen
@@ -60,15 +62,13 @@ def rows_targets(engine: Engine) -> tuple[int | None, int | None]:
                 timer.append(at)
             continue
         table = participant.table
-        (least,) = conn.execute(
-            f"SELECT MIN(next_attempt_at) FROM {table.name} WHERE status = 'pending'"
-        ).fetchone()
+        least = least_pending_at(conn, table)
         if least is None:
             continue
-        physical.append(int(least))
+        physical.append(least)
         active = engine.active_keys(table.name) if engine.live_timers else frozenset()
         if not active:
-            timer.append(int(least))
+            timer.append(least)
             continue
         eligible = [
             int(at)
