@@ -73,6 +73,12 @@ EXPIRY_DUE: Final = (
     "SELECT 1 FROM durability_semaphore_queue_leases WHERE retired = 0 AND expires_at <= ? LIMIT 1"
 )
 
+#: Every queued item (not being claimed), the newest first: ``(key, grp, id)`` rows, in the queue's
+#: own order reversed (``newest_queued``'s), for a user who withdraws one group's newest items.
+QUEUED_NEWEST_FIRST: Final = (
+    "SELECT key, grp, id FROM durability_semaphore_queue_items "
+    "WHERE status = 'queued' ORDER BY enqueued_at DESC, seq DESC"
+)
 #: Per group of key ``?``, the items queued (not being claimed): ``(grp, count)`` rows, unordered.
 QUEUED_BY_GROUP: Final = (
     "SELECT grp, count(*) FROM durability_semaphore_queue_items "
@@ -113,6 +119,7 @@ ALL: Final = {
     "LEASE_IDS_IN_ORDER": (LEASE_IDS_IN_ORDER, ()),
     "IDLE_HEADROOM": (IDLE_HEADROOM, ("acct", 0)),
     "EXPIRY_DUE": (EXPIRY_DUE, (0,)),
+    "QUEUED_NEWEST_FIRST": (QUEUED_NEWEST_FIRST, ()),
     "QUEUED_BY_GROUP": (QUEUED_BY_GROUP, ("acct",)),
     "OLDEST_QUEUED": (OLDEST_QUEUED, ("acct", "wf-1")),
     "QUEUED_BY_KEY_AND_GROUP": (QUEUED_BY_KEY_AND_GROUP, ()),

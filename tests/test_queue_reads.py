@@ -42,6 +42,10 @@ def test_the_answers_say_what_the_queue_holds() -> None:
     assert conn.execute(queue_reads.UNREPORTED_CHANGES).fetchall() == []  # demand is asked, not reported
     assert conn.execute(queue_reads.LEASE_IN_USE, ("acct",)).fetchall() == [(None,)]  # no lease: NULL
     assert conn.execute(queue_reads.RUNNING_ITEMS_BY_KEY).fetchall() == []
+    assert conn.execute(queue_reads.QUEUED_NEWEST_FIRST).fetchall() == [
+        ("acct", "wf-2", "i2"),  # the same millisecond: the later in the batch is the newer
+        ("acct", "wf-1", "i1"),
+    ]
 
 
 def test_a_renamed_column_is_caught_here() -> None:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from semaphore_core.queue import QueueClient, QueueItem
 from semsim.check.coverage import EXPECTED, coverage
 from semsim.explore.strategies import cases
-from semsim.harness.run import check_plan, run_world
+from semsim.harness.run import CANCEL_AIM_MS, check_plan, run_world
 from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.world.faults import Cancel, FaultPlan, InputFault
 from semsim.world.holder_inputs import BAD_VALUE, PlannedInputFailure, holder_inputs
@@ -77,6 +77,39 @@ def test_a_report_that_is_not_clamped_frees_capacity_twice() -> None:
 def test_without_the_cancel_the_grant_is_claimed_whole() -> None:
     failures = without_faults("grant-claimed-in-part")
     assert any("claimed 2 of the 3" in f for f in failures)
+
+
+def _claims_after_a_cancel_of_20(in_part: bool, items: int = 3) -> tuple[list[int], int, int, str]:
+    """``grant-claimed-in-part``'s world with its cancel made a cancel of 20 at 1.005 s, while
+    client 0's request for its ``items`` items waits for the round: what client 0 claimed on
+    grant it claimed items on (a grant claimed with none has no ``claim`` event), how many
+    items were cancelled, when the cancel struck, and how the run ended."""
+    scenario = SCENARIOS["grant-claimed-in-part"]
+    workload = scenario.config.workload
+    script = (attrs.evolve(workload.script[0], count=items), *workload.script[1:])
+    config = attrs.evolve(scenario.config, workload=attrs.evolve(workload, script=script))
+    plan = FaultPlan(cancels=(Cancel("client-0", 1_005, 20, in_part=in_part),))
+    run = run_world(config, plan, scenario.seed)
+    claims = [e["items"] for e in run.trace.of_kind("claim") if e["client"] == "client-0"]
+    cancelled = [e for e in run.trace.of_kind("cancel") if e["client"] == "client-0"]
+    (struck,) = [e["t"] for e in run.trace.of_kind("fault") if e["fault"] == "cancel"]
+    return claims, len(cancelled), struck, run.result.outcome
+
+
+def test_a_cancel_in_part_leaves_the_group_s_oldest_item_for_its_grant() -> None:
+    # Every item the request asked for goes: the grant of 3 is claimed with none.
+    assert _claims_after_a_cancel_of_20(in_part=False) == ([], 3, 1_005, "completed")
+    # In part: the newest two go, the oldest stays, and the grant of 3 is claimed with one.
+    assert _claims_after_a_cancel_of_20(in_part=True) == ([1], 2, 1_005, "completed")
+
+
+def test_a_cancel_in_part_waits_for_a_request_of_two_then_cancels_as_any_cancel() -> None:
+    # A request for one item is never aimed at; after ``CANCEL_AIM_MS`` the cancel takes the
+    # newest queued items as one without ``in_part`` does, and by then client 0's one item
+    # has run: nothing is left to cancel, and the grant was claimed whole.
+    late = 1_005 + CANCEL_AIM_MS
+    assert _claims_after_a_cancel_of_20(in_part=True, items=1) == ([1], 0, late, "completed")
+    assert _claims_after_a_cancel_of_20(in_part=False, items=1) == ([], 1, 1_005, "completed")
 
 
 def test_a_reclaim_that_takes_claimed_permits_fails_the_partial_claim_story() -> None:
@@ -223,6 +256,16 @@ def test_a_plan_with_a_steady_callback_fault_reads_as_it_always_has() -> None:
     assert FaultPlan.from_dict(flapping.to_dict()) == flapping
     with pytest.raises(ValueError, match=r"input_faults\[0\]\.flapping"):
         FaultPlan.from_dict({"input_faults": [{"input": "limit", "start_ms": 1, "end_ms": 9, "flapping": 1}]})
+
+
+def test_a_plan_with_a_cancel_of_any_group_reads_as_it_always_has() -> None:
+    anywhere = FaultPlan(cancels=(Cancel("client-0", 5, 2),))
+    assert list(anywhere.to_dict()["cancels"]) == [{"target": "client-0", "at_ms": 5, "count": 2}]
+    aimed = FaultPlan(cancels=(Cancel("client-0", 5, 20, in_part=True),))
+    assert aimed.to_dict()["cancels"][0]["in_part"] is True
+    assert FaultPlan.from_dict(aimed.to_dict()) == aimed
+    with pytest.raises(ValueError, match=r"cancels\[0\]\.in_part"):
+        FaultPlan.from_dict({"cancels": [{"target": "client-0", "at_ms": 5, "in_part": "yes"}]})
 
 
 def test_the_flapping_scenario_needs_its_flapping() -> None:

@@ -28,20 +28,23 @@ from semsim.world.workload import Workload
 from tests.helpers import fault_times
 
 #: sha256 of the cases drawn for seeds 0-2, with no fix and with every fix, 30 runs each
-#: (every run a fresh draw since 2026-12-05: ``test_every_run_of_a_campaign_is_a_fresh_draw``).
-DRAWN_DIGEST = "9894a070bae487036f970d658f3000e0612b631139091698fb5c04bbc1feae03"
+#: (every run a fresh draw since 2026-12-05: ``test_every_run_of_a_campaign_is_a_fresh_draw``;
+#: a cancel of 20 aimed at a claim in part since 2026-12-05, ``Cancel.in_part``).
+DRAWN_DIGEST = "8488a314f7a95dd0cf4a75831995e4dd229800b920bf401fcfb9b306bc5c6935"
 #: The same before input-fault windows of odd length flapped, holder evictions at an odd ms were
 #: deploys rolled back, runs with delays delivered on a tick, and fault times were spread over
-#: the phase (2026-12-04): the levers kept every choice, so with them taken out (the evictions
+#: the phase (2026-12-04), and a cancel of 20 was aimed at a claim in part (2026-12-05): the
+#: levers kept every choice, so with them taken out (the evictions
 #: in time order) the cases are those drawn before them. A window's end is left out: where the
 #: spread start put its end past the phase, the end was cut there and the drawn length is gone.
 #: Recomputed when every run became a fresh draw (2026-12-05), which changed which cases a seed
 #: draws: since then it pins those cases with the levers taken out, and the digests before,
 #: with Hypothesis's near-copies back, are held by ``test_with_near_copies_back_...``.
 BEFORE_DIGEST = "495eab3214c9c5261731a88bef5f1cff1ad442e726094a85162f1fedf0b280c8"
-#: ``DRAWN_DIGEST`` and ``BEFORE_DIGEST`` as they were before every run was a fresh draw.
+#: ``DRAWN_DIGEST`` and ``BEFORE_DIGEST`` as they were before every run was a fresh draw (the
+#: first with the cancels of 20 aimed at a claim in part).
 NEAR_COPIES_DIGESTS = (
-    "43b138e8b2952c6f5dbfb44ab34b7f70c5091d2e9f193072723a4af21e8a551d",
+    "38eed9a5be5519729fa87412585fef13518d7b92369dbbcd40f4a1a068b63ebd",
     "b0d72df0942df226ebf1e2b72f06c18f62e6fe0c77bb0c6f1362e9bd5938d69a",
 )
 
@@ -84,7 +87,7 @@ def _as_drawn_before(case: Case) -> str:
             group_limit_changes=tuple(
                 attrs.evolve(c, at_ms=moment[c.at_ms]) for c in faults.group_limit_changes
             ),
-            cancels=tuple(attrs.evolve(c, at_ms=moment[c.at_ms]) for c in faults.cancels),
+            cancels=tuple(attrs.evolve(c, at_ms=moment[c.at_ms], in_part=False) for c in faults.cancels),
         ),
     )
     return json.dumps(before.to_dict(), sort_keys=True)
@@ -96,6 +99,7 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     windows: Counter[bool] = Counter()
     deploys: Counter[bool] = Counter()
     ticks: Counter[bool] = Counter()
+    aimed: Counter[bool] = Counter()
     tenths: Counter[int] = Counter()  # timed faults by the tenth of the fault phase they strike in
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):
@@ -112,6 +116,9 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
                         deploys[False] += 1
                 assert case.faults.delay_tick_ms == (DELAY_TICK_MS if case.faults.delay_ms else 0)
                 ticks[bool(case.faults.delay_tick_ms)] += 1
+                for cancel in case.faults.cancels:
+                    assert cancel.in_part == (cancel.count == 20), cancel
+                    aimed[cancel.in_part] += 1
                 for rollback in case.faults.rollbacks:
                     assert rollback.at_ms % 2 == 1, rollback
                     deploys[True] += 1
@@ -127,6 +134,8 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     assert deploys[False] > 0, deploys
     assert ticks[True] > 0, ticks
     assert ticks[False] > 0, ticks
+    assert aimed[True] > 0, aimed
+    assert aimed[False] > 0, aimed
     # Spread over the phase: no tenth holds more than a fifth of them. Drawn as Hypothesis
     # draws an integer, 69% of them struck in the first tenth.
     assert set(tenths) == set(range(10)), tenths

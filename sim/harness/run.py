@@ -810,7 +810,7 @@ def _schedule_faults(sim: Sim, world: World, faults: FaultPlan, nursery: trio.Nu
         add(rollback.at_ms, functools.partial(_roll_back, sim, world, rollback.key))
     for cancel in faults.cancels:
         # Aimed cancels wait for their moment in a task of their own, not holding up the rest.
-        aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count)
+        aimed = functools.partial(_cancel, sim, world, cancel.target, cancel.count, cancel.in_part)
         add(cancel.at_ms, functools.partial(nursery.start_soon, aimed, name="cancel"))
     schedule_faults_at(sim, actions)
 
@@ -900,19 +900,32 @@ CANCEL_AIM_MS = 30_000
 CANCEL_POLL_MS = 100
 
 
-async def _cancel(sim: Sim, world: World, target: str, count: int) -> None:
+async def _cancel(sim: Sim, world: World, target: str, count: int, in_part: bool) -> None:
     """The user cancels the newest ``count`` items still queued on client ``target``.
 
     Aimed: from its time on, it waits (up to ``CANCEL_AIM_MS``) until the client
     has a request waiting for its round, so that the grant answering it is
-    claimed in part; a cancel at a random moment rarely lands there.
+    claimed in part; a cancel at a random moment rarely lands there. With
+    ``in_part``, until a request asks for a group with two or more items
+    queued, and then in that group only (``ClientObject.cancel_in_part``);
+    if none comes in time, as without it.
     """
-    instance = world.clients[target].instance()
     waited = 0
-    while waited < CANCEL_AIM_MS and not (isinstance(instance, ClientObject) and instance.asking()):
+    while True:
+        instance = world.clients[target].instance()
+        if isinstance(instance, ClientObject):
+            if in_part:
+                aimed = instance.cancel_in_part(count)
+                if aimed is not None:
+                    cancelled = aimed
+                    break
+            elif instance.asking():
+                cancelled = instance.cancel_newest(count)
+                break
+        if waited >= CANCEL_AIM_MS:
+            assert isinstance(instance, ClientObject)
+            cancelled = instance.cancel_newest(count)
+            break
         await sim.sleep(CANCEL_POLL_MS)
         waited += CANCEL_POLL_MS
-        instance = world.clients[target].instance()
-    assert isinstance(instance, ClientObject)
-    cancelled = instance.cancel_newest(count)
     sim.event("fault", fault="cancel", target=target, items=cancelled)

@@ -47,6 +47,7 @@ from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEAS
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
+from semaphore_core.queue_reads import QUEUED_NEWEST_FIRST
 from semsim.inputs.validation import boolean, integer, js_int
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import Network, RemoteError, RpcError
@@ -289,6 +290,28 @@ class ClientObject:
     def cancel_newest(self, count: int) -> list[str]:
         """Cancel the newest ``count`` queued items; returns those cancelled."""
         return [item for item in self.queue.newest_queued(count) if self.cancel(item)]
+
+    def cancel_in_part(self, count: int) -> list[str] | None:
+        """Cancel up to ``count`` of the newest queued items of one group whose request is on its
+        way, always leaving that group's oldest; returns those cancelled, or None (nothing
+        cancelled) while no request is out for a group with two or more items queued.
+
+        The group with the most items queued is taken (ties by key, then group). What is left
+        queued is then fewer than the request asked for, so the grant answering it is claimed
+        in part unless the round grants no more than is left (``Cancel.in_part``).
+        """
+        asking = {key for key, kind in self._in_flight.items() if kind == "request"}
+        if not asking:
+            return None
+        newest: dict[tuple[str, str], list[str]] = {}
+        for key, group, item_id in self.ctx.storage.execute(QUEUED_NEWEST_FIRST):
+            if key in asking:
+                newest.setdefault((key, group), []).append(item_id)
+        groups = sorted((-len(ids), key_group) for key_group, ids in newest.items() if len(ids) >= 2)
+        if not groups:
+            return None
+        ids = newest[groups[0][1]]
+        return [item for item in ids[: min(count, len(ids) - 1)] if self.cancel(item)]
 
     async def alarm(self) -> None:
         await self.scheduler.alarm()

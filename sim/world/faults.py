@@ -229,11 +229,19 @@ class Cancel:
     One cancelled while the request carrying it waits for its round leaves a
     grant that is claimed only in part: the holder reclaims the rest at the
     claim deadline, while the claimed part runs on.
+
+    With ``in_part`` the cancel aims there: it waits for a request on its way
+    whose group has two or more items queued, and cancels up to ``count`` of
+    that group's newest, always leaving its oldest (``ClientObject.cancel_in_part``).
+    Without it, the newest ``count`` of any group go, and a request of one item,
+    the common case, is left with nothing to claim. The swarm draws ``in_part``
+    cancels (docs/BENCHMARKS.md, "A grant claimed in part").
     """
 
     target: str = attrs.field(validator=named)
     at_ms: int = attrs.field(converter=js_int, validator=time_ms())
     count: int = attrs.field(default=1, converter=js_int, validator=integer(1, 10_000))
+    in_part: bool = attrs.field(default=False, validator=boolean)
 
 
 def _lies(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -417,6 +425,9 @@ class FaultPlan:
         for fault in recorded["input_faults"]:  # a steady callback fault reads as it always has
             if not fault["flapping"]:
                 del fault["flapping"]
+        for cancel in recorded["cancels"]:  # a cancel of any group reads as it always has
+            if not cancel["in_part"]:
+                del cancel["in_part"]
         return recorded
 
     @classmethod
