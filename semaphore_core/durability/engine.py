@@ -341,6 +341,9 @@ class Engine:
         #: Told ``reconcile``'s reading, ``(physical, timer)``, the moment it is taken (a checker's
         #: observation point: it may read the rows then; it must not write). None: nobody listens.
         self.targets_observer: Callable[[int | None, int | None], None] | None = None
+        #: Told each ``#runDue``'s read, ``(table, now_ms, ids)``, the moment it reads its due rows
+        #: (the same kind of observation point). None: nobody listens.
+        self.due_observer: Callable[[str, int, tuple[str, ...]], None] | None = None
         self._migrated: set[str] = set()
         self._available_permits = options.alarm_concurrency
         self._permit_waiters: deque[Callable[[Any], None]] = deque()

@@ -234,6 +234,8 @@ class Durability:
     async def _run_due(self, now_ms: int, info: AlarmInfo | None) -> None:
         """``#runDue`` (lines 594-621): due rows, earliest first, through the pool."""
         due = due_ids(self.engine.conn, now_ms)
+        if self.engine.due_observer is not None:  # for a checker: what was read, as it was read
+            self.engine.due_observer(CALLS.name, now_ms, tuple(due))
         # With liveTimers an active operation reschedules itself when it settles.
         pending = [id for id in due if id not in self.active] if self.engine.live_timers else due
 

@@ -34,6 +34,8 @@ BUILTIN: Final = (
     Builtin("conservative", "safety", "holder-accounted usage >= permits actually in use"),
     Builtin("real_ceiling", "safety", "in strict and under modes, permits actually in use <= limit"),
     Builtin("released_when_done", "safety", "a client gives an item's permit back only once its job is done"),
+    Builtin("caps_live", "safety", "a group cap the operator sets is the cap the holder reads from then on"),
+    Builtin("released_at_end", "safety", "an operation's permit comes back in the step its operation ends"),
     Builtin("durable", "safety", "an eviction loses or alters no committed row"),
     Builtin("alarm_armed", "safety", "while permits wait to be claimed, an alarm is set in time"),
     Builtin("deterministic", "safety", "same seed and plan, same trace bytes"),
@@ -66,7 +68,7 @@ BUILTIN: Final = (
     Builtin(
         "due_work_runs",
         "safety",
-        "an alarm pass hands every due row it read to an attempt before its work ends",
+        "an alarm pass reads every due row and hands each to an attempt before its work ends",
     ),
     Builtin(
         "engine_timers",

@@ -52,6 +52,7 @@ from semsim.check.attempts_bounded import AttemptsBounded
 from semsim.check.builtin import names
 from semsim.check.capacity_returns import DOCUMENTED_LEAK as DOCUMENTED_LEAK
 from semsim.check.capacity_returns import CapacityReturns
+from semsim.check.caps_live import CapsLive
 from semsim.check.ceiling import Ceiling
 from semsim.check.checker import CHECKER_FAILED, HOOKS, Checker, Violated, assertion_detail, hears
 from semsim.check.completed_took_effect import CompletedTookEffect
@@ -94,6 +95,7 @@ from semsim.check.real_ceiling import RealCeiling
 from semsim.check.reclaimed import DROPPED_ALARM as DROPPED_ALARM
 from semsim.check.reclaimed import Reclaimed
 from semsim.check.registration import RegistrationIdempotent
+from semsim.check.released_at_end import ReleasedAtEnd
 from semsim.check.released_when_done import ReleasedWhenDone
 from semsim.check.replies_applied import RepliesApplied
 from semsim.check.reports_monotone import ReportsMonotone
@@ -223,6 +225,7 @@ class Monitor:
         retry_delay: Callable[[int], float] | None = None,
         attempt_timeout_ms: int | None = None,
         jobs: Jobs | None = None,
+        releases_at_end: bool = False,
     ) -> None:
         """``network``, ``api`` and ``clients`` are the run's (None: a monitor judging no world,
         in a unit test): what is on the wire, the external API of the account-concurrency world,
@@ -232,7 +235,9 @@ class Monitor:
         operations, so ``attempts_bounded`` and ``retry_before_last`` judge nothing).
         ``retry_delay``: that world's retry policy, the delay after attempt ``n`` failed
         (None: ``lifecycle_recorded`` judges nothing). ``attempt_timeout_ms``: that world's
-        ``attemptTimeoutMs`` (None: an attempt's duration is not held to it)."""
+        ``attemptTimeoutMs`` (None: an attempt's duration is not held to it). ``releases_at_end``:
+        whether an operation's permit comes back in the step its operation ends (that world
+        without F5's fix, whose release waits for the operation's calls): ``released_at_end``."""
         self.sim = sim
         #: The run's own instances of the user's checkers (semsim.check.checker), and per hook
         #: the ones that define it: only they hear it (each event is built once, for semsim's own
@@ -260,6 +265,10 @@ class Monitor:
         self._engine_timers = EngineTimers(self.fail)
         self._engine_permits = EnginePermits(self.fail)
         self._due_work_runs = DueWorkRuns(self.fail)
+        self._caps_live = CapsLive(self.fail)
+        #: Oracle detail: each running item's key, by (client, item).
+        self._running_items: dict[tuple[str, str], str] = {}
+        self._released_at_end = ReleasedAtEnd(self.fail, self._running_items) if releases_at_end else None
         self._alarm_follows_work = AlarmFollowsWork(self.fail)
         self._replies_applied = RepliesApplied(self.fail)
         self._registration = RegistrationIdempotent(self.fail)
@@ -291,8 +300,6 @@ class Monitor:
         self.in_use: Counter[str] = Counter()
         self.in_use_by_group: Counter[tuple[str, str]] = Counter()
         self.in_use_by_client: Counter[tuple[str, str]] = Counter()
-        #: Oracle detail: each running item's key, by (client, item).
-        self._running_items: dict[tuple[str, str], str] = {}
         #: Every client object (the world adds each as it builds it): their storage is the oracle's detail.
         self.clients = clients
         #: What the reference documents and does not count as a violation, by name.
@@ -534,6 +541,10 @@ class Monitor:
             self._engine_timers.on_targets(object, reading.targets)
         if step.due_runs:
             self._due_work_runs.on_step(object, step)
+        if reading.due_reads:
+            self._due_work_runs.on_due_reads(object, reading.due_reads)
+        if self._released_at_end is not None and step.events:
+            self._released_at_end.on_step(object, step)
 
     def reconciled(
         self,
@@ -652,6 +663,11 @@ class Monitor:
         """A client retired a lease at its expiry: its report is on the way, so the run still moves
         (an idle run is judged stuck only when nothing moved for a stall window)."""
         self.last_moved_ms = self.sim.now()
+
+    def operator_capped(self, key: str, group: str, limit: int | None, caps: Mapping[str, int]) -> None:
+        """The operator set a group's cap on ``key`` (None: lifted it); ``caps`` is the holder's map
+        after the call: ``caps_live`` (:mod:`semsim.check.caps_live`) judges it."""
+        self._caps_live.on_cap(self.sim.now(), key, group, limit, caps)
 
     def released(self, key: str, group: str, *, client: str, item: str) -> None:
         held = self._running_items.pop((client, item))

@@ -17,6 +17,7 @@ import trio
 
 from semaphore_core import HolderConfig, LeaseOptions, Over, Ratio, Strict, Under, migrations
 from semaphore_core.durability.engine import MAX_ALARM_DELAY_MS, MIN_ALARM_DELAY_MS
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT
 from semaphore_core.numbers import MAX_DELAY_MS, MAX_SAFE_INTEGER
 from semsim import __version__
 from semsim.check.checker import Checker, check_checkers
@@ -380,6 +381,8 @@ def run_world(
                     if config.operations is None
                     else config.operations.attempt_timeout_ms,
                     jobs=jobs,
+                    releases_at_end=config.operations is not None
+                    and CALLS_END_WITHIN_THEIR_PERMIT not in config.holder.fixes,
                 )
 
             world = _build(sim, config, faults, nursery, judge, variant)
@@ -881,7 +884,8 @@ def _set_limit(sim: Sim, world: World, key: str | None, limit: int) -> None:
 
 
 def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | None) -> None:
-    """``limitWorkflow()`` on the live instance (built if needed): eviction forgets it."""
+    """``limitWorkflow()`` on the live instance (built if needed): eviction forgets it. A cap of
+    None lifts the group's cap, which the reference's operator cannot do."""
     obj = world.holders.get(key)
     if obj is None:
         sim.event("fault_skipped", target=key, reason="no such holder")
@@ -889,10 +893,12 @@ def _set_group_limit(sim: Sim, world: World, key: str, group: str, limit: int | 
     instance = obj.instance()
     assert isinstance(instance, HolderObject)
     if limit is None:
-        instance.group_limits.pop(group, None)
+        instance.group_limits.pop(group, None)  # semsim's own: the reference cannot lift a cap
     else:
-        instance.group_limits[group] = limit
+        # The object's own method, as seed 000's operator calls ``limitWorkflow``.
+        instance.handle("limit_workflow", {"group": group, "limit": limit})
     sim.event("operator", action="group_limit", key=key, group=group, limit=limit)
+    world.monitor.operator_capped(key, group, limit, instance.group_limits)
 
 
 #: A cancel waits at most this long for its client to have a request out, checking this often.

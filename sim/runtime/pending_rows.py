@@ -19,6 +19,12 @@ bug in that bookkeeping passes here.
 
 Taken at the moment ``reconcile`` reads (the engine's ``targets_observer``),
 inside the transaction, so both readings see the same rows.
+
+The same holds for an alarm pass's due rows: ``#runDue`` (lines 594-621)
+reads a table's pending rows due now, earliest first, the first
+``DUE_BATCH``; ``rows_due`` reads the due rows with a query of its own at
+the moment ``#runDue`` reads (the engine's ``due_observer``), so a pass that
+reads fewer, or other, rows than are due disagrees with it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,30 @@ class TargetsRead:
     #: The same two, read here from the participants' rows.
     rows_physical_ms: int | None
     rows_timer_ms: int | None
+
+
+@attrs.frozen
+class DueRead:
+    """One ``#runDue``'s read of a table's due rows, and the due rows read here at that moment."""
+
+    now_ms: int
+    table: str
+    #: The ids ``#runDue`` read, in its order.
+    read: tuple[str, ...]
+    #: Every pending row due then, ``(next_attempt_at, id)``, earliest first (ties by id).
+    due: tuple[tuple[int, str], ...]
+
+
+def rows_due(engine: Engine, table_name: str, now_ms: int) -> tuple[tuple[int, str], ...]:
+    """Every pending row of ``table_name`` due at ``now_ms``, ``(next_attempt_at, key)``,
+    earliest first: seed 002's WHERE (lines 601-603), without its LIMIT, by a query of its own."""
+    (table,) = [p.table for p in engine.participants if p.table.name == table_name]
+    rows = engine.conn.execute(
+        f"SELECT next_attempt_at, {table.key} FROM {table.name} "
+        "WHERE status = 'pending' AND next_attempt_at <= ?",
+        (now_ms,),
+    ).fetchall()
+    return tuple(sorted((int(at), str(key)) for at, key in rows))
 
 
 def reads_tables(engine: Engine) -> bool:

@@ -70,7 +70,7 @@ from semaphore_core.durability import (
 )
 from semsim.runtime.durable import HandlerFailure, ObjectContext, ObjectTimer
 from semsim.runtime.network import RpcError
-from semsim.runtime.pending_rows import TargetsRead, reads_tables, rows_targets
+from semsim.runtime.pending_rows import DueRead, TargetsRead, reads_tables, rows_due, rows_targets
 from semsim.runtime.timers import Signal
 
 #: What a handler may fail with: the attempt fails (and may be retried). Anything else is a bug
@@ -157,6 +157,8 @@ class EngineReading:
     #: Each ``reconcile`` of the step, its reading beside the rows' own (only for an engine with a
     #: durable table among its participants: otherwise the two are the same calls).
     targets: tuple[TargetsRead, ...] = ()
+    #: Each ``#runDue`` of the step, the rows it read beside the rows due then.
+    due_reads: tuple[DueRead, ...] = ()
 
 
 class DurabilityScheduler:
@@ -191,8 +193,10 @@ class DurabilityScheduler:
         self._on_step = on_step
         #: The step's ``reconcile`` readings beside the rows' own (``engine_timers``).
         self._targets: list[TargetsRead] = []
+        self._due_reads: list[DueRead] = []
         if on_step is not None:
             self.engine.targets_observer = self._targets_read
+            self.engine.due_observer = self._due_read
         #: The attempts handed to a handler whose outcome is not yet reported (their fences): each
         #: holds one of the engine's permits until then (``engine_permits``).
         self._handlers: set[tuple[str, str, str, int]] = set()
@@ -337,8 +341,10 @@ class DurabilityScheduler:
         if self._on_step is not None:
             engine = self.engine
             targets, self._targets = tuple(self._targets), []
+            due_reads, self._due_reads = tuple(self._due_reads), []
             self._on_step(
-                step, EngineReading(engine.options, engine.permits_held, len(self._handlers), targets)
+                step,
+                EngineReading(engine.options, engine.permits_held, len(self._handlers), targets, due_reads),
             )
         if self._on_handoff is not None and any(end.outcome == "handed_off" for end in step.alarm_ends):
             self._on_handoff(ctx.get_alarm(), self.engine.pending_at())
@@ -368,6 +374,10 @@ class DurabilityScheduler:
         self._targets.append(
             TargetsRead(engine.now_ms, physical_ms, timer_ms, rows_physical_ms, rows_timer_ms)
         )
+
+    def _due_read(self, table: str, now_ms: int, read: tuple[str, ...]) -> None:
+        """An alarm pass's ``#runDue`` read its due rows: read them from the table too, at once."""
+        self._due_reads.append(DueRead(now_ms, table, read, rows_due(self.engine, table, now_ms)))
 
     def _on_abort(self, attempt: Attempt, reason: BaseException) -> None:
         """The attempt's signal fires: its handler rejects now (``fetch`` rejects on abort), inside
