@@ -33,6 +33,11 @@ RETURN_IDLE_LEASES: Final = "return-idle-leases"
 #: was answered or its deadline passed.
 CALLS_END_WITHIN_THEIR_PERMIT: Final = "calls-end-within-their-permit"
 
+#: F8 (the durability port, ``semaphore_core.durability.operations``). ``#execute`` starts a
+#: row only once it is due, so a pass's lane that reaches a row it read before the row's last
+#: attempt failed leaves the retry to the time the failure named.
+RETRIES_WAIT_THEIR_TIME: Final = "retries-wait-their-time"
+
 KNOWN_FIXES: Final[Mapping[str, str]] = {
     GROUP_CEILING_COUNTS_LEASES: "F1: grants in a within_group_limit group also count its lease footprint",
     UNDER_SHARES_THE_LIMIT: "F2: under-mode grants and leases also stay within the room under the limit",
@@ -41,5 +46,6 @@ KNOWN_FIXES: Final[Mapping[str, str]] = {
     CALLS_END_WITHIN_THEIR_PERMIT: (
         "F5: a call carries its attempt's deadline; the next call and the permit wait for the last to end"
     ),
+    RETRIES_WAIT_THEIR_TIME: "F8: a retry starts only once its time has come, never from a stale pass",
 }
 ALL_FIXES: Final = frozenset(KNOWN_FIXES)

@@ -63,11 +63,11 @@ def test_the_largest_seed_runs() -> None:
         (
             "F4",
             TypeError,
-            "tolerated must be a set or frozenset of known finding names (F1, F2, F3, F4, F5, F6, F7)",
+            "tolerated must be a set or frozenset of known finding names (F1, F2, F3, F4, F5, F6, F7, F8)",
         ),
         (["F4"], TypeError, "tolerated must be a set or frozenset"),
         (None, TypeError, "tolerated must be a set or frozenset"),
-        ({"F9"}, ValueError, "tolerated names 'F9', not a known finding (F1, F2, F3, F4, F5, F6, F7)"),
+        ({"F9"}, ValueError, "tolerated names 'F9', not a known finding (F1, F2, F3, F4, F5, F6, F7, F8)"),
         (frozenset({"F4", 4}), ValueError, "tolerated names 4, not a known finding"),
     ],
 )

@@ -74,6 +74,10 @@ class DurabilityOptions:
     retries: RetryOptions | None = None
     #: Attach the handler's result to ``completed`` events (off by default, as in the reference).
     include_results: bool = False
+    #: F8's fix (off by default: the reference does not): ``#execute`` starts a row only once it
+    #: is due, so a pass's lane that reaches a row it read before the row's last attempt failed
+    #: leaves the retry to its time (docs/FINDINGS.md, F8).
+    execute_only_due: bool = False
 
     def __attrs_post_init__(self) -> None:
         validate_options("", MethodOptions(attempt_timeout_ms=self.attempt_timeout_ms, retries=self.retries))
@@ -270,6 +274,8 @@ class Durability:
             call = read_call(self.engine.conn, id)
             if call is None or call.status != "pending":
                 return None
+            if self.options.execute_only_due and call.next_attempt_at > self.engine.now_ms:
+                return None  # F8's fix: not due yet; the alarm the failure armed runs it then
             running = self.active.get(id)
             if running is not None and running.spec.generation == call.generation_id:
                 release_start(None)

@@ -51,6 +51,11 @@ BUILTIN: Final = (
         "an operation's attempts stay within maxAttempts, and none starts once it ended",
     ),
     Builtin(
+        "attempts_in_turn",
+        "safety",
+        "an operation's next attempt starts only once its last settled, not before its retry time",
+    ),
+    Builtin(
         "retry_before_last",
         "safety",
         "a retryable failure before the last attempt is retried, and only such a failure",

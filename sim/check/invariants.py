@@ -49,6 +49,7 @@ from semsim.check.alarm_armed import AlarmArmed
 from semsim.check.alarm_follows_work import AlarmFollowsWork, Reconciled
 from semsim.check.allocation_checks import NAMES as ALLOCATION
 from semsim.check.attempts_bounded import AttemptsBounded
+from semsim.check.attempts_in_turn import AttemptsInTurn
 from semsim.check.builtin import names
 from semsim.check.capacity_returns import DOCUMENTED_LEAK as DOCUMENTED_LEAK
 from semsim.check.capacity_returns import CapacityReturns
@@ -125,7 +126,7 @@ INVARIANTS: Final = SAFETY + LIVENESS + ALLOCATION
 assert names("allocation") == ALLOCATION, "semsim.check.builtin lists the allocation checks in their order"
 #: The semaphore reference's known findings (docs/FINDINGS.md): what a violation may be attributed
 #: to, and what a run may tolerate (``run_world``'s ``tolerated``, a case file's ``tolerated``).
-SEMAPHORE_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5"})
+SEMAPHORE_FINDINGS: Final = frozenset({"F1", "F2", "F3", "F4", "F5", "F8"})
 #: Each design's known findings: the semaphore's, the gate's (F6) and the leased worker's (F7).
 DESIGN_FINDINGS: Final[Mapping[str, frozenset[str]]] = {
     "semaphore": SEMAPHORE_FINDINGS,
@@ -259,7 +260,11 @@ class Monitor:
         self._attempts: tuple[Checker, ...] = (
             ()
             if max_attempts is None
-            else (AttemptsBounded(self.fail, max_attempts), RetryBeforeLast(self.fail, max_attempts))
+            else (
+                AttemptsBounded(self.fail, max_attempts),
+                RetryBeforeLast(self.fail, max_attempts),
+                AttemptsInTurn(self.fail, lambda name: 0 if clients is None else clients[name].generation),
+            )
         ) + (() if self._lifecycle is None else (self._lifecycle,))
         self._handoff_alarm = HandoffAlarm(self.fail)
         self._engine_timers = EngineTimers(self.fail)

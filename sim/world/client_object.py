@@ -43,7 +43,7 @@ from semaphore_core.durability import Step as EngineStep
 from semaphore_core.durability.engine import Join
 from semaphore_core.durability.errors import DuplicateDurablePayloadError
 from semaphore_core.durability.storage import DurableTable
-from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETURN_IDLE_LEASES
+from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETRIES_WAIT_THEIR_TIME, RETURN_IDLE_LEASES
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
@@ -229,7 +229,9 @@ class ClientObject:
         self.jobs_run: Durability | None = (
             None
             if operations is None
-            else self.scheduler.operations(operations.durability_options(), self._job)
+            else self.scheduler.operations(
+                operations.durability_options(execute_only_due=RETRIES_WAIT_THEIR_TIME in fixes), self._job
+            )
         )
         #: The loop's next wakeup as last armed: the queue participant's pending time.
         self._wakeup: int | None = None

@@ -101,11 +101,13 @@ class OperationsSpec:
         defaults = MethodOptions(attempt_timeout_ms=options.attempt_timeout_ms, retries=options.retries)
         return resolve_policy(defaults, {}, OPERATION).delay
 
-    def durability_options(self) -> DurabilityOptions:
+    def durability_options(self, execute_only_due: bool = False) -> DurabilityOptions:
+        """``execute_only_due``: F8's fix (``retries-wait-their-time``)."""
         return DurabilityOptions(
             handlers={OPERATION: None},
             attempt_timeout_ms=self.attempt_timeout_ms,
             retries=RetryOptions(max_attempts=self.max_attempts),
+            execute_only_due=execute_only_due,
         )
 
     def scheduler_options(self, alarm_min_delay_ms: int) -> SchedulerOptions:
