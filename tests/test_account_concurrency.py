@@ -363,9 +363,13 @@ def test_operation_progress_breaks_when_a_permit_returns_while_its_operation_is_
     def release_on_any_settle(event: Any) -> str | None:
         return event.entity.id if isinstance(event, AttemptSettled) else None
 
-    def slow_retries(self: OperationsSpec) -> DurabilityOptions:
+    def slow_retries(self: OperationsSpec, execute_only_due: bool = False) -> DurabilityOptions:
         delay = ExponentialBackoff(initial_ms=3_600_000, max_ms=3_600_000)
-        return DurabilityOptions(handlers={"run": None}, retries=RetryOptions(max_attempts=3, delay=delay))
+        return DurabilityOptions(
+            handlers={"run": None},
+            retries=RetryOptions(max_attempts=3, delay=delay),
+            execute_only_due=execute_only_due,
+        )
 
     monkeypatch.setattr(client_object, "releases_permit", release_on_any_settle)
     monkeypatch.setattr(OperationsSpec, "durability_options", slow_retries)

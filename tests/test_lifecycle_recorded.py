@@ -14,6 +14,7 @@ from semaphore_core.durability import AttemptSettled, AttemptStarted, OperationE
 from semaphore_core.durability.calls import insert_call, migrate_calls
 from semaphore_core.durability.errors import SerializedError
 from semaphore_core.durability.policy import ExponentialBackoff
+from semsim.check.attempts_in_turn import AttemptsInTurn
 from semsim.check.events import Operation
 from semsim.check.lifecycle_recorded import LifecycleRecorded, js_round
 from semsim.harness.run import run_world
@@ -317,6 +318,12 @@ def test_a_world_whose_engine_counts_an_attempt_it_never_starts_stops_on_lifecyc
         return attempt
 
     monkeypatch.setattr(engine_module, "claim_attempt", counts_two)
+    # The attempt counted twice fences out the first one's settlement, so the next attempt
+    # starts with the first never settled: ``attempts_in_turn`` sees that first.
+    run = run_world(config, faults, seed=1)
+    assert run.result.invariant == "attempts_in_turn", run.result
+    assert "while its attempt 1 had not settled" in run.result.detail
+    monkeypatch.setattr(AttemptsInTurn, "on_operation", lambda self, operation: None)
     run = run_world(config, faults, seed=1)
     assert run.result.invariant == "lifecycle_recorded", run.result
     assert "never told" in run.result.detail
