@@ -57,19 +57,20 @@ class DueWorkRuns(Checker):
 
     def on_due_reads(self, object: str, reads: Sequence[DueRead]) -> None:
         for read in reads:
-            due_at = dict((id, at) for at, id in read.due)
+            due_at = {id: at for at, id in read.due}
             taken = read.due[:REFERENCE_DUE_BATCH]
             # At the batch's edge, rows due at the same millisecond as its last are interchangeable.
             edge = taken[-1][0] if len(read.due) > REFERENCE_DUE_BATCH else None
-            must = sorted(id for at, id in taken if edge is None or at < edge)
-            may = {id for at, id in read.due if edge is not None and at == edge}
-            missing = [id for id in must if id not in read.read]
+            must = [id for at, id in taken if edge is None or at < edge]
+            may = {id for at, id in read.due if at == edge}
+            got = set(read.read)
+            missing = [id for id in must if id not in got]
             extra = [id for id in read.read if id not in due_at]
             times = [due_at[id] for id in read.read if id in due_at]
             problem = None
             if extra:
                 problem = f"read {extra[:5]} as due, which were not pending and due then"
-            elif missing or len(read.read) != len(taken) or not set(read.read) <= set(must) | may:
+            elif missing or len(read.read) != len(taken) or not got <= set(must) | may:
                 problem = (
                     f"read {len(read.read)} rows as due where {len(taken)} were to be read"
                     f" (of {len(read.due)} due); not read: {missing[:5]}"

@@ -249,8 +249,9 @@ _ALARM_FAILURES: Final = st.sampled_from([1.0, 0.3])
 # (six retries span two minutes and are rarely left alone).
 _ALARM_RETRIES: Final = {True: st.sampled_from([6, 0]), False: st.just(0)}
 _FORGED: Final = st.sampled_from([0.5, 0.2])
-#: The drawn cancel of many items: it takes every item a request asked for (see ``cancels``).
-_CANCEL_ALL: Final = 20
+#: The drawn cancel of many items, aimed at a claim in part: it leaves the asked group's oldest
+#: item (``Cancel.in_part``; see ``cancels``).
+_CANCEL_MANY: Final = 20
 
 
 @attrs.frozen
@@ -401,18 +402,20 @@ def _plan_strategies(phase_ms: int, targets: tuple[str, ...], clients: tuple[str
         ),
         input_faults={input: input_faults(input) for input in INPUT_KINDS},
         # The user withdraws queued items: one cancelled while its request waits for the
-        # round leaves a grant claimed in part, or with none. Up to 5 are aimed at a group
-        # the request asked two or more of, leaving one (``Cancel.in_part``); 20 take every
-        # item a request asked for, so its grant is claimed with none. Taken from the count
-        # already drawn, so every other choice stays as drawn (see ``_input_fault``).
+        # round leaves a grant claimed in part, or with none. A cancel of 20 is aimed at a
+        # group the request asked two or more of, and leaves its oldest (``Cancel.in_part``):
+        # the grant is claimed in part. One of 1, 2 or 5 takes the newest of any group, most
+        # often every item a one-item request asked for: the grant is claimed with none. Taken
+        # from the count already drawn, so every other choice stays as drawn (see
+        # ``_input_fault``).
         cancels=st.lists(
             st.builds(
                 lambda target, at_ms, count: Cancel(
-                    target, moment(at_ms), count, in_part=count == _CANCEL_ALL
+                    target, moment(at_ms), count, in_part=count == _CANCEL_MANY
                 ),
                 st.sampled_from(clients),
                 at,
-                st.sampled_from([1, 2, 5, _CANCEL_ALL]),
+                st.sampled_from([1, 2, 5, _CANCEL_MANY]),
             ),
             min_size=1,
             max_size=6,
