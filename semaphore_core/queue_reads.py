@@ -103,6 +103,14 @@ LEASE_HEADROOM_BY_GROUP: Final = (
     "WHERE key = ? AND retired = 0 AND expires_at > ? AND drawn < permits GROUP BY grp"
 )
 
+#: ``(key, next_request_at)`` of each key with items queued, by key: when the client may next ask
+#: for them (what the loop's ``keys_due`` answers from memory).
+KEYS_ASKABLE: Final = (
+    "SELECT k.key, k.next_request_at FROM durability_semaphore_queue_keys AS k WHERE EXISTS "
+    "(SELECT 1 FROM durability_semaphore_queue_items AS i WHERE i.key = k.key AND i.status = 'queued') "
+    "ORDER BY k.key"
+)
+
 #: Every question, with example parameters: what tests/test_queue_reads.py prepares on a new queue.
 ALL: Final = {
     "OUTSTANDING_ITEMS": (OUTSTANDING_ITEMS, ()),
@@ -123,5 +131,6 @@ ALL: Final = {
     "QUEUED_BY_GROUP": (QUEUED_BY_GROUP, ("acct",)),
     "OLDEST_QUEUED": (OLDEST_QUEUED, ("acct", "wf-1")),
     "QUEUED_BY_KEY_AND_GROUP": (QUEUED_BY_KEY_AND_GROUP, ()),
+    "KEYS_ASKABLE": (KEYS_ASKABLE, ()),
     "LEASE_HEADROOM_BY_GROUP": (LEASE_HEADROOM_BY_GROUP, ("acct", 0)),
 }

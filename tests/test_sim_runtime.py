@@ -296,6 +296,66 @@ def test_an_entry_that_ends_the_run_stops_the_tasks_it_woke_at_once() -> None:
     assert order == ["fail"]
 
 
+def test_a_moment_is_over_once_every_task_did_what_it_does_at_it() -> None:
+    """``moment_over`` watchers run once per millisecond time moves on from, after the entries
+    due at it and every task they woke (a chain of wakeups included), before time moves."""
+    seen: list[tuple[int, list[str]]] = []
+    order: list[str] = []
+
+    async def main(sim: Sim) -> None:
+        sim.timers.moment_over.append(lambda: seen.append((sim.now(), list(order))))
+
+        async def chained() -> None:
+            await sim.sleep_until(100)
+            order.append("woken at 100")
+            signal.set()
+
+        async def second() -> None:
+            await signal.wait()
+            order.append("woken by the first")
+
+        signal = sim.signal()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(chained)
+            nursery.start_soon(second)
+            sim.call_at(100, functools.partial(order.append, "entry at 100"))
+            await sim.sleep_until(250)
+            order.append("main at 250")
+
+    run(1, main, trace())
+    assert seen == [
+        (0, []),
+        (100, ["entry at 100", "woken at 100", "woken by the first"]),
+    ]
+    assert order[-1] == "main at 250"
+
+
+def test_a_watcher_that_raises_ends_the_run_as_an_entry_does() -> None:
+    from semsim.runtime.kernel import StopRun
+
+    class Late(StopRun):
+        name = "late"
+        t_ms = 100
+        finding = None
+
+    order: list[str] = []
+
+    def watch(sim: Sim) -> None:
+        if sim.now() == 100:
+            raise Late("a promise was due by the end of 100 ms")
+
+    async def main(sim: Sim) -> None:
+        sim.timers.moment_over.append(functools.partial(watch, sim))
+        await sim.sleep_until(100)
+        order.append("main at 100")
+        await sim.sleep_until(200)
+        order.append("main ran on")
+
+    result = run(1, main, trace())
+    assert (result.outcome, result.invariant, result.end_ms) == ("violation", "late", 100)
+    assert order == ["main at 100"]
+
+
 def test_an_entry_that_crashes_raises_out_of_the_run() -> None:
     """A bug in an entry (any exception) is a crash of the run, never swallowed by Trio's loop."""
 

@@ -35,6 +35,7 @@ BUILTIN: Final = (
     Builtin("real_ceiling", "safety", "in strict and under modes, permits actually in use <= limit"),
     Builtin("released_when_done", "safety", "a client gives an item's permit back only once its job is done"),
     Builtin("caps_live", "safety", "a group cap the operator sets is the cap the holder reads from then on"),
+    Builtin("requests_prompt", "safety", "a client asks for its queued items as soon as it may"),
     Builtin("released_at_end", "safety", "an operation's permit comes back in the step its operation ends"),
     Builtin("durable", "safety", "an eviction loses or alters no committed row"),
     Builtin("alarm_armed", "safety", "while permits wait to be claimed, an alarm is set in time"),

@@ -100,6 +100,7 @@ from semsim.check.released_at_end import ReleasedAtEnd
 from semsim.check.released_when_done import ReleasedWhenDone
 from semsim.check.replies_applied import RepliesApplied
 from semsim.check.reports_monotone import ReportsMonotone
+from semsim.check.requests_prompt import RequestsPrompt
 from semsim.check.retry_before_last import RetryBeforeLast
 from semsim.check.reuse import Reuse
 from semsim.check.room import Rooms, WatchedHolder
@@ -271,6 +272,10 @@ class Monitor:
         self._engine_permits = EnginePermits(self.fail)
         self._due_work_runs = DueWorkRuns(self.fail)
         self._caps_live = CapsLive(self.fail)
+        #: Judged each time a millisecond is over, on the clients the world builds.
+        self._requests_prompt = None if clients is None else RequestsPrompt(self.fail, clients, sim)
+        if self._requests_prompt is not None:
+            sim.timers.moment_over.append(self.moment_over)
         #: Oracle detail: each running item's key, by (client, item).
         self._running_items: dict[tuple[str, str], str] = {}
         self._released_at_end = ReleasedAtEnd(self.fail, self._running_items) if releases_at_end else None
@@ -720,6 +725,15 @@ class Monitor:
         built = InstanceBuilt(self.sim.now(), key, obj.name, obj.generation, HolderView(key, obj.storage))
         self._durable.on_instance(built)
         self._tell("on_instance", built)
+
+    # --- the end of each millisecond ---------------------------------------------------------
+
+    @_reads_storage
+    def moment_over(self) -> None:
+        """Every task did what it does at this millisecond, and time is about to move:
+        ``requests_prompt`` (:mod:`semsim.check.requests_prompt`) judges each live client."""
+        assert self._requests_prompt is not None
+        self._requests_prompt.moment_over()
 
     # --- liveness, once the faults stopped and the system was quiet -----------------------
 

@@ -238,6 +238,11 @@ class DurableObject:
     def live(self) -> bool:
         return self._instance is not None
 
+    @property
+    def live_instance(self) -> Instance | None:
+        """The live instance, or None (a reader's view: unlike :meth:`instance`, it builds none)."""
+        return self._instance
+
     def instance(self) -> Instance:
         if self._instance is None:
             self._context = ObjectContext(self, self.generation)

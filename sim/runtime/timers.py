@@ -54,6 +54,11 @@ class Timers:
         #: The error an entry raised, if one did: it ended the run, before anything its
         #: cancellation made other tasks raise (they come first in the nursery's group).
         self.failure: BaseException | None = None
+        #: Called, in order, each time a millisecond is over: every task is blocked and nothing
+        #: is left due at it, so time is about to move (or nothing can happen again). What
+        #: every task did at that millisecond is done, so a check of what should have happened
+        #: by then is fair. They must only read; one that raises ends the run as an entry does.
+        self.moment_over: list[Callable[[], None]] = []
 
     def call_at(self, t_ms: int, action: Callable[[], None], tie: Tie = "fifo") -> Entry:
         """Run ``action()`` at ``t_ms``; cancel with ``entry.cancelled = True``.
@@ -96,7 +101,8 @@ class Timers:
         at the same time (the run's time limit, a test's ``trio.sleep``) is
         jumped to instead and left to Trio to expire. So moving time costs no
         task, no scheduler pass of its own and no cancel scope. ``idle()`` is
-        called whenever no live entry is left (the kernel's deadlock check).
+        called whenever no live entry is left (the kernel's deadlock check), and
+        the ``moment_over`` watchers whenever time is about to move.
 
         Every entry due at a millisecond runs before any task woken at that
         millisecond does.
@@ -136,6 +142,14 @@ class Timers:
             if not heap:
                 idle()
             due = heap[0][0] if heap else math.inf
+            if due > now and self.moment_over:
+                try:
+                    for watcher in self.moment_over:
+                        watcher()
+                except BaseException as error:  # raised again in the parked task
+                    self._fail(error, parked)
+                    return
+                due = heap[0][0] if heap else math.inf  # a watcher may set an entry sooner
             if due > now:
                 # Trio's own next deadline, as ``current_statistics()`` would give it less
                 # ``now``, without building its statistics (of the I/O backend too) every step.
@@ -152,10 +166,7 @@ class Timers:
                     if not entry.cancelled:
                         entry.action()
             except BaseException as error:  # raised again in the parked task
-                self.failure = error
-                assert parked is not None, "an entry ran after the run ended"
-                assert parked.parent_nursery is not None
-                parked.parent_nursery.cancel_scope.cancel()
+                self._fail(error, parked)
 
         async def park() -> None:
             nonlocal parked
@@ -173,6 +184,14 @@ class Timers:
 
         clock._autojump = advance  # type: ignore[method-assign]
         return park
+
+    def _fail(self, error: BaseException, parked: trio.lowlevel.Task | None) -> None:
+        """An entry or a watcher raised ``error``: the run's nursery is cancelled, and the parked
+        task raises it once the others unwound."""
+        self.failure = error
+        assert parked is not None, "an entry ran after the run ended"
+        assert parked.parent_nursery is not None
+        parked.parent_nursery.cancel_scope.cancel()
 
 
 class Signal:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 import attrs
@@ -281,6 +282,16 @@ class ClientObject:
         if cancelled:
             self.sim.event("cancel", client=self.ctx.name, item=item_id)
         return cancelled
+
+    @property
+    def in_flight(self) -> Mapping[str, str]:
+        """The call out for each key (``request`` or ``sync``): at most one per key. Read-only."""
+        return MappingProxyType(self._in_flight)
+
+    @property
+    def retry_at(self) -> Mapping[str, int]:
+        """When each key whose last call failed may be asked for again. Read-only."""
+        return MappingProxyType(self._retry_at)
 
     def asking(self) -> bool:
         """Whether a request is on its way to a round.
