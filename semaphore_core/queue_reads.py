@@ -111,6 +111,14 @@ KEYS_ASKABLE: Final = (
     "ORDER BY k.key"
 )
 
+#: The earliest ``next_request_at`` after ``?`` of a key with items queued (None: no such key):
+#: when the client may next ask for a key other than those it may ask for already.
+NEXT_REQUEST_AFTER: Final = (
+    "SELECT min(k.next_request_at) FROM durability_semaphore_queue_keys AS k "
+    "WHERE k.next_request_at > ? AND EXISTS "
+    "(SELECT 1 FROM durability_semaphore_queue_items AS i WHERE i.key = k.key AND i.status = 'queued')"
+)
+
 #: Every question, with example parameters: what tests/test_queue_reads.py prepares on a new queue.
 ALL: Final = {
     "OUTSTANDING_ITEMS": (OUTSTANDING_ITEMS, ()),
@@ -132,5 +140,6 @@ ALL: Final = {
     "OLDEST_QUEUED": (OLDEST_QUEUED, ("acct", "wf-1")),
     "QUEUED_BY_KEY_AND_GROUP": (QUEUED_BY_KEY_AND_GROUP, ()),
     "KEYS_ASKABLE": (KEYS_ASKABLE, ()),
+    "NEXT_REQUEST_AFTER": (NEXT_REQUEST_AFTER, (0,)),
     "LEASE_HEADROOM_BY_GROUP": (LEASE_HEADROOM_BY_GROUP, ("acct", 0)),
 }

@@ -48,7 +48,7 @@ from semaphore_core.fixes import CALLS_END_WITHIN_THEIR_PERMIT, RETRIES_WAIT_THE
 from semaphore_core.numbers import MAX_DELAY_MS
 from semaphore_core.protocol import PermitGrant, PermitRequest, PermitSync, PermitSyncResult, parse_response
 from semaphore_core.queue import Admission, QueueClient, QueueItem, Step
-from semaphore_core.queue_reads import QUEUED_NEWEST_FIRST
+from semaphore_core.queue_reads import NEXT_REQUEST_AFTER, QUEUED_NEWEST_FIRST
 from semsim.inputs.validation import boolean, integer, js_int
 from semsim.runtime.durable import ObjectContext
 from semsim.runtime.network import Network, RemoteError, RpcError
@@ -415,6 +415,12 @@ class ClientObject:
         already due counts as due at ``now`` (a call has just changed what there is to do)."""
         next_request, heartbeat, oldest_running, lease_expiry = self.queue.next_wakeup()
         times = [t for t in (next_request, heartbeat, lease_expiry) if t is not None]
+        if next_request is not None and next_request <= now:
+            # The earliest key is due, so its call is out or waits its retry (``_act`` sent the
+            # rest): another key's later nextRequestAt, which the minimum hides, is due too.
+            (later,) = self.ctx.storage.execute(NEXT_REQUEST_AFTER, (now,)).fetchone()
+            if later is not None:
+                times.append(later)
         times += [t for t in self._retry_at.values() if t > now]
         times += [since + self.settings.report_delay_ms for since in self._dirty_since.values()]
         times += self._release_at.values()
