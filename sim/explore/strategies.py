@@ -57,6 +57,8 @@ INPUT_KINDS: Final = {
 #: Faults of the external API, drawn (as a swarm of their own) only in account-concurrency worlds.
 API_FAULT_KINDS: Final = ("api_error", "api_error_after_effect", "api_slow")
 KEYS: Final = ("acct",)
+#: The key of a drawn world's second holder: one world in four has it (:func:`keys_for`).
+SECOND_KEY: Final = "acct-b"
 GROUPS: Final = ("wf-1", "wf-2")
 #: Faults stop at the end of the fault phase; the quiet period after it is for
 #: liveness. Some runs have a long phase: the platform's retries of a failing
@@ -490,4 +492,19 @@ def cases(
     config = draw(configs(fixes))
     faults = draw(fault_plans(config))  # the plan, then the seed: the order every campaign drew in
     seed = draw(_SEEDS)
+    keys = keys_for(seed)
+    if keys != config.workload.keys:
+        config = attrs.evolve(config, workload=attrs.evolve(config.workload, keys=keys))
     return Case(config=config, faults=faults, seed=seed, variant=variant, invariants=invariants)
+
+
+def keys_for(seed: int) -> tuple[str, ...]:
+    """The keys of a drawn world whose run seed is ``seed``: one in four has a second holder.
+
+    A client then keeps a queue, reports and a ``nextRequestAt`` per key, and each key's
+    holder judges only its own: what a single key never shows (a client's report naming the
+    other key's grants, one key's wakeup hiding another's). Taken from the seed already drawn,
+    not a draw of its own, so every other choice of every case stays as it was. The fault plan
+    was drawn for the first key, so the second key's holder is never a fault's target.
+    """
+    return (*KEYS, SECOND_KEY) if seed % 4 == 3 else KEYS
