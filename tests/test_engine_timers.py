@@ -17,6 +17,7 @@ import pytest
 
 import semaphore_core.durability.engine as engine_module
 from semaphore_core.durability import SchedulerOptions, Step
+from semaphore_core.durability.microtasks import js_async
 from semsim.check.engine_timers import EngineTimers, early_timer
 from semsim.harness.run import WorldRun, run_world
 from semsim.runtime.pending_rows import TargetsRead, rows_targets
@@ -150,6 +151,55 @@ def test_a_stale_early_timer_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
     run = _run_planted(monkeypatch, _retries, _schedule_early_alarm=planted)
     assert run.result.invariant == "engine_timers", run.result
+
+
+def test_a_reconcile_that_asks_for_nothing_when_it_keeps_the_alarm_is_caught(
+    monkeypatch: pytest.MonkeyPatch, seen: Seen
+) -> None:
+    """Seed 002's last ``return`` (line 1318) placed inside the branch that writes the alarm: a
+    reconcile that keeps the stored alarm returns nothing, and the early timer is cleared. The
+    timer then matches what it was asked for, and the reading matches the rows: only the reading
+    against what reconcile returned tells."""
+    assert _retries().result.outcome == "completed"
+    kept = seen["early_set"]
+    assert kept > 0, seen
+
+    async def reconcile(self: engine_module.Engine, txn: Any) -> int | None:
+        self.reconciles += 1
+        physical_next_at, timer_next_at = self._targets()
+        if self.targets_observer is not None:
+            self.targets_observer(physical_next_at, timer_next_at)
+        current = await txn.get_alarm()
+        if physical_next_at is None:
+            if current is not None:
+                await txn.delete_alarm()
+            return None
+        target = self._alarm_target(physical_next_at, current)
+        if target is not None:
+            await txn.set_alarm(target)
+            return timer_next_at
+        return None
+
+    def reconcile_now(self: engine_module.Engine) -> int | None:
+        self.reconciles += 1
+        physical_next_at, timer_next_at = self._targets()
+        if self.targets_observer is not None:
+            self.targets_observer(physical_next_at, timer_next_at)
+        current = self._alarm.get_alarm()
+        if physical_next_at is None:
+            if current is not None:
+                self._alarm.delete_alarm()
+            return None
+        target = self._alarm_target(physical_next_at, current)
+        if target is not None:
+            self._alarm.set_alarm(target)
+            return timer_next_at
+        return None
+
+    planted = js_async(reconcile)
+    run = _run_planted(monkeypatch, _retries, _reconcile=planted, _reconcile_now=reconcile_now)
+    assert run.result.invariant == "engine_timers", run.result
+    assert "and asked for an early timer for None, not" in run.result.detail, run.result.detail
 
 
 def test_each_reconcile_records_its_early_timer_and_a_retired_engine_records_none() -> None:

@@ -344,6 +344,11 @@ class Engine:
         #: Told each ``#runDue``'s read, ``(table, now_ms, ids)``, the moment it reads its due rows
         #: (the same kind of observation point). None: nobody listens.
         self.due_observer: Callable[[str, int, tuple[str, ...]], None] | None = None
+        #: Per ``reconcile`` under way, innermost last, the readings it took (``_targets``): what
+        #: each caller hands ``_early_alarm`` beside the time ``reconcile`` returned, so a checker
+        #: holds the one to the other. A synchronous transaction within an asynchronous one's hop
+        #: opens and closes its own frame, so each reading lands in its own reconcile's.
+        self._readings: list[list[tuple[int | None, int | None]]] = []
         self._migrated: set[str] = set()
         self._available_permits = options.alarm_concurrency
         self._permit_waiters: deque[Callable[[Any], None]] = deque()
@@ -503,13 +508,20 @@ class Engine:
         """``transaction`` (lines 1205-1217): the writes and ``reconcile`` commit together; then the timer."""
         next_pending_at: list[int | None] = [None]
 
+        read: list[tuple[int | None, int | None]] = []
+
         async def closure(txn: TransactionAlarm) -> Any:
             value = write(self.conn)
-            next_pending_at[0] = await self._reconcile(txn)
+            self._readings.append(read)
+            try:
+                next_pending_at[0] = await self._reconcile(txn)
+            finally:
+                assert self._readings[-1] is read, "a reconcile's frame outlived its transaction"
+                self._readings.pop()
             return value
 
         result = await self._storage.transaction(lambda txn: run_async(self.tasks, closure(txn)))
-        self._early_alarm(next_pending_at[0], self.out.early_timers)
+        self._early_alarm(next_pending_at[0], self.out.early_timers, read)
         return result
 
     def transaction(self, write: Callable[[sqlite3.Connection], T], now_ms: int | None = None) -> T:
@@ -529,9 +541,18 @@ class Engine:
             self._set_now(now_ms)
         with transaction(self.conn):
             value = write(self.conn)
-            next_timer_at = self._reconcile_now()
-        self._early_alarm(next_timer_at, self.out.early_timers)
+            next_timer_at, read = self._reconcile_read()
+        self._early_alarm(next_timer_at, self.out.early_timers, read)
         return value
+
+    def _reconcile_read(self) -> tuple[int | None, list[tuple[int | None, int | None]]]:
+        """``_reconcile_now``, and the readings it took (see ``_readings``)."""
+        read: list[tuple[int | None, int | None]] = []
+        self._readings.append(read)
+        try:
+            return self._reconcile_now(), read
+        finally:
+            self._readings.pop()
 
     def _track_active(self, table: str, key: str) -> None:
         self._active_by_table.setdefault(table, set()).add(key)
@@ -562,7 +583,16 @@ class Engine:
         return physical, eligible
 
     def _targets(self) -> tuple[int | None, int | None]:
-        """``reconcile``'s reading (lines 1287-1300): the earliest physical and timer times."""
+        """``reconcile``'s reading (lines 1287-1300): the earliest physical and timer times.
+
+        Also kept in the innermost reconcile's frame (``_readings``), for ``_early_alarm``.
+        """
+        reading = self._read_targets()
+        if self._readings:
+            self._readings[-1].append(reading)
+        return reading
+
+    def _read_targets(self) -> tuple[int | None, int | None]:
         physical_times: list[int] = []
         timer_times: list[int] = []
         for participant in self._participants:
@@ -639,9 +669,16 @@ class Engine:
             self._alarm.set_alarm(target)
         return timer_next_at
 
-    def _early_alarm(self, timestamp: int | None, recorded: list[EarlyTimerSet]) -> None:
+    def _early_alarm(
+        self,
+        timestamp: int | None,
+        recorded: list[EarlyTimerSet],
+        read: list[tuple[int | None, int | None]] | None = None,
+    ) -> None:
         """``scheduleEarlyAlarm(timestamp)``, and what it left added to ``recorded``, for a checker
-        (``Step.early_timers``); a retired instance sets no timers, and records nothing."""
+        (``Step.early_timers``), with the reading ``reconcile`` took when it returned ``timestamp``
+        (``read``: its readings, one unless ``reconcile`` was replaced); a retired instance sets
+        no timers, and records nothing."""
         self._schedule_early_alarm(timestamp)
         if self._retired:
             return
@@ -649,6 +686,7 @@ class Engine:
         pending = None if early is None else self._timers.get(early.seq)
         recorded.append(
             EarlyTimerSet(
+                read=read[0] if read is not None and len(read) == 1 else None,
                 asked_ms=timestamp,
                 now_ms=self._now,
                 due_ms=None if early is None else early.due_at,
@@ -716,9 +754,9 @@ class Engine:
             return Step(now_ms=self._now)
         self._set_now(now_ms)
         with transaction(self.conn):
-            next_timer_at = self._reconcile_now()
+            next_timer_at, read = self._reconcile_read()
         recorded: list[EarlyTimerSet] = []
-        self._early_alarm(next_timer_at, recorded)
+        self._early_alarm(next_timer_at, recorded, read)
         return Step(now_ms=self._now, early_timers=tuple(recorded))
 
     @js_async

@@ -117,6 +117,10 @@ class EarlyTimerSet:
     #: The early timer left: the time it covers and when it fires (None: no early timer).
     due_ms: int | None
     fires_ms: int | None
+    #: What ``reconcile`` read before it returned ``asked_ms``, ``(physical, timer)``: it returns
+    #: the timer time, or nothing when there is no physical time (lines 1300-1318). None: not
+    #: recorded (a reconcile that took no reading, or more than one).
+    read: tuple[int | None, int | None] | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

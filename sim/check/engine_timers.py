@@ -20,6 +20,14 @@ records either, so the alarm checks (``alarm_follows_work``,
   asked, no early timer at all. A missing timer leaves a retry waiting for
   the physical alarm; a stale one runs a pass for work that is not due.
 
+- *What ``reconcile`` returns.* It returns the timer time it read, or
+  nothing when no participant has a physical time (lines 1300-1318), and
+  the early timer is asked for what it returned. A return misplaced inside
+  the branch that writes the alarm asks for nothing whenever the stored
+  alarm is kept, and ``scheduleEarlyAlarm(undefined)`` then clears the
+  timer: work due within ``alarmMinDelayMs`` waits for the physical alarm.
+  Each call records the reading its ``reconcile`` took (``EarlyTimerSet.read``).
+
 - *What ``reconcile`` asks for.* The early timer is asked for the earliest
   time a participant not holding its own alarm has work pending
   (``pendingTimes``, lines 1242-1278): for a durable table, its first
@@ -89,6 +97,16 @@ class EngineTimers(Checker):
                     f"(alarmHandoffMs {handoff_ms}: it hands off then, and returns no later)",
                 )
         for timer in step.early_timers:
+            if timer.read is not None:
+                physical_ms, timer_ms = timer.read
+                returned = None if physical_ms is None else timer_ms
+                if timer.asked_ms != returned:
+                    self.fail(
+                        self.name,
+                        f"{object}: at {timer.now_ms} reconcile read the earliest pending work as"
+                        f" {physical_ms} (alarm) and {timer_ms} (early timer), and asked for an early"
+                        f" timer for {timer.asked_ms}, not {returned}",
+                    )
             expected = early_timer(timer.asked_ms, timer.now_ms, options)
             if (timer.due_ms, timer.fires_ms) != expected:
                 self.fail(
