@@ -191,7 +191,8 @@ WHY_THE_DRAWS_MISS: Final[dict[str, str]] = {
         "run, and a reclaim then. Drawn worlds are mostly short of permits, so a grant seldom "
         "covers more than the queue even after a cancel: with the cancels of 20 aimed at a "
         "claim in part (Cancel.in_part), 5-6 of the first 150 drawn runs of seeds 1 and 2 claim "
-        "a grant in part (2-3 before); the grant-claimed-in-part scenario kills it."
+        "a grant in part (2-3 before). Seed 2's kill (run 62) was lost when that run's world "
+        "drew a second key (strategies.keys_for); the grant-claimed-in-part scenario kills it."
     ),
     "alarm-ignores-partly-claimed": (
         "Needs a grant claimed in part with unclaimed permits left when the alarm is armed: the "
