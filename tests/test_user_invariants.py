@@ -58,27 +58,28 @@ class Hears(Checker):
 
     def __init__(self) -> None:
         self.heard: Counter[str] = Counter()
-        self.in_use = 0
+        #: Permits in use per key: each key's holder is judged on its own (drawn worlds may have two).
+        self.in_use: Counter[str] = Counter()
         self.finished: Finish | None = None
 
     def on_commit(self, commit: Commit) -> None:
         self.heard["commit"] += 1
-        assert commit.in_use == self.in_use
+        assert commit.in_use == self.in_use[commit.key]
         assert commit.usage.granted + commit.usage.leased >= commit.in_use  # conservative
         assert len(commit.holder.grants()) >= 1 or commit.usage.granted == 0
 
     def on_admit(self, admission: Admission) -> None:
         self.heard["admit"] += 1
-        self.in_use += 1
-        assert admission.in_use == self.in_use
+        self.in_use[admission.key] += 1
+        assert admission.in_use == self.in_use[admission.key]
         assert (admission.grant is None) != (admission.lease is None)
         assert admission.limit >= 1  # the limit in force (no world here lowers it to 0)
         assert admission.accounted >= admission.in_use  # conservative, read at the admission
 
     def on_release(self, release: Release) -> None:
         self.heard["release"] += 1
-        self.in_use -= 1
-        assert release.in_use == self.in_use
+        self.in_use[release.key] -= 1
+        assert release.in_use == self.in_use[release.key]
 
     def on_round(self, round: Round) -> None:
         self.heard["round"] += 1
