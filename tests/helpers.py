@@ -1,5 +1,6 @@
 """Builders shared by the tests: holders on in-memory SQLite, wire messages, the row mirror's
-tables, and the project's bindings (to show a planted bug rebinds only what it claims)."""
+tables, the project's bindings (to show a planted bug rebinds only what it claims), and a
+world of three keys."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from semaphore_core.store import GRANTS, LEASES
 
 if TYPE_CHECKING:
     from semsim.explore.strategies import Case
+    from semsim.harness.run import WorldRun
 
 
 def ids(prefix: str = "id") -> Any:
@@ -190,3 +192,29 @@ def without_queue_model(monkeypatch: Any) -> None:
     from semsim.check.invariants import Monitor
 
     monkeypatch.setattr(Monitor, "queue_in_lockstep", lambda self, obj, queue, return_idle_leases: None)
+
+
+def three_key_world(full_checks: bool = False) -> WorldRun:
+    """Four strict lease-capable clients on three keys, a reply lost now and then (seed 5), with
+    the known findings tolerated (F4 meets it at its end), so it runs to its end: each client
+    keeps a queue, reports and a ``nextRequestAt`` per key."""
+    # Imported here, as the module's other world-level helpers are not: a test that imports this
+    # module for a holder builder loads no more of semsim than it did.
+    from semsim.explore.fuzz import KNOWN_FINDINGS
+    from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, run_world
+    from semsim.world.faults import FaultPlan
+    from semsim.world.workload import Workload
+
+    config = WorldConfig(
+        holder=HolderSpec(limit=8, leases=LeaseSpec(provisioning="strict", permits_per_lease=2)),
+        workload=Workload(
+            clients=4,
+            keys=("acct-a", "acct-b", "acct-c"),
+            items_per_minute=12,
+            duration_ms=(2_000, 20_000),
+            until_ms=120_000,
+        ),
+        duration_ms=120_000,
+    )
+    faults = FaultPlan(reply_loss=0.05)
+    return run_world(config, faults, 5, tolerated=KNOWN_FINDINGS, full_checks=full_checks)

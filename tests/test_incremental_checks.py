@@ -37,7 +37,6 @@ from semsim.check.events import RowChanges
 from semsim.check.reads import select
 from semsim.check.row_mirror import GRANTS, LEASES, Delta, RowMirror, grant_outstanding, read_rows
 from semsim.explore.fuzz import (
-    KNOWN_FINDINGS,
     RunReport,
     campaign,
     judged_in_full,
@@ -46,14 +45,13 @@ from semsim.explore.fuzz import (
     save_case,
 )
 from semsim.explore.strategies import Case, cases
-from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun, run_world
+from semsim.harness.run import WorldConfig, WorldRun, run_world
 from semsim.scenarios import SCENARIOS
 from semsim.world.client_object import ClientObject
 from semsim.world.faults import FaultPlan
 from semsim.world.mutant_catalog import mutant
 from semsim.world.variant import REFERENCE, Variant
-from semsim.world.workload import Workload
-from tests.helpers import mirror_store, without_queue_model
+from tests.helpers import mirror_store, three_key_world, without_queue_model
 
 #: Cases drawn with a bug planted in a test (not in the catalog): they hold only with it planted.
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "planted"
@@ -509,21 +507,8 @@ def test_a_mirror_refuses_to_refresh_inside_a_transaction() -> None:
 
 def test_a_world_of_several_keys_has_the_same_verdict_and_trace_in_both_modes() -> None:
     """One reading of a client's running items serves every key's commits: each key sees its own."""
-    config = WorldConfig(
-        holder=HolderSpec(limit=8, leases=LeaseSpec(provisioning="strict", permits_per_lease=2)),
-        workload=Workload(
-            clients=4,
-            keys=("acct-a", "acct-b", "acct-c"),
-            items_per_minute=12,
-            duration_ms=(2_000, 20_000),
-            until_ms=120_000,
-        ),
-        duration_ms=120_000,
-    )
-    faults = FaultPlan(reply_loss=0.05)
-    # The known findings tolerated, so the run goes on to its end in both modes.
-    incremental = run_world(config, faults, 5, tolerated=KNOWN_FINDINGS)
-    full = run_world(config, faults, 5, tolerated=KNOWN_FINDINGS, full_checks=True)
+    incremental = three_key_world()
+    full = three_key_world(full_checks=True)
     assert incremental.result.outcome == "completed", incremental.result
     assert len(incremental.trace.of_kind("admit")) > 20
     assert {event["key"] for event in incremental.trace.of_kind("admit")} == {"acct-a", "acct-b", "acct-c"}

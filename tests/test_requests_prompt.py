@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from semsim.check.requests_prompt import RequestsPrompt
-from semsim.explore.fuzz import KNOWN_FINDINGS
-from semsim.harness.run import HolderSpec, LeaseSpec, WorldConfig, WorldRun, run_world
+from semsim.harness.run import HolderSpec, WorldConfig, WorldRun, run_world
 from semsim.world import client_object
 from semsim.world.client_object import ClientObject
 from semsim.world.faults import Eviction, FaultPlan
 from semsim.world.workload import Workload
+from tests.helpers import three_key_world
 
 
 def _lossy(request_loss: float = 0.3) -> WorldRun:
@@ -84,26 +84,10 @@ def test_a_loop_that_forgets_a_failed_calls_retry_time_is_caught(monkeypatch: py
     assert run.result.end_ms in {event["t"] + 1_000 for event in failed}, run.result
 
 
-def _three_keys() -> WorldRun:
-    config = WorldConfig(
-        holder=HolderSpec(limit=8, leases=LeaseSpec(provisioning="strict", permits_per_lease=2)),
-        workload=Workload(
-            clients=4,
-            keys=("acct-a", "acct-b", "acct-c"),
-            items_per_minute=12,
-            duration_ms=(2_000, 20_000),
-            until_ms=120_000,
-        ),
-        duration_ms=120_000,
-    )
-    # The known findings tolerated (F4 meets this world at its end), so it runs to its end.
-    return run_world(config, FaultPlan(reply_loss=0.05), 5, tolerated=KNOWN_FINDINGS)
-
-
 def test_a_keys_time_is_not_hidden_behind_another_keys_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    run = _three_keys()
+    run = three_key_world()
     assert run.result.outcome == "completed", run.result
     # The loop as it was: the earliest nextRequestAt of any key with items queued, and no other.
     monkeypatch.setattr(client_object, "NEXT_REQUEST_AFTER", "SELECT NULL WHERE ? IS NOT NULL")
-    hidden = _three_keys()
+    hidden = three_key_world()
     assert hidden.result.invariant == "requests_prompt", hidden.result

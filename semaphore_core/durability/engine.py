@@ -673,7 +673,7 @@ class Engine:
         self,
         timestamp: int | None,
         recorded: list[EarlyTimerSet],
-        read: list[tuple[int | None, int | None]] | None = None,
+        read: list[tuple[int | None, int | None]],
     ) -> None:
         """``scheduleEarlyAlarm(timestamp)``, and what it left added to ``recorded``, for a checker
         (``Step.early_timers``), with the reading ``reconcile`` took when it returned ``timestamp``
@@ -686,7 +686,7 @@ class Engine:
         pending = None if early is None else self._timers.get(early.seq)
         recorded.append(
             EarlyTimerSet(
-                read=read[0] if read is not None and len(read) == 1 else None,
+                read=read[0] if len(read) == 1 else None,
                 asked_ms=timestamp,
                 now_ms=self._now,
                 due_ms=None if early is None else early.due_at,
