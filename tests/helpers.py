@@ -1,6 +1,6 @@
 """Builders shared by the tests: holders on in-memory SQLite, wire messages, the row mirror's
-tables, the project's bindings (to show a planted bug rebinds only what it claims), and a
-world of three keys."""
+tables, the project's bindings (to show a planted bug rebinds only what it claims), a
+world of three keys, and a team's module of invariants every design hears."""
 
 from __future__ import annotations
 
@@ -218,3 +218,26 @@ def three_key_world(full_checks: bool = False) -> WorldRun:
     )
     faults = FaultPlan(reply_loss=0.05)
     return run_world(config, faults, 5, tolerated=KNOWN_FINDINGS, full_checks=full_checks)
+
+
+#: A team's module of checkers (written to a file by the tests that load it by reference): one of
+#: the API, which every design calls, and one of the holder's rounds, which only the semaphore does.
+TEAM_INVARIANTS = """
+from semsim.check.checker import Checker, Violated
+
+
+class NeverOverCap(Checker):
+    name = "never_over_cap"
+    description = "no account ever has more calls at the API than its cap"
+
+    def on_api(self, call):
+        if call.change == "start" and call.in_flight > call.limit:
+            raise Violated(f"{call.in_flight} calls for {call.account}, cap {call.limit}")
+
+
+class HearsRounds(Checker):
+    name = "hears_rounds"
+
+    def on_round(self, round):
+        pass
+"""

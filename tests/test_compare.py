@@ -36,6 +36,7 @@ from semsim.world.faults import Window
 from semsim.world.lease_store_object import NAME as STORE
 from semsim.world.variant import REFERENCE
 from semsim.world.workload import Workload
+from tests.helpers import TEAM_INVARIANTS
 
 
 def small() -> WorldConfig:
@@ -367,3 +368,70 @@ def test_many_variants_of_one_design_each_get_a_hatch_of_their_own() -> None:
     rows = [f"gate@v{index}" for index in range(2 * len(HATCHES) + 1)]
     styles = bar_styles(["gate", *rows])
     assert len(set(styles.values())) == len(rows) + 1
+
+
+# --- the user's own invariants judge every row (compare --invariant) -----------------------------
+
+
+@pytest.fixture
+def team_invariants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A module of a team's own checkers, in the working directory and on the path a pool's workers
+    start with."""
+    # A name of its own: resolved invariants are cached by reference for the process, and other
+    # tests load their own team_invariants from their own directories.
+    (tmp_path / "team_compare_invariants.py").write_text(TEAM_INVARIANTS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "team_compare_invariants"
+
+
+def test_compare_judges_every_row_by_the_users_invariant_too(
+    team_invariants: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The gate loses its ledger with each eviction and admits past the cap: a trade-off compare
+    # measures (peak over cap), which the team's invariant makes a violation.
+    argv = ["compare", "--designs", "gate", "--plans", "coordinator-lost", "--seeds", "1", "--workers", "1"]
+    assert main([*argv, "--quiet", "--no-db"]) == 0
+    assert "| gate | coordinator-lost | 1/1 | 5 |" in capsys.readouterr().out
+    yours = ["--invariant", f"{team_invariants}:NeverOverCap"]
+    assert main([*argv, "--quiet", "--no-db", "--json", *yours]) == 1
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["invariants"] == [f"{team_invariants}:NeverOverCap"]
+    assert result["verdict"] == "violation"
+    (cell,) = result["cells"]
+    assert (cell["outcome"], cell["invariant"]) == ("violation", "never_over_cap")
+    assert "calls for acct, cap 6" in cell["detail"]
+    assert f"judged by yours too: {team_invariants}:NeverOverCap" in captured.err
+
+
+def test_the_users_invariant_judges_the_cells_run_on_other_processes_alike(team_invariants: str) -> None:
+    config = default_config()
+    yours = (f"{team_invariants}:NeverOverCap",)
+    here = compare(config, ["gate"], ["coordinator-lost"], [1, 2], invariants=yours)
+    with local_pool(2) as pool:
+        there = compare(config, ["gate"], ["coordinator-lost"], [1, 2], pool, invariants=yours)
+    timeless = [[attrs.evolve(cell, cpu_s=0.0) for cell in cells] for cells in (here, there)]
+    assert timeless[0] == timeless[1]
+    assert {cell.invariant for cell in here} == {"never_over_cap"}
+
+
+def test_compare_refuses_an_invariant_a_rows_design_never_calls_before_running(
+    team_invariants: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hears_rounds = ["--invariant", f"{team_invariants}:HearsRounds", "--seeds", "1", "--no-db"]
+    assert main(["compare", "--designs", "semaphore,leased-worker", *hears_rounds]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(
+        "semsim compare: error: leased-worker: invariant hears_rounds hears on_round, which a run of the "
+        "leased-worker design never calls"
+    )
+    assert "comparing" not in captured.out
+    with pytest.raises(ValueError, match=r"^gate: invariant hears_rounds hears on_round"):
+        check_matrix(
+            default_config(), ["semaphore", "gate"], ["calm"], [1], (f"{team_invariants}:HearsRounds",)
+        )
+    check_matrix(default_config(), ["semaphore"], ["calm"], [1], (f"{team_invariants}:HearsRounds",))
+    assert main(["compare", "--invariant", "no_such_module:X", "--seeds", "1", "--no-db"]) == 2
+    assert "--invariant: invariant 'no_such_module:X' cannot be loaded" in capsys.readouterr().err

@@ -30,6 +30,7 @@ from semsim.explore.fuzz import campaign
 from semsim.harness.designs import run_design
 from semsim.scenarios import SCENARIOS, run_scenario
 from semsim.world.variant import REFERENCE, Variant
+from tests.helpers import TEAM_INVARIANTS
 
 
 def _one_too_many(new_token: Callable[[], str], *, max_in_flight: int, stale_ms: int) -> ConcurrencySlots:
@@ -227,26 +228,6 @@ def test_semsim_compare_runs_a_teams_gate_beside_the_seeds(
 
 
 # --- a team's own invariants on the other designs' runs (semsim.check.design_checkers) ---------
-
-TEAM_INVARIANTS = """
-from semsim.check.checker import Checker, Violated
-
-
-class NeverOverCap(Checker):
-    name = "never_over_cap"
-    description = "no account ever has more calls at the API than its cap"
-
-    def on_api(self, call):
-        if call.change == "start" and call.in_flight > call.limit:
-            raise Violated(f"{call.in_flight} calls for {call.account}, cap {call.limit}")
-
-
-class HearsRounds(Checker):
-    name = "hears_rounds"
-
-    def on_round(self, round):
-        pass
-"""
 
 
 class CountsCalls(Checker):

@@ -33,6 +33,7 @@ from semsim.explore.results import (
     open_db,
 )
 from semsim.inputs.commands import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from tests.helpers import TEAM_INVARIANTS
 
 
 def _fuzz(db: Path, *extra: str) -> int:
@@ -523,7 +524,7 @@ def test_a_schema_2_database_is_migrated_with_the_design_its_runs_name(
     db = tmp_path / "old.sqlite"
     _schema_2_file(db, design)
     with closing(open_db(db)) as migrated:
-        assert migrated.execute("PRAGMA user_version").fetchone() == (3,)
+        assert migrated.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert migrated.execute("SELECT design FROM campaigns").fetchall() == [(recorded,)]
         assert migrated.execute("SELECT COUNT(*) FROM comparisons").fetchone() == (0,)
         identity = digest(migrated, "main", 1)
@@ -609,6 +610,71 @@ def test_a_comparison_merges_once_whatever_its_cpu_time(
     assert main(["report", str(ours), "--merge", str(other)]) == EXIT_OK
     assert "merged 0 campaigns and 1 comparison from 1 file" in capsys.readouterr().err
     assert _rows(ours, "SELECT COUNT(*) FROM comparisons") == [(2,)]
+
+
+# --- schema 4: the user's invariants a comparison judged ------------------------------------------
+
+
+def test_a_comparison_records_the_invariants_it_judged_and_report_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "team_cap.py").write_text(TEAM_INVARIANTS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    judged, plain = tmp_path / "judged.sqlite", tmp_path / "plain.sqlite"
+    assert _compare(judged, "--invariant", "team_cap:NeverOverCap") == EXIT_OK
+    assert _compare(plain) == EXIT_OK
+    capsys.readouterr()
+    assert _rows(judged, "SELECT invariants FROM comparisons") == [('["team_cap:NeverOverCap"]',)]
+    assert _rows(plain, "SELECT invariants FROM comparisons") == [("[]",)]
+    # The same cells judged by more are another comparison: merged, both are kept.
+    assert _rows(judged, "SELECT uid FROM comparisons") != _rows(plain, "SELECT uid FROM comparisons")
+    assert main(["report", str(judged), "--merge", str(plain)]) == EXIT_OK
+    out = capsys.readouterr().out
+    each = "gate, leased-worker under 1 fault plan, 1 seed each"
+    assert f"#1 {each}, with invariants team_cap:NeverOverCap: passed" in out
+    assert "#2 gate, leased-worker under 1 fault plan, 1 seed each: passed" in out
+    assert main(["report", str(judged), "--json"]) == EXIT_OK
+    first, second = json.loads(capsys.readouterr().out)["comparisons"]
+    assert (first["invariants"], second["invariants"]) == (["team_cap:NeverOverCap"], [])
+
+
+def _schema_3_file(db: Path) -> None:
+    """A schema 3 file holding one comparison of one cell (recorded before compare took invariants)."""
+    from semsim.explore.results import MIGRATIONS
+
+    with closing(sqlite3.connect(db)) as old:
+        old.executescript(";".join(MIGRATIONS[version] for version in (1, 2, 3)))
+        old.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        old.execute("PRAGMA user_version = 3")
+        old.execute(
+            "INSERT INTO comparisons (uid, config, designs, plans, seeds, executor, workers, semsim_version,"
+            " host, status) VALUES ('old', '{}', '[\"gate\"]', '[\"calm\"]', '[1]', 'serial', 1, '0.1.0',"
+            " 'h', 'passed')"
+        )
+        old.execute(
+            "INSERT INTO cells VALUES (1, 0, 'gate', 'calm', 1, 'completed', NULL, '', '[]', NULL, 0.5)"
+        )
+        old.commit()
+
+
+def test_a_schema_3_comparison_is_read_merged_and_migrated_with_no_invariants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, ours = tmp_path / "old.sqlite", tmp_path / "ours.sqlite"
+    _schema_3_file(old)
+    open_db(ours).close()
+    before = old.read_bytes()
+    assert main(["report", str(ours), "--merge", str(old)]) == EXIT_OK
+    assert "merged 0 campaigns and 1 comparison from 1 file" in capsys.readouterr().err
+    assert old.read_bytes() == before  # merged from, never written
+    assert _rows(ours, "SELECT uid, invariants FROM comparisons") == [("old", None)]
+    assert main(["report", str(old), "--json"]) == EXIT_OK  # read as it is, at schema 3
+    (comparison,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert comparison["invariants"] is None
+    with closing(open_db(old)) as migrated:
+        assert migrated.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert migrated.execute("SELECT uid, invariants FROM comparisons").fetchall() == [("old", None)]
 
 
 def test_compare_refuses_a_bad_database_before_running(

@@ -4,7 +4,8 @@ Everything asked for is checked before the first run: the designs and plans
 by name (a design may be a variant of one, ``DESIGN@VARIANT``, loaded now:
 ``semsim.explore.compare.Contender``), the config file (a world's ``config`` object; it may not name a
 design, since the comparison runs each design itself), that each plan fits
-the config, and every output path. Runs go over local processes
+the config, the user's invariants (``--invariant``, each heard by every row's
+design), and every output path. Runs go over local processes
 (``--workers``) or a Dask cluster (``--scheduler``), as ``semsim fuzz``'s do,
 and the result is the same whichever ran them: cells come back in matrix
 order. Exit 0 when every run was judged and held, 1 when one broke an
@@ -26,7 +27,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Final
 
-from semsim.cli.loading import load_variant
+from semsim.cli.loading import load_invariants, load_variant
 from semsim.explore.campaigns import ClusterError, dask_pool, default_workers, local_pool
 from semsim.explore.compare import (
     PLANS,
@@ -143,8 +144,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     first = 1 if args.seed is None else args.seed
     seeds = list(range(first, first + (DEFAULT_SEEDS if args.seeds is None else args.seeds)))
     config = _config(args.config)
+    invariants = tuple(args.invariant or ())
+    load_invariants(invariants, "--invariant")  # one that cannot be loaded: said now, as run's and fuzz's
     try:
-        check_matrix(config, designs, plans, seeds)
+        check_matrix(config, designs, plans, seeds, invariants)
     except ValueError as error:
         raise UsageError(str(error)) from None
     markdown_path = None if args.markdown is None else output_file(args.markdown, "--markdown")
@@ -152,9 +155,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     db_path = _db(args)
     total = len(matrix(designs, plans, seeds))
     with json_result(args.json) as result:
+        yours = f", judged by yours too: {', '.join(invariants)}" if invariants else ""
         print(
             f"comparing {', '.join(designs)} under {plural(len(plans), 'fault plan')}, "
-            f"{plural(len(seeds), 'seed')} each ({plural(total, 'run')})",
+            f"{plural(len(seeds), 'seed')} each ({plural(total, 'run')}){yours}",
             flush=True,
         )
         done = 0
@@ -168,7 +172,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 done += 1
                 progress.update(done, f"{cell.design} {cell.plan} seed {cell.seed}: {cell.outcome}")
 
-            cells = compare(config, designs, plans, seeds, executor, heard)
+            cells = compare(config, designs, plans, seeds, executor, heard, invariants)
         if db_path is not None:
             # Recorded before anything is printed: a reader that goes away must not cost the record.
             try:
@@ -183,6 +187,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         cells=[cell.to_dict() for cell in cells],
                         executor=kind,
                         workers=workers,
+                        invariants=invariants,
                     )
             except ResultsError as error:  # a full disk, a locked file
                 raise UsageError(str(error)) from None
@@ -211,6 +216,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     "designs": designs,
                     "plans": plans,
                     "seeds": seeds,
+                    "invariants": list(invariants),
                     "config": config.to_dict(),
                     "summary": [summary.to_dict() for summary in summaries],
                     "cells": [cell.to_dict() for cell in cells],

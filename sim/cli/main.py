@@ -49,7 +49,7 @@ VARIANT_HELP: Final = (
     "the holder variant to run: reference (the default), a name installed packages register, "
     "or module:attribute naming a semsim.world.variant.Variant"
 )
-#: ``--invariant`` of ``run`` and ``fuzz``.
+#: ``--invariant`` of ``run``, ``fuzz`` and ``compare``.
 INVARIANT_HELP: Final = (
     "judge an invariant of your own too (repeat for more): a name installed packages register, "
     "or module:attribute naming a semsim.check.checker.Checker subclass"
@@ -271,6 +271,13 @@ def _parser(made: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser
         "(default: all three as their seeds have them)",
     )
     compare.add_argument("--plans", metavar="A,B", help="the fault plans to run (default: all six)")
+    compare.add_argument(
+        "--invariant",
+        action="append",
+        metavar="I",
+        help=INVARIANT_HELP + "; every row's design must call what it hears (the gate and the leased "
+        "worker call on_api and on_finish)",
+    )
     compare.add_argument("--seeds", type=runs_arg, metavar="N", help="seeds per design and plan (default 20)")
     compare.add_argument("--seed", type=seed_arg, help="the first seed (default 1)")
     compare.add_argument(

@@ -166,9 +166,10 @@ def _print_comparisons(comparisons: Sequence[ComparisonRow], out: TextIO) -> Non
     for row in comparisons:
         where = "serial" if row.executor == "serial" else f"{row.executor}, {row.workers} workers"
         judged = sum(1 for cell in row.cells if cell["outcome"] == "completed" and cell["trade_offs"])
+        yours = f", with invariants {', '.join(row.invariants)}" if row.invariants else ""
         print(
             f"  #{row.id} {', '.join(row.designs)} under {plural(len(row.plans), 'fault plan')}, "
-            f"{plural(len(row.seeds), 'seed')} each: {row.status}, {judged} of "
+            f"{plural(len(row.seeds), 'seed')} each{yours}: {row.status}, {judged} of "
             f"{plural(len(row.cells), 'run')} judged; {where}, semsim {row.semsim_version} on {row.host}",
             file=out,
         )

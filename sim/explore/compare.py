@@ -38,6 +38,14 @@ refused: a row named twice would only run its cells twice.
 Every run tolerates the known findings (docs/FINDINGS.md) its variant does
 not fix: a comparison measures the design as it is, and says which
 findings its runs met; a finding a fix corrects is a violation again.
+
+The user's own invariants (``invariants``: references as ``semsim run
+--invariant`` takes them) judge every cell beside semsim's, each row's
+design as :func:`semsim.harness.designs.run_design` lets it: the semaphore
+any checker, the gate and the leased worker one that hears only what they
+share with it (the API, the end of the run). One that a row's design never
+calls is refused before anything runs, naming the row, rather than left
+out of that row's verdicts.
 """
 
 from __future__ import annotations
@@ -50,9 +58,12 @@ from typing import Any, Final
 
 import attrs
 
+from semsim.check.checker import Checker
+from semsim.check.design_checkers import check_design_checkers
 from semsim.check.trade_offs import TradeOffs
 from semsim.explore.fuzz import design_tolerated_for, tolerated_for
 from semsim.harness.designs import run_design
+from semsim.harness.invariants import InvariantLookupError, find_invariants
 from semsim.harness.run import HolderSpec, WorldConfig, check_plan
 from semsim.harness.variants import VariantLookupError, find_variant
 from semsim.world.design import DESIGN_FIXES, DESIGNS, DesignName, DesignSpec
@@ -239,8 +250,11 @@ def cell_of(recorded: dict[str, Any]) -> Cell:
     )
 
 
-def run_cell(config: dict[str, Any], design: str, plan: str, seed: int) -> Cell:
-    """One cell, from the config as recorded and the row's label (what a worker process is sent)."""
+def run_cell(
+    config: dict[str, Any], design: str, plan: str, seed: int, invariants: tuple[str, ...] = ()
+) -> Cell:
+    """One cell, from the config as recorded, the row's label and the user's invariants by their
+    references (what a worker process is sent)."""
     started = time.process_time()
     world, variant, tolerated = contender(design).world(WorldConfig.from_dict(config))
     run = run_design(
@@ -249,6 +263,7 @@ def run_cell(config: dict[str, Any], design: str, plan: str, seed: int) -> Cell:
         seed,
         tolerated=tolerated,
         variant=variant,
+        checkers=find_invariants(invariants),
     )
     findings = sorted({str(e["finding"]) for e in run.trace.of_kind("violation") if e.get("finding")})
     result = run.result
@@ -271,11 +286,20 @@ def matrix(designs: Sequence[str], plans: Sequence[str], seeds: Sequence[int]) -
 
 
 def check_matrix(
-    config: WorldConfig, designs: Sequence[str], plans: Sequence[str], seeds: Sequence[int]
+    config: WorldConfig,
+    designs: Sequence[str],
+    plans: Sequence[str],
+    seeds: Sequence[int],
+    invariants: Sequence[str] = (),
 ) -> None:
     """ValueError naming what is wrong, before anything runs: unknown names, a variant that cannot
     be loaded, a row named twice or two rows that run the same, an empty or oversized matrix, a
-    config the semaphore cannot be measured in, a plan that does not fit the config."""
+    config the semaphore cannot be measured in, a plan that does not fit the config, an invariant
+    that cannot be loaded or that a row's design never calls."""
+    try:
+        checkers = find_invariants(invariants)
+    except InvariantLookupError as error:
+        raise ValueError(str(error)) from None
     rows = [contender(design) for design in designs]
     labels = [row.label for row in rows]
     if len(set(labels)) != len(labels):
@@ -296,6 +320,7 @@ def check_matrix(
             )
         runs.append((row, world, _runs_as(variant)))
         worlds.append(world)
+        _check_heard(checkers, row)
     for plan in plans:
         if plan not in PLANS:
             raise ValueError(f"unknown plan {plan!r}: the plans are {', '.join(PLANS)}")
@@ -315,6 +340,18 @@ def check_matrix(
                 raise ValueError(f"plan {plan!r} for design {row.label!r}: {error}") from None
 
 
+def _check_heard(checkers: Sequence[type[Checker]], row: Contender) -> None:
+    """ValueError unless ``row``'s design calls what each of the user's ``checkers`` hears."""
+    if row.design == "semaphore":
+        return
+    try:
+        check_design_checkers(checkers, row.design)
+    except ValueError as error:
+        raise ValueError(
+            f"{row.label}: {error}; leave the row out (--designs) or the invariant (--invariant)"
+        ) from None
+
+
 def _runs_as(variant: Variant) -> tuple[object, ...]:
     """What of ``variant`` a run depends on: all but the names it goes by, which change nothing
     that runs or judges."""
@@ -332,21 +369,24 @@ def compare(
     seeds: Sequence[int],
     executor: Executor | None = None,
     on_cell: Callable[[Cell], None] | None = None,
+    invariants: Sequence[str] = (),
 ) -> list[Cell]:
-    """Run the matrix (in this process without an ``executor``); ``on_cell`` hears each cell as it
-    comes back, the result is in matrix order."""
-    check_matrix(config, designs, plans, seeds)
+    """Run the matrix (in this process without an ``executor``), each cell judged by the user's
+    ``invariants`` too (their references); ``on_cell`` hears each cell as it comes back, the
+    result is in matrix order."""
+    check_matrix(config, designs, plans, seeds, invariants)
     recorded = config.to_dict()
     jobs = matrix(designs, plans, seeds)
+    references = tuple(invariants)
     if executor is None:
         cells = []
         for job in jobs:
-            cell = run_cell(recorded, *job)
+            cell = run_cell(recorded, *job, references)
             if on_cell is not None:
                 on_cell(cell)
             cells.append(cell)
         return cells
-    futures: list[Future[Cell]] = [executor.submit(run_cell, recorded, *job) for job in jobs]
+    futures: list[Future[Cell]] = [executor.submit(run_cell, recorded, *job, references) for job in jobs]
     for future in as_completed(futures):
         if on_cell is not None:
             on_cell(future.result())

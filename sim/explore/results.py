@@ -13,7 +13,7 @@ one transaction); a newer version, another application's SQLite database,
 or a file that is not SQLite at all is refused (:class:`ResultsError`) and
 left as it was.
 
-Tables (schema 3):
+Tables (schema 4):
 
 - ``campaigns``: one row a campaign: ``uid`` (its identity across merged
   files: a digest of what was asked and what every run gave, written when
@@ -38,7 +38,9 @@ Tables (schema 3):
   world, designs, plans, seeds), where, its verdict, and one row a cell:
   design, plan, seed, outcome, invariant, detail, the findings it met, its
   trade-off figures (JSON, null for a run that did not complete) and the CPU
-  seconds it took (metadata, not part of its identity).
+  seconds it took (metadata, not part of its identity). Schema 4 adds the
+  user's ``invariants`` a comparison judged (the JSON list of their
+  references; NULL in one recorded before, which could judge none).
 
 Nothing in the file depends on the wall clock or on chance: the same
 campaign records the same rows (but for ``host``, ``executor`` and ``workers``). Rows are written by the
@@ -68,7 +70,7 @@ from semsim.inputs.files import InputError, check_output_file, same_file
 
 #: ``PRAGMA application_id``: "SemS". Marks a file as semsim's results.
 APPLICATION_ID: Final = 0x53656D53
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 DEFAULT_DB: Final = Path("semsim-results.sqlite")
 #: Runs written per transaction by :class:`Recorder`.
 RUNS_PER_TRANSACTION: Final = 16
@@ -168,8 +170,14 @@ CREATE TABLE cells (
 ) WITHOUT ROWID
 """
 
+#: Version 4: the user's invariants each comparison judged (``semsim compare --invariant``).
+#: NULL in a comparison recorded before: compare took none then.
+_SCHEMA_4: Final = """
+ALTER TABLE comparisons ADD COLUMN invariants TEXT
+"""
+
 #: Schema version -> the statements that bring the version before it up to it.
-MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1, 2: _SCHEMA_2, 3: _SCHEMA_3}
+MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_1, 2: _SCHEMA_2, 3: _SCHEMA_3, 4: _SCHEMA_4}
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
 
 _TABLES: Final = ("campaigns", "cells", "comparisons", "failures", "runs")
@@ -487,12 +495,14 @@ def record_comparison(
     cells: Sequence[Mapping[str, Any]],
     executor: str,
     workers: int,
+    invariants: Sequence[str] = (),
 ) -> int:
     """One comparison (``semsim compare``) and its cells (each ``Cell.to_dict()``), in one transaction.
 
-    Its ``uid`` is a digest of what was asked and what every cell gave, not of where, how or how
-    fast it ran (the cells' CPU seconds are kept, as metadata): recorded twice, merged twice, it
-    is one comparison. Returns its row id.
+    Its ``uid`` is a digest of what was asked (the user's ``invariants`` among it, by their
+    references) and what every cell gave, not of where, how or how fast it ran (the cells' CPU
+    seconds are kept, as metadata): recorded twice, merged twice, it is one comparison. Returns
+    its row id.
     """
     status = "passed" if all(_judged(cell) for cell in cells) else "failed"
     rows = [
@@ -511,13 +521,14 @@ def record_comparison(
         for index, cell in enumerate(cells)
     ]
     asked = [json.dumps(dict(config), sort_keys=True), json.dumps(list(designs)), json.dumps(list(plans))]
-    uid = hashlib.sha256(
-        json.dumps([*asked, list(seeds), [list(row[:-1]) for row in rows]]).encode()
-    ).hexdigest()
+    content: list[Any] = [*asked, list(seeds), [list(row[:-1]) for row in rows]]
+    if invariants:  # only then: a comparison judged by semsim's own keeps the identity it had before
+        content.append(["invariants", list(invariants)])
+    uid = hashlib.sha256(json.dumps(content).encode()).hexdigest()
     with _recording(path), _transaction(db):
         cursor = db.execute(
             "INSERT INTO comparisons (uid, config, designs, plans, seeds, executor, workers, semsim_version,"
-            " host, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " host, status, invariants) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 uid,
                 *asked,
@@ -527,6 +538,7 @@ def record_comparison(
                 __version__,
                 socket.gethostname(),
                 status,
+                json.dumps(list(invariants)),
             ),
         )
         assert cursor.lastrowid is not None
@@ -654,7 +666,9 @@ def _tables(db: sqlite3.Connection, schema: str) -> set[str]:
 def _copy_comparisons(db: sqlite3.Connection) -> int:
     """Copy the comparisons of ``other`` that ``main`` lacks (by ``uid``), with their cells."""
     known = {row[0] for row in db.execute("SELECT uid FROM main.comparisons")}
-    columns = "uid, config, designs, plans, seeds, executor, workers, semsim_version, host, status"
+    theirs = set(_columns(db, "other", "comparisons"))  # an older file lacks some: they stay NULL
+    ours = _columns(db, "main", "comparisons")
+    columns = ", ".join(name for name in ours if name != "id" and name in theirs)
     copied = 0
     for old_id, uid in db.execute("SELECT id, uid FROM other.comparisons ORDER BY id").fetchall():
         if uid in known:
@@ -782,6 +796,8 @@ class ComparisonRow:
     host: str
     status: str
     cells: list[dict[str, Any]]
+    #: The user's invariants it judged, by their references (None: recorded before schema 4).
+    invariants: list[str] | None = None
 
 
 def summary(db: sqlite3.Connection) -> Summary:
@@ -851,9 +867,11 @@ def _comparisons(db: sqlite3.Connection) -> list[ComparisonRow]:
     if "comparisons" not in _tables(db, "main"):
         return []
     found = []
+    # Schema 3: no comparison judged the user's invariants, and none were recorded.
+    recorded = "invariants" if "invariants" in _columns(db, "main", "comparisons") else "NULL"
     for row in db.execute(
-        "SELECT id, uid, designs, plans, seeds, executor, workers, semsim_version, host, status"
-        " FROM comparisons ORDER BY id"
+        "SELECT id, uid, designs, plans, seeds, executor, workers, semsim_version, host, status,"
+        f" {recorded} FROM comparisons ORDER BY id"
     ).fetchall():
         cells = [
             {
@@ -886,6 +904,7 @@ def _comparisons(db: sqlite3.Connection) -> list[ComparisonRow]:
                 host=row[8],
                 status=row[9],
                 cells=cells,
+                invariants=None if row[10] is None else json.loads(row[10]),
             )
         )
     return found
