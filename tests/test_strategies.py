@@ -22,7 +22,7 @@ import semsim.explore.fuzz
 from semaphore_core.fixes import ALL_FIXES, RETRIES_WAIT_THEIR_TIME
 from semsim.explore import strategies
 from semsim.explore.fuzz import RunReport, campaign
-from semsim.explore.strategies import DELAY_TICK_MS, KEYS, QUIET_MS, SECOND_KEY, Case, _drawn_for
+from semsim.explore.strategies import CLOSED_MS, DELAY_TICK_MS, KEYS, QUIET_MS, SECOND_KEY, Case, _drawn_for
 from semsim.world.faults import Eviction
 from semsim.world.workload import Workload
 from tests.helpers import fault_times
@@ -32,8 +32,10 @@ from tests.helpers import fault_times
 #: a cancel of 20 aimed at a claim in part since 2026-12-05, ``Cancel.in_part``; every fix
 #: includes F8's since then too; one world in four has a second key since 2026-12-05,
 #: ``strategies.keys_for``, taken from the seed drawn: with the keys put back, the cases are
-#: those drawn before, so ``BEFORE_DIGEST`` and ``NEAR_COPIES_DIGESTS`` hold them unchanged).
-DRAWN_DIGEST = "9dc0fbaae03b4baa5aed9e150fcfb657b52dc7ac245a332ab59d9ed1adadd29f"
+#: those drawn before, so ``BEFORE_DIGEST`` and ``NEAR_COPIES_DIGESTS`` hold them unchanged; a
+#: limit change at a moment of 3 modulo 4 ms closes the holder since 2026-12-05,
+#: ``strategies._limit_change``, taken from the moment drawn: with the limits put back, likewise).
+DRAWN_DIGEST = "85b2eadae35c284e644de6d17f9ef0e34daf845d26f29a74e3ec2a30aaf68331"
 #: The same before input-fault windows of odd length flapped, holder evictions at an odd ms were
 #: deploys rolled back, runs with delays delivered on a tick, and fault times were spread over
 #: the phase (2026-12-04), and a cancel of 20 was aimed at a claim in part (2026-12-05): the
@@ -109,44 +111,58 @@ def _as_drawn_before(case: Case) -> str:
     return json.dumps(before.to_dict(), sort_keys=True)
 
 
-def test_campaigns_draw_the_cases_they_always_drew() -> None:
+def test_campaigns_draw_the_cases_they_always_drew(monkeypatch: pytest.MonkeyPatch) -> None:
     digest, before = hashlib.sha256(), hashlib.sha256()
-    drawn = 0
     windows: Counter[bool] = Counter()
     deploys: Counter[bool] = Counter()
     ticks: Counter[bool] = Counter()
     aimed: Counter[bool] = Counter()
     two_keys: Counter[bool] = Counter()
+    closed: Counter[bool] = Counter()
     tenths: Counter[int] = Counter()  # timed faults by the tenth of the fault phase they strike in
-    for seed in range(3):
-        for fixes in ((), tuple(sorted(ALL_FIXES))):
-            for case in _drawn(seed, fixes):
-                digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
-                before.update(_as_drawn_before(case).encode())
-                drawn += 1
-                for fault in case.faults.input_faults:
-                    assert fault.flapping == ((fault.end_ms - fault.start_ms) % 2 == 1), fault
-                    windows[fault.flapping] += 1
-                for eviction in case.faults.evictions:
-                    if eviction.target.startswith("holder:"):
-                        assert eviction.at_ms % 2 == 0, eviction
-                        deploys[False] += 1
-                assert case.faults.delay_tick_ms == (DELAY_TICK_MS if case.faults.delay_ms else 0)
-                ticks[bool(case.faults.delay_tick_ms)] += 1
-                for cancel in case.faults.cancels:
-                    assert cancel.in_part == (cancel.count == 20), cancel
-                    aimed[cancel.in_part] += 1
-                keys = case.config.workload.keys
-                assert keys == (KEYS if case.seed % 4 != 3 else (*KEYS, SECOND_KEY)), case.seed
-                two_keys[len(keys) == 2] += 1
-                for rollback in case.faults.rollbacks:
-                    assert rollback.at_ms % 2 == 1, rollback
-                    deploys[True] += 1
-                phase_ms = case.config.duration_ms - QUIET_MS
-                for at_ms in fault_times(case):
-                    tenths[at_ms * 10 // phase_ms] += 1
-    assert drawn == 180
+    campaigns = [(seed, fixes) for seed in range(3) for fixes in ((), tuple(sorted(ALL_FIXES)))]
+    drawn = [case for seed, fixes in campaigns for case in _drawn(seed, fixes)]
+    for case in drawn:
+        digest.update(json.dumps(case.to_dict(), sort_keys=True).encode())
+        for fault in case.faults.input_faults:
+            assert fault.flapping == ((fault.end_ms - fault.start_ms) % 2 == 1), fault
+            windows[fault.flapping] += 1
+        for eviction in case.faults.evictions:
+            if eviction.target.startswith("holder:"):
+                assert eviction.at_ms % 2 == 0, eviction
+                deploys[False] += 1
+        assert case.faults.delay_tick_ms == (DELAY_TICK_MS if case.faults.delay_ms else 0)
+        ticks[bool(case.faults.delay_tick_ms)] += 1
+        for cancel in case.faults.cancels:
+            assert cancel.in_part == (cancel.count == 20), cancel
+            aimed[cancel.in_part] += 1
+        phase_ms = case.config.duration_ms - QUIET_MS
+        keys = case.config.workload.keys
+        assert keys == (KEYS if case.seed % 4 != 3 else (*KEYS, SECOND_KEY)), case.seed
+        two_keys[len(keys) == 2] += 1
+        for rollback in case.faults.rollbacks:
+            assert rollback.at_ms % 2 == 1, rollback
+            deploys[True] += 1
+        for at_ms in fault_times(case):
+            tenths[at_ms * 10 // phase_ms] += 1
+    assert len(drawn) == 180
     assert digest.hexdigest() == DRAWN_DIGEST
+    # Closing the holder keeps every other choice: with it taken out, each campaign draws the
+    # cases it drew before, and closing their limit changes gives these.
+    monkeypatch.setattr(strategies, "_CLOSING", None)
+    drawn_before = [case for seed, fixes in campaigns for case in _drawn(seed, fixes)]
+    monkeypatch.undo()
+    for now, then in zip(drawn, drawn_before, strict=True):
+        before.update(_as_drawn_before(then).encode())
+        assert now == attrs.evolve(then, faults=strategies._with_closings(then.faults))
+        phase_ms = then.config.duration_ms - QUIET_MS
+        for change in then.faults.limit_changes:
+            closes = change.at_ms % 4 == 3
+            closed[closes] += 1
+            if closes:  # 0 at the moment drawn, the limit drawn once closed long enough
+                reopen_ms = min(change.at_ms + CLOSED_MS, phase_ms - 1)
+                assert attrs.evolve(change, limit=0) in now.faults.limit_changes, now.faults
+                assert attrs.evolve(change, at_ms=reopen_ms) in now.faults.limit_changes, now.faults
     assert before.hexdigest() == BEFORE_DIGEST
     assert windows[True] > 0, windows
     assert windows[False] > 0, windows
@@ -157,6 +173,7 @@ def test_campaigns_draw_the_cases_they_always_drew() -> None:
     assert aimed[True] > 0, aimed
     assert aimed[False] > 0, aimed
     assert 0 < two_keys[True] < two_keys[False], two_keys
+    assert 0 < closed[True] < closed[False], closed
     # Spread over the phase: no tenth holds more than a fifth of them. Drawn as Hypothesis
     # draws an integer, 69% of them struck in the first tenth.
     assert set(tenths) == set(range(10)), tenths
@@ -185,6 +202,7 @@ def test_with_near_copies_back_a_campaign_draws_what_it_drew_before_fresh_draws(
     cases are those pinned before (and, with the 2026-12-04 levers taken out, those before
     the levers), so the levers' evidence stands."""
     monkeypatch.setattr(semsim.explore.fuzz, "_every_run_drawn_afresh", contextlib.nullcontext)
+    monkeypatch.setattr(strategies, "_CLOSING", None)  # the limit changes as drawn before they closed
     digest, before = hashlib.sha256(), hashlib.sha256()
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):
