@@ -149,7 +149,7 @@ def test_campaigns_draw_the_cases_they_always_drew(monkeypatch: pytest.MonkeyPat
     assert digest.hexdigest() == DRAWN_DIGEST
     # Closing the holder keeps every other choice: with it taken out, each campaign draws the
     # cases it drew before, and closing their limit changes gives these.
-    monkeypatch.setattr(strategies, "_CLOSING", None)
+    monkeypatch.setattr(strategies, "_with_closings", lambda plan: plan)
     drawn_before = [case for seed, fixes in campaigns for case in _drawn(seed, fixes)]
     monkeypatch.undo()
     for now, then in zip(drawn, drawn_before, strict=True):
@@ -202,7 +202,7 @@ def test_with_near_copies_back_a_campaign_draws_what_it_drew_before_fresh_draws(
     cases are those pinned before (and, with the 2026-12-04 levers taken out, those before
     the levers), so the levers' evidence stands."""
     monkeypatch.setattr(semsim.explore.fuzz, "_every_run_drawn_afresh", contextlib.nullcontext)
-    monkeypatch.setattr(strategies, "_CLOSING", None)  # the limit changes as drawn before they closed
+    monkeypatch.setattr(strategies, "_with_closings", lambda plan: plan)  # the limit changes as drawn before
     digest, before = hashlib.sha256(), hashlib.sha256()
     for seed in range(3):
         for fixes in ((), tuple(sorted(ALL_FIXES))):

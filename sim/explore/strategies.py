@@ -284,8 +284,8 @@ _HOLDER: Final = "holder:"
 #: How long a limit change that closes the holder (``_with_closings``) keeps it at 0, in ms.
 CLOSED_MS: Final = 10_000
 #: ``(modulus, remainder)``: a limit change drawn at such a moment closes the holder first
-#: (``_with_closings``); None, none does (the draws as they were before, for the tests).
-_CLOSING: Final[tuple[int, int] | None] = (4, 3)
+#: (``_with_closings``).
+_CLOSING: Final = (4, 3)
 
 
 def _with_closings(plan: FaultPlan) -> FaultPlan:
@@ -301,7 +301,7 @@ def _with_closings(plan: FaultPlan) -> FaultPlan:
     drawn, as deploys are (``_with_deploys``), so every other choice of every campaign stays as
     drawn; a moment shrinks towards 0, where a change does not close.
     """
-    if _CLOSING is None or not plan.limit_changes:
+    if not plan.limit_changes:
         return plan
     modulus, remainder = _CLOSING
     assert plan.faults_until_ms is not None
